@@ -1,0 +1,7 @@
+//go:build !linux
+
+package numa
+
+import "errors"
+
+var errESRCH = errors.New("no such process")
