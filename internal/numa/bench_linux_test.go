@@ -1,0 +1,17 @@
+//go:build linux
+
+package numa
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func BenchmarkPrctlSyscallFloor(b *testing.B) {
+	for b.Loop() {
+		if _, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+//go:build linux
+
+package conformance_test
+
+import (
+	"testing"
+
+	"github.com/numapref/numapref/internal/numa/conformance"
+)
+
+// TestPrctl runs the suite against the real kernel; it skips unless the kernel proves
+// PR_PREFERRED_NID support. This is what the kernel lab runs (conformance.test -test.v).
+func TestPrctl(t *testing.T) { conformance.Run(t, conformance.OpenPrctl) }
+
+// TestEmulator runs the suite against the emulator.
+func TestEmulator(t *testing.T) { conformance.Run(t, conformance.OpenEmulator) }

@@ -1,0 +1,488 @@
+//go:build linux
+
+package numa
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+)
+
+// fakeProc is a /proc tree for emulator tests: tasks with a stat (start time), a status
+// (tgid, ids, capabilities) owned as the kernel would own it, and the caller's
+// thread-self/status.
+type fakeProc struct {
+	t    *testing.T
+	root string
+}
+
+const capsAll = "000001ffffffffff"
+
+func newFakeProc(t *testing.T) *fakeProc {
+	f := &fakeProc{t: t, root: t.TempDir()}
+	f.caller(10, 0, capsAll)
+	writeFile(t, filepath.Join(f.root, "sys", "kernel", "random", "boot_id"), "boot-1\n")
+	return f
+}
+
+// caller sets the calling thread's thread group, uid and effective capabilities.
+func (f *fakeProc) caller(tgid int, uid uint32, caps string) {
+	ids := fmt.Sprintf("%d\t%d\t%d\t%d", uid, uid, uid, uid)
+	writeFile(f.t, filepath.Join(f.root, "thread-self", "status"), statusText(tgid, ids, ids, caps, true))
+}
+
+// task adds (or replaces) a task. A task that is not dumpable has its files owned by root.
+func (f *fakeProc) task(tid, tgid int, start uint64, uid uint32, dumpable bool) {
+	dir := filepath.Join(f.root, strconv.Itoa(tid))
+	writeFile(f.t, filepath.Join(dir, "stat"), statLine("task", strconv.FormatUint(start, 10)))
+	ids := fmt.Sprintf("%d\t%d\t%d\t%d", uid, uid, uid, uid)
+	status := filepath.Join(dir, "status")
+	writeFile(f.t, status, statusText(tgid, ids, ids, capsNone, true))
+	owner := uid
+	if !dumpable {
+		owner = 0
+	}
+	if err := os.Chown(status, int(owner), int(owner)); err != nil {
+		f.t.Skipf("precondition: chown needs root: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(f.root, strconv.Itoa(tgid), "task", strconv.Itoa(tid)), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fakeProc) remove(tid int) {
+	if err := os.RemoveAll(filepath.Join(f.root, strconv.Itoa(tid))); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// newTestEmulator opens an emulator on a fake /proc and a fixture sysfs, with a clock
+// that stands at tick 1000.
+func newTestEmulator(t *testing.T, proc *fakeProc, sysRoot, stateDir string) *Emulator {
+	t.Helper()
+	e, err := NewEmulator(EmulatorOptions{StateDir: stateDir, ProcRoot: proc.root, SysRoot: sysRoot, now: func() uint64 { return 1000 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+type callResult struct {
+	Value int
+	Errno string
+}
+
+func emuCall(e *Emulator, cmd, pid, nid int, ptr UserPointer) callResult {
+	v, err := e.Call(cmd, pid, nid, ptr)
+	r := callResult{Value: v}
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		r.Errno = unix.ErrnoName(errno)
+	} else if err != nil {
+		r.Errno = err.Error()
+	}
+	return r
+}
+
+func TestEmulatorErrors(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.task(100, 100, 500, 0, true)     // root
+	proc.task(200, 200, 500, 1000, true)  // uid 1000
+	proc.task(300, 300, 500, 1000, false) // uid 1000, not dumpable
+	proc.task(11, 10, 500, 0, true)       // another thread of the caller's group
+	proc.task(12, 10, 500, 1000, false)   // a thread of the caller's group with other ids
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	s := PointerSentinel
+	tests := map[string]struct {
+		callerUID  uint32
+		callerCaps string
+		cmd, pid   int
+		nid        int
+		ptr        UserPointer
+		want       callResult
+	}{
+		"cmd 2 before an unknown pid":  {cmd: 2, pid: 999, want: callResult{s, "ERANGE"}},
+		"cmd -1 is huge":               {cmd: -1, pid: 100, want: callResult{s, "ERANGE"}},
+		"unknown pid":                  {cmd: CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
+		"negative pid":                 {cmd: CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
+		"unknown pid before bad node":  {cmd: CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
+		"pid truncated to 32 bits":     {cmd: CmdGet, pid: 1<<32 + 100, ptr: PointerValid, want: callResult{-1, ""}},
+		"misaligned pointer":           {cmd: CmdGet, pid: 100, ptr: PointerMisaligned, want: callResult{s, "EINVAL"}},
+		"nil pointer":                  {cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EFAULT"}},
+		"SET ignores the pointer":      {cmd: CmdSet, pid: 11, nid: 1, ptr: PointerMisaligned, want: callResult{s, ""}},
+		"node = num_possible_nodes()":  {cmd: CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
+		"node -2":                      {cmd: CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
+		"node truncated to int: -1":    {cmd: CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
+		"uid 1000 on root":             {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		"EPERM before EFAULT":          {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EPERM"}},
+		"EPERM before EINVAL for SET":  {callerUID: 1000, callerCaps: capsNone, cmd: CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
+		"uid 1000 on uid 1000":         {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{-1, ""}},
+		"uid 1000 on non-dumpable":     {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		"own thread group always":      {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 12, ptr: PointerValid, want: callResult{-1, ""}},
+		"root without CAP_SYS_PTRACE":  {callerUID: 0, callerCaps: "000001fffff7ffff", cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		"root without it on root":      {callerUID: 0, callerCaps: "000001fffff7ffff", cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{-1, ""}},
+		"root with it on non-dumpable": {callerUID: 0, callerCaps: capsAll, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{-1, ""}},
+	}
+	for _, name := range sortedKeys(tests) {
+		tc := tests[name]
+		t.Run(name, func(t *testing.T) {
+			if tc.callerCaps == "" {
+				tc.callerCaps = capsAll
+			}
+			proc.caller(10, tc.callerUID, tc.callerCaps)
+			if diff := cmp.Diff(tc.want, emuCall(e, tc.cmd, tc.pid, tc.nid, tc.ptr)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEmulatorSparseNodes(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.task(100, 100, 500, 0, true)
+	e := newTestEmulator(t, proc, "testdata/sysfs/sparse", t.TempDir())
+	// Possible nodes {0,2}: the patch compares with their count, 2.
+	for nid, want := range map[int]string{-2: "EINVAL", -1: "", 0: "", 1: "", 2: "EINVAL", 3: "EINVAL"} {
+		if got := emuCall(e, CmdSet, 100, nid, PointerNil); got.Errno != want {
+			t.Errorf("SET %d: %q, want %q", nid, got.Errno, want)
+		}
+	}
+}
+
+func TestEmulatorNoNUMA(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.task(100, 100, 500, 0, true)
+	e := newTestEmulator(t, proc, "testdata/sysfs/no-numa", t.TempDir())
+	if got := emuCall(e, CmdSet, 100, 0, PointerNil); got.Errno != "" {
+		t.Errorf("SET 0 without NUMA: %q", got.Errno)
+	}
+	if got := emuCall(e, CmdSet, 100, 1, PointerNil); got.Errno != "EINVAL" {
+		t.Errorf("SET 1 without NUMA: %q, want EINVAL", got.Errno)
+	}
+}
+
+// TestEmulatorPersists: the state is the kernel's, and outlives the process using it.
+func TestEmulatorPersists(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.task(100, 100, 500, 0, true)
+	proc.task(101, 100, 500, 0, true)
+	dir := t.TempDir()
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", dir)
+	if err := e.Set(100, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Set(101, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	again := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", dir)
+	for tid, want := range map[int]int{100: 1, 101: 0} {
+		if got, err := again.Get(tid); err != nil || got != want {
+			t.Errorf("Get(%d) after a restart = %d, %v; want %d", tid, got, err, want)
+		}
+	}
+	// The view reads like /proc/<tid>/sched.
+	view, err := ReadSchedNUMA(filepath.Join(dir, "proc", "100", "task"), 101)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !view.ForcePresent || view.PreferredNIDForce != 0 || view.PreferredNID != 0 {
+		t.Errorf("view of task 101 = %+v, want force 0, preferred 0", view)
+	}
+	s, err := again.SchedNUMA(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.ForcePresent || s.PreferredNIDForce != 1 || s.PreferredNID != 1 {
+		t.Errorf("SchedNUMA(100) = %+v, want force 1, preferred 1", s)
+	}
+	// SET -1 clears both.
+	if err := again.Set(100, -1); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = again.SchedNUMA(100); err != nil || s.PreferredNIDForce != -1 || s.PreferredNID != -1 {
+		t.Errorf("SchedNUMA(100) after SET -1 = %+v, %v; want -1, -1", s, err)
+	}
+	if st := again.Stats(); st.Tasks != 2 || st.Listening {
+		t.Errorf("Stats = %+v, want 2 tasks, not listening", st)
+	}
+}
+
+// TestEmulatorRecycledPID: a task is its tid and its start time.
+func TestEmulatorRecycledPID(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.task(100, 100, 500, 0, true)
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	if err := e.Set(100, 1); err != nil { // the first forced node: at tick 1000
+		t.Fatal(err)
+	}
+
+	// The pid is reused by a task that started before anything was forced: it cannot
+	// have inherited a node.
+	proc.task(100, 100, 600, 0, true)
+	if got, err := e.Get(100); err != nil || got != -1 {
+		t.Errorf("Get of a recycled pid = %d, %v; want -1", got, err)
+	}
+	if n := e.Stats().AssumedFresh; n != 0 {
+		t.Errorf("AssumedFresh = %d, want 0", n)
+	}
+
+	// Reused again after tick 1000, with nobody watching task creation: the emulator
+	// cannot tell whether it inherited, assumes it fresh and counts it once.
+	proc.task(100, 100, 2000, 0, true)
+	for range 2 {
+		if got, err := e.Get(100); err != nil || got != -1 {
+			t.Errorf("Get of a recycled pid = %d, %v; want -1", got, err)
+		}
+	}
+	if n := e.Stats().AssumedFresh; n != 1 {
+		t.Errorf("AssumedFresh = %d, want 1", n)
+	}
+	// The task is gone: ESRCH.
+	proc.remove(100)
+	if _, err := e.Get(100); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("Get of an exited task: %v, want ESRCH", err)
+	}
+}
+
+// TestEmulatorReboot: state from another boot is gone, as the kernel's would be.
+func TestEmulatorReboot(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.task(100, 100, 500, 0, true)
+	dir := t.TempDir()
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", dir)
+	if err := e.Set(100, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	writeFile(t, filepath.Join(proc.root, "sys", "kernel", "random", "boot_id"), "boot-2\n")
+	again := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", dir)
+	if got, err := again.Get(100); err != nil || got != -1 {
+		t.Errorf("Get after a reboot = %d, %v; want -1", got, err)
+	}
+	if st := again.Stats(); st.Tasks != 0 {
+		t.Errorf("Stats after a reboot = %+v, want no tasks", st)
+	}
+}
+
+// TestEmulatorSweep: entries of tasks that exited go when an emulator opens the state.
+func TestEmulatorSweep(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.task(100, 100, 500, 0, true)
+	proc.task(200, 200, 500, 0, true)
+	dir := t.TempDir()
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", dir)
+	for _, tid := range []int{100, 200} {
+		if err := e.Set(tid, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proc.remove(200)
+	again := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", dir)
+	if st := again.Stats(); st.Tasks != 1 {
+		t.Errorf("Stats = %+v, want 1 task", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "proc", "200")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the exited task's directory is still there: %v", err)
+	}
+}
+
+// TestEmulatorOneWriter: several emulators (as in several processes) share the state; the
+// lock keeps every update.
+func TestEmulatorOneWriter(t *testing.T) {
+	proc := newFakeProc(t)
+	const perWriter = 40
+	for i := range 2 * perWriter {
+		proc.task(1000+i, 1000+i, 5000, 0, true) // born after the first force
+	}
+	proc.task(100, 100, 500, 0, true)
+	dir := t.TempDir()
+	emus := []*Emulator{
+		newTestEmulator(t, proc, "testdata/sysfs/two-nodes", dir),
+		newTestEmulator(t, proc, "testdata/sysfs/two-nodes", dir),
+	}
+	if err := emus[0].Set(100, 1); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w, e := range emus {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				if _, err := e.Get(1000 + w*perWriter + i); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if st := emus[1].Stats(); st.AssumedFresh != 2*perWriter || st.Tasks != 2*perWriter+1 {
+		t.Errorf("Stats = %+v, want %d assumed fresh, %d tasks", st, 2*perWriter, 2*perWriter+1)
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "proc", "*", "task", "*", ".*.tmp-*"))
+	if len(matches) != 0 {
+		t.Errorf("temporary files left: %v", matches)
+	}
+}
+
+func TestEmulatorSharedStateModes(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.task(100, 100, 500, 0, true)
+	for _, shared := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "state")
+		e, err := NewEmulator(EmulatorOptions{StateDir: dir, ProcRoot: proc.root, SysRoot: "testdata/sysfs/two-nodes", SharedState: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Set(100, 1); err != nil {
+			t.Fatal(err)
+		}
+		e.Close()
+		wantDir, wantFile := os.FileMode(0o755), os.FileMode(0o644)
+		if shared {
+			wantDir, wantFile = 0o777, 0o666
+		}
+		for path, want := range map[string]os.FileMode{
+			dir: wantDir, filepath.Join(dir, "proc", "100", "task", "100"): wantDir,
+			filepath.Join(dir, "proc", "100", "task", "100", "sched"): wantFile, filepath.Join(dir, "meta.json"): wantFile,
+		} {
+			fi, err := os.Stat(path)
+			if err != nil || fi.Mode().Perm() != want {
+				t.Errorf("shared %v: %s: mode %v, %v; want %v", shared, path, fi.Mode().Perm(), err, want)
+			}
+		}
+	}
+}
+
+// testListener is a listener without a socket, to feed events by hand.
+func testListener(t *testing.T, e *Emulator) *listener {
+	t.Helper()
+	if e.page == nil {
+		t.Fatal("no listener page")
+	}
+	return &listener{e: e, page: e.page}
+}
+
+func TestListenerThreadBorn(t *testing.T) {
+	proc := newFakeProc(t)
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	l := testListener(t, e)
+	// Group 300: both older threads hold node 1. Group 400: they differ.
+	for _, tid := range []int{300, 301} {
+		proc.task(tid, 300, 50, 0, true)
+		if err := e.Set(tid, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proc.task(400, 400, 50, 0, true)
+	proc.task(401, 400, 50, 0, true)
+	if err := e.Set(400, 1); err != nil {
+		t.Fatal(err)
+	}
+	proc.task(302, 300, 60, 0, true)
+	proc.task(303, 300, 70, 0, true) // born after 302: not its creator, whatever it holds
+	if err := e.Set(303, 0); err != nil {
+		t.Fatal(err)
+	}
+	proc.task(402, 400, 60, 0, true)
+	for _, ev := range []ProcEvent{
+		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 302, ChildTGID: 300},
+		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 402, ChildTGID: 400},
+	} {
+		if err := l.handle(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tid, want := range map[int]int{302: 1, 402: -1} {
+		if got, err := e.Get(tid); err != nil || got != want {
+			t.Errorf("Get(%d) = %d, %v; want %d", tid, got, err, want)
+		}
+	}
+	if st := e.Stats(); st.Inherited != 1 || st.AssumedFresh != 1 {
+		t.Errorf("Stats = %+v, want 1 inherited, 1 assumed fresh", st)
+	}
+}
+
+func TestListenerExec(t *testing.T) {
+	proc := newFakeProc(t)
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	l := testListener(t, e)
+	// Group 100: leader and thread agree. Group 200: they differ; after exec, only the
+	// leader's pid remains and it is unknown which thread lives on in it.
+	for tid, tgid := range map[int]int{100: 100, 101: 100, 200: 200, 201: 200} {
+		proc.task(tid, tgid, 50, 0, true)
+	}
+	for tid, nid := range map[int]int{100: 1, 101: 1, 200: 1, 201: 0} {
+		if err := e.Set(tid, nid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proc.remove(101)
+	proc.remove(201)
+	for _, tgid := range []int{100, 200} {
+		if err := l.handle(ProcEvent{Kind: ProcEventExec, ChildTID: tgid, ChildTGID: tgid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for tid, want := range map[int]int{100: 1, 200: -1} {
+		if got, err := e.Get(tid); err != nil || got != want {
+			t.Errorf("Get(%d) after exec = %d, %v; want %d", tid, got, err, want)
+		}
+	}
+	if st := e.Stats(); st.Tasks != 2 || st.AssumedFresh != 1 {
+		t.Errorf("Stats = %+v, want 2 tasks, 1 assumed fresh", st)
+	}
+	// A thread's exit removes its entry; a leader's stays until it is stale.
+	proc.task(102, 100, 60, 0, true)
+	if err := e.Set(102, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []ProcEvent{
+		{Kind: ProcEventExit, ChildTID: 102, ChildTGID: 100},
+		{Kind: ProcEventExit, ChildTID: 100, ChildTGID: 100},
+	} {
+		if err := l.handle(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := e.Stats(); st.Tasks != 2 {
+		t.Errorf("Stats after exits = %+v, want 2 tasks", st)
+	}
+}
+
+func TestListenerLostEvents(t *testing.T) {
+	proc := newFakeProc(t)
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	l := testListener(t, e)
+	if err := l.handle(ProcEvent{Kind: ProcEventLost}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Stats().EventsLost; got != 1 {
+		t.Errorf("EventsLost = %d, want 1", got)
+	}
+	if got := *e.page.u64(offWatchSince); got != 1000 {
+		t.Errorf("watchSince = %d, want the current tick 1000", got)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

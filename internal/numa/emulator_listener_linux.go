@@ -1,0 +1,466 @@
+//go:build linux
+
+package numa
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The listener is the one emulator process that follows task creation through the proc
+// connector and records what each new task inherited. It holds an exclusive flock on the
+// state directory's "listener" file for as long as it listens, and publishes its progress
+// in that file's first page, which every emulator maps:
+//
+//	off  0  magic        listenerMagic while a listener is active
+//	off  8  pid          the listener's pid
+//	off 16  watchSince   clock tick after which every new task is seen
+//	off 24  watermark    CLOCK_MONOTONIC ns: every event queued before it has been handled
+//	off 32  seq          futex word, bumped with the watermark
+//	off 40  lost         count of overflows (lost events)
+//
+// A lookup of a task the state does not know, born after watchSince, waits until the
+// watermark passes the time of the lookup: the listener has then handled the task's birth,
+// and the absence of an entry means the task holds the default.
+const (
+	listenerMagic      = 0x4e554d4150524546 // "NUMAPREF"
+	listenerPageSize   = 4096
+	offMagic           = 0
+	offPID             = 8
+	offWatchSince      = 16
+	offWatermark       = 24
+	offSeq             = 32
+	offLost            = 40
+	futexWaitOp        = 0 // FUTEX_WAIT (shared: the page is mapped by several processes)
+	futexWakeOp        = 1 // FUTEX_WAKE
+	kcmpVM             = 1 // KCMP_VM
+	clockTicksPerSec   = 100
+	sweepEvery         = time.Minute
+	addrNoRandomize    = 0x0040000
+	defaultSyncTimeout = 2 * time.Second
+)
+
+// listenerPage is a mapping of the shared page.
+type listenerPage struct {
+	f    *os.File
+	data []byte
+}
+
+func openListenerPage(dir string, mode os.FileMode) (*listenerPage, error) {
+	path := filepath.Join(dir, "listener")
+	writable := true
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, mode)
+	if err != nil {
+		writable = false
+		if f, err = os.Open(path); err != nil {
+			return nil, fmt.Errorf("opening emulator listener page: %w", err)
+		}
+	}
+	prot := unix.PROT_READ
+	if writable {
+		_ = f.Chmod(mode)
+		if err := f.Truncate(listenerPageSize); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("sizing emulator listener page: %w", err)
+		}
+		prot |= unix.PROT_WRITE
+	} else if fi, err := f.Stat(); err != nil || fi.Size() < listenerPageSize {
+		f.Close()
+		return nil, errors.New("emulator listener page is not initialized")
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, listenerPageSize, prot, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mapping emulator listener page: %w", err)
+	}
+	return &listenerPage{f: f, data: data}, nil
+}
+
+func (p *listenerPage) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&p.data[off])) }
+func (p *listenerPage) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&p.data[off])) }
+
+func (p *listenerPage) close() error {
+	err := unix.Munmap(p.data)
+	if closeErr := p.f.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}
+
+// active reports whether some process (maybe this one) holds the listener lock and has
+// published its page.
+func (p *listenerPage) active() bool {
+	if atomic.LoadUint64(p.u64(offMagic)) != listenerMagic {
+		return false
+	}
+	// A second open file description conflicts with the listener's, even in its own process.
+	f, err := os.Open(p.f.Name())
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err == nil {
+		return false // nobody holds it: the magic is left over from a listener that died
+	}
+	return true
+}
+
+// waitHandled waits until the listener has handled every event queued before now, or
+// timeout passes. born is the start tick of the task the caller asks about; the wait is
+// useless (false) for a task born before the listener started watching.
+func (p *listenerPage) waitHandled(born uint64, timeout time.Duration) bool {
+	if !p.active() || born <= atomic.LoadUint64(p.u64(offWatchSince)) {
+		return false
+	}
+	target := monotonicNow()
+	emitBarrier()
+	deadline := time.Now().Add(timeout)
+	for {
+		seq := atomic.LoadUint32(p.u32(offSeq))
+		if int64(atomic.LoadUint64(p.u64(offWatermark))) >= target {
+			// A listener that restarted in between watches from a later tick.
+			return atomic.LoadUint64(p.u64(offMagic)) == listenerMagic &&
+				born > atomic.LoadUint64(p.u64(offWatchSince))
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 || !p.active() {
+			return false
+		}
+		futexWait(p.u32(offSeq), seq, remaining)
+	}
+}
+
+// emitBarrier makes the kernel send a proc connector event (a COMM event: the calling
+// thread renames itself to its own name), which wakes a listener that waits for events.
+func emitBarrier() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var name [16]byte
+	if unix.Prctl(unix.PR_GET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0) == nil {
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
+	}
+}
+
+func futexWait(addr *uint32, val uint32, d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+func futexWake(addr *uint32) {
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(1<<31-1), 0, 0, 0)
+}
+
+// nowTicks is the current CLOCK_BOOTTIME in clock ticks (USER_HZ, 100 on every
+// architecture), the unit of the start time in /proc/<pid>/stat.
+func nowTicks() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	return uint64(ts.Nano()) / (1e9 / clockTicksPerSec)
+}
+
+// waitNextTick returns once the tick count is past t, so that a task made afterwards has a
+// start time strictly greater than t. It gives up after a few ticks (a stopped test clock).
+func waitNextTick(now func() uint64, t uint64) {
+	for range 3 {
+		if now() > t {
+			return
+		}
+		var ts unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+		tick := int64(1e9 / clockTicksPerSec)
+		time.Sleep(time.Duration(tick - ts.Nano()%tick))
+	}
+}
+
+func kcmp(pid1, pid2, typ int) (int, error) {
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(pid1), uintptr(pid2), uintptr(typ), 0, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(r), nil
+}
+
+// listener follows the proc connector for an Emulator.
+type listener struct {
+	e    *Emulator
+	conn *procConn
+	page *listenerPage
+	done chan struct{}
+
+	mu        sync.Mutex
+	lastErr   error
+	errors    uint64
+	lastSweep time.Time
+}
+
+// startListener makes e the machine's listener if no other process is, and if the proc
+// connector can be opened. It returns nil and the reason otherwise.
+func startListener(e *Emulator, page *listenerPage) (*listener, error) {
+	if page.data == nil || !pageWritable(page) {
+		return nil, errors.New("the listener page is not writable by this process")
+	}
+	if err := unix.Flock(int(page.f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		pid := atomic.LoadUint64(page.u64(offPID))
+		return nil, fmt.Errorf("another process (pid %d) listens", pid)
+	}
+	conn, err := dialProcConnector()
+	if err != nil {
+		_ = unix.Flock(int(page.f.Fd()), unix.LOCK_UN)
+		return nil, err
+	}
+	atomic.StoreUint64(page.u64(offMagic), 0)
+	atomic.StoreUint64(page.u64(offPID), uint64(os.Getpid()))
+	atomic.StoreUint64(page.u64(offWatermark), 0)
+	atomic.StoreUint64(page.u64(offLost), 0)
+	since := e.now()
+	atomic.StoreUint64(page.u64(offWatchSince), since)
+	atomic.StoreUint64(page.u64(offMagic), listenerMagic)
+	l := &listener{e: e, conn: conn, page: page, done: make(chan struct{}), lastSweep: time.Now()}
+	go l.run()
+	// Tasks born in the subscription's own tick may predate it; make every task the caller
+	// creates from now on count as watched.
+	waitNextTick(e.now, since)
+	return l, nil
+}
+
+func pageWritable(p *listenerPage) bool {
+	fl, err := unix.FcntlInt(p.f.Fd(), unix.F_GETFL, 0)
+	return err == nil && fl&unix.O_ACCMODE == unix.O_RDWR
+}
+
+func (l *listener) stop() {
+	atomic.StoreUint64(l.page.u64(offMagic), 0)
+	_ = l.conn.close()
+	<-l.done
+	_ = unix.Flock(int(l.page.f.Fd()), unix.LOCK_UN)
+	futexWake(l.page.u32(offSeq))
+}
+
+func (l *listener) run() {
+	defer close(l.done)
+	for {
+		events, err := l.conn.read(l.publish)
+		if err != nil {
+			return
+		}
+		for _, ev := range events {
+			if err := l.handle(ev); err != nil {
+				l.mu.Lock()
+				l.lastErr, l.errors = err, l.errors+1
+				l.mu.Unlock()
+			}
+		}
+		if time.Since(l.lastSweep) > sweepEvery {
+			l.lastSweep = time.Now()
+			_ = l.e.sweep()
+		}
+	}
+}
+
+// publish is called whenever the socket is found empty: every event queued before now
+// has been handled.
+func (l *listener) publish(now int64) {
+	atomic.StoreUint64(l.page.u64(offWatermark), uint64(now))
+	atomic.AddUint32(l.page.u32(offSeq), 1)
+	futexWake(l.page.u32(offSeq))
+}
+
+func (l *listener) handle(ev ProcEvent) error {
+	switch ev.Kind {
+	case ProcEventLost:
+		// Births were missed: nothing born before now can be vouched for.
+		atomic.AddUint64(l.page.u64(offLost), 1)
+		atomic.StoreUint64(l.page.u64(offWatchSince), l.e.now())
+	case ProcEventFork:
+		meta, err := l.e.store.readMeta()
+		if err != nil || meta.FirstForcedAt == 0 {
+			return err // nothing was ever forced: every task holds the default
+		}
+		if ev.ChildTID != ev.ChildTGID {
+			return l.threadBorn(ev)
+		}
+		return l.processBorn(ev)
+	case ProcEventExec:
+		return l.execed(ev)
+	case ProcEventExit:
+		if ev.ChildTID != ev.ChildTGID && l.e.store.hasGroup(ev.ChildTGID) {
+			return l.e.store.withLock(func() error { return l.e.store.removeEntry(ev.ChildTGID, ev.ChildTID) })
+		}
+		// A group leader's entry stays: the leader may live on as a zombie, or be replaced
+		// by an exec from another thread. Lookups and sweeps drop it once it is stale.
+	}
+	return nil
+}
+
+// value is what the emulator holds for a live task: its entry, or the default.
+func (l *listener) value(tgid int, t Task) taskEntry {
+	if e, ok, err := l.e.store.readEntry(tgid, t.TID); err == nil && ok && e.Start == t.StartTime {
+		return e
+	}
+	return taskEntry{TID: t.TID, TGID: tgid, Start: t.StartTime, Force: NoNode, Preferred: NoNode}
+}
+
+// threadBorn handles a new thread. The event names the group's parent, not the thread that
+// called clone(), so the creator is one of the group's older threads: if they all hold the
+// same value the new thread inherits it; otherwise the creator is unknown.
+func (l *listener) threadBorn(ev ProcEvent) error {
+	if !l.e.store.hasGroup(ev.ChildTGID) {
+		return nil // no thread of the group has an entry: all hold the default
+	}
+	child, err := ReadTask(l.e.procRoot, ev.ChildTID)
+	if err != nil {
+		return nil // already gone
+	}
+	names, err := readDirNames(filepath.Join(l.e.procRoot, strconv.Itoa(ev.ChildTGID), "task"))
+	if err != nil {
+		return nil
+	}
+	var values []taskEntry
+	for _, name := range names {
+		tid, err := strconv.Atoi(name)
+		if err != nil || tid == child.TID {
+			continue
+		}
+		t, err := ReadTask(l.e.procRoot, tid)
+		if err != nil {
+			continue
+		}
+		// Threads born after the child cannot have made it (tids grow within a tick).
+		if t.StartTime > child.StartTime || (t.StartTime == child.StartTime && tid > child.TID) {
+			continue
+		}
+		values = append(values, l.value(ev.ChildTGID, t))
+	}
+	if len(values) == 0 || !sameValues(values) {
+		return l.e.assumeFresh(ev.ChildTGID, child)
+	}
+	return l.e.inherit(ev.ChildTGID, child, values[0])
+}
+
+// processBorn handles a new process. ParentTID is the thread that called clone(). A fork()
+// child (no CLONE_VM) starts at -1; a CLONE_VM child (vfork, posix_spawn) keeps its
+// parent's value. kcmp(KCMP_VM) tells them apart while the child still shares the
+// parent's memory; afterwards an unchanged memory layout still shows a fork() child that
+// has not exec'ed. Anything else is unknown.
+func (l *listener) processBorn(ev ProcEvent) error {
+	parentEntry, ok, err := l.e.store.readEntry(ev.ParentTGID, ev.ParentTID)
+	if err != nil || !ok || parentEntry.isDefault() {
+		return err // the parent holds the default, and so does the child either way
+	}
+	child, err := ReadTask(l.e.procRoot, ev.ChildTID)
+	if err != nil {
+		return nil
+	}
+	parent, err := ReadTask(l.e.procRoot, ev.ParentTID)
+	if err != nil || parent.StartTime != parentEntry.Start {
+		if err == nil {
+			return nil // a stale entry: the parent holds the default
+		}
+		return l.e.assumeFresh(ev.ChildTGID, child) // the parent is gone: cannot compare
+	}
+	same, err := kcmp(ev.ParentTID, ev.ChildTID, kcmpVM)
+	if errors.Is(err, unix.ESRCH) {
+		if _, gone := ReadTask(l.e.procRoot, ev.ChildTID); gone != nil {
+			return nil
+		}
+	}
+	if err == nil && same == 0 {
+		return l.e.inherit(ev.ChildTGID, child, parentEntry)
+	}
+	if err == nil && l.forkCopy(ev.ParentTID, ev.ChildTID) {
+		return nil // a fork() child: the default, which needs no entry
+	}
+	return l.e.assumeFresh(ev.ChildTGID, child)
+}
+
+// forkCopy reports whether the child still has its parent's memory layout in a separate
+// address space, which only fork() gives: exec with randomization moves the stack and brk.
+func (l *listener) forkCopy(parentTID, childTID int) bool {
+	if data, err := os.ReadFile(filepath.Join(l.e.procRoot, "sys", "kernel", "randomize_va_space")); err != nil || string(data) == "0\n" {
+		return false
+	}
+	data, err := os.ReadFile(filepath.Join(l.e.procRoot, strconv.Itoa(childTID), "personality"))
+	if err != nil {
+		return false
+	}
+	if v, err := strconv.ParseUint(strings.TrimSpace(string(data)), 16, 32); err != nil || v&addrNoRandomize != 0 {
+		return false
+	}
+	layout := func(tid int) (memLayout, bool) {
+		data, err := os.ReadFile(filepath.Join(l.e.procRoot, strconv.Itoa(tid), "stat"))
+		if err != nil {
+			return memLayout{}, false
+		}
+		m, ok, err := parseStatLayout(string(data))
+		return m, ok && err == nil
+	}
+	pl, okP := layout(parentTID)
+	cl, okC := layout(childTID)
+	return okP && okC && pl == cl
+}
+
+// execed handles an exec. The task at tgid keeps its value across exec; but when another
+// thread of the group execs, it takes over the leader's pid (and start time) while the
+// other threads die. If the group's threads held different values, which one lives on is
+// unknown.
+func (l *listener) execed(ev ProcEvent) error {
+	tgid := ev.ChildTGID
+	if !l.e.store.hasGroup(tgid) {
+		return nil
+	}
+	leader, err := ReadTask(l.e.procRoot, tgid)
+	if err != nil {
+		return nil
+	}
+	entries, err := l.e.store.groupEntries(tgid)
+	if err != nil {
+		return err
+	}
+	values := []taskEntry{l.value(tgid, leader)}
+	for _, e := range entries {
+		if e.TID != tgid {
+			values = append(values, e)
+		}
+	}
+	if len(values) == 1 {
+		return nil // single-threaded: nothing moves
+	}
+	return l.e.store.withLock(func() error {
+		for _, e := range entries {
+			if e.TID != tgid {
+				if err := l.e.store.removeEntry(tgid, e.TID); err != nil {
+					return err
+				}
+			}
+		}
+		if !sameValues(values) {
+			return l.e.assumeFreshLocked(tgid, leader, true)
+		}
+		v := values[0]
+		if v.isDefault() {
+			return l.e.store.removeEntry(tgid, tgid)
+		}
+		v.TID, v.TGID, v.Start = tgid, tgid, leader.StartTime
+		return l.e.store.writeEntry(v)
+	})
+}
+
+func sameValues(values []taskEntry) bool {
+	for _, v := range values[1:] {
+		if v.Force != values[0].Force || v.Preferred != values[0].Preferred {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,17 @@
+//go:build linux
+
+package numa
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func rawPrctl(option int, cmd, pid, nid uintptr, addr unsafe.Pointer) error {
+	_, _, errno := unix.Syscall6(unix.SYS_PRCTL, uintptr(option), cmd, pid, nid, uintptr(addr), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package numa
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// ProcEventKind is the kind of a proc connector event.
+type ProcEventKind int
+
+const (
+	// ProcEventFork: a task was created (a process or a thread; the event carries no
+	// clone flags). Parent* name the creator's real parent for a thread, see ProcEvent.
+	ProcEventFork ProcEventKind = iota + 1
+	// ProcEventExec: a task called execve successfully.
+	ProcEventExec
+	// ProcEventExit: a task exited.
+	ProcEventExit
+	// ProcEventLost: the receive buffer overflowed; an unknown number of events are gone.
+	ProcEventLost
+
+	// procEventComm: a task changed its name (prctl PR_SET_NAME). The emulator uses it as
+	// a barrier; it is not passed on.
+	procEventComm
+	// procEventAck: the kernel's answer to a subscription.
+	procEventAck
+)
+
+func (k ProcEventKind) String() string {
+	switch k {
+	case ProcEventFork:
+		return "fork"
+	case ProcEventExec:
+		return "exec"
+	case ProcEventExit:
+		return "exit"
+	case ProcEventLost:
+		return "lost"
+	case procEventComm:
+		return "comm"
+	case procEventAck:
+		return "ack"
+	}
+	return fmt.Sprintf("ProcEventKind(%d)", int(k))
+}
+
+// ProcEvent is one event of the kernel's proc connector (cn_proc).
+//
+// For a fork, ChildTID/ChildTGID name the new task and ParentTID/ParentTGID the task's
+// real_parent. For a new process that is the thread that called clone(); for a new thread
+// (ChildTID != ChildTGID) it is the parent of the whole thread group, not the creating
+// thread. For Exec and Exit the task is in ChildTID/ChildTGID.
+type ProcEvent struct {
+	Kind       ProcEventKind `json:"kind"`
+	ParentTID  int           `json:"parentTid,omitempty"`
+	ParentTGID int           `json:"parentTgid,omitempty"`
+	ChildTID   int           `json:"childTid,omitempty"`
+	ChildTGID  int           `json:"childTgid,omitempty"`
+	// TimestampNs is the kernel's CLOCK_MONOTONIC time of the event.
+	TimestampNs uint64 `json:"timestampNs,omitempty"`
+
+	// ackAck and ackErr are set for procEventAck.
+	ackAck, ackErr uint32
+}
+
+// Connector protocol constants (include/uapi/linux/connector.h, cn_proc.h).
+const (
+	cnIdxProc         = 1
+	cnValProc         = 1
+	procCnMcastListen = 1
+	procCnMcastIgnore = 2
+
+	nlmsgHdrLen     = 16
+	cnMsgLen        = 20
+	procEventHdrLen = 16 // what, cpu, timestamp_ns
+
+	procEventWhatNone = 0x00000000
+	procEventWhatFork = 0x00000001
+	procEventWhatExec = 0x00000002
+	procEventWhatComm = 0x00000200
+	procEventWhatExit = 0x80000000
+)
+
+var errShortMessage = errors.New("short proc connector message")
+
+// parseProcMessages decodes the netlink datagram buf into proc connector events. Unknown
+// event kinds and messages for other connector users are skipped.
+func parseProcMessages(buf []byte) ([]ProcEvent, error) {
+	ne := binary.NativeEndian
+	var events []ProcEvent
+	for len(buf) > 0 {
+		if len(buf) < nlmsgHdrLen {
+			return events, errShortMessage
+		}
+		msgLen := int(ne.Uint32(buf[0:4]))
+		if msgLen < nlmsgHdrLen || msgLen > len(buf) {
+			return events, fmt.Errorf("netlink message length %d out of range (%d bytes left)", msgLen, len(buf))
+		}
+		if ev, ok, err := parseCnMsg(buf[nlmsgHdrLen:msgLen]); err != nil {
+			return events, err
+		} else if ok {
+			events = append(events, ev)
+		}
+		next := (msgLen + 3) &^ 3
+		if next > len(buf) {
+			break
+		}
+		buf = buf[next:]
+	}
+	return events, nil
+}
+
+func parseCnMsg(b []byte) (ProcEvent, bool, error) {
+	ne := binary.NativeEndian
+	if len(b) < cnMsgLen {
+		return ProcEvent{}, false, errShortMessage
+	}
+	idx, val := ne.Uint32(b[0:4]), ne.Uint32(b[4:8])
+	ack := ne.Uint32(b[12:16])
+	dataLen := int(ne.Uint16(b[16:18]))
+	if idx != cnIdxProc || val != cnValProc {
+		return ProcEvent{}, false, nil
+	}
+	if dataLen > len(b)-cnMsgLen {
+		return ProcEvent{}, false, fmt.Errorf("connector data length %d exceeds message (%d bytes)", dataLen, len(b)-cnMsgLen)
+	}
+	d := b[cnMsgLen : cnMsgLen+dataLen]
+	if len(d) < procEventHdrLen {
+		return ProcEvent{}, false, errShortMessage
+	}
+	what := ne.Uint32(d[0:4])
+	ev := ProcEvent{TimestampNs: ne.Uint64(d[8:16])}
+	data := d[procEventHdrLen:]
+	i32 := func(i int) int { return int(int32(ne.Uint32(data[4*i : 4*i+4]))) }
+	need := 0
+	switch what {
+	case procEventWhatNone:
+		ev.Kind, need = procEventAck, 1
+	case procEventWhatFork:
+		ev.Kind, need = ProcEventFork, 4
+	case procEventWhatExec:
+		ev.Kind, need = ProcEventExec, 2
+	case procEventWhatExit:
+		ev.Kind, need = ProcEventExit, 2
+	case procEventWhatComm:
+		ev.Kind, need = procEventComm, 2
+	default:
+		return ProcEvent{}, false, nil
+	}
+	if len(data) < 4*need {
+		return ProcEvent{}, false, errShortMessage
+	}
+	switch ev.Kind {
+	case procEventAck:
+		ev.ackAck, ev.ackErr = ack, ne.Uint32(data[0:4])
+	case ProcEventFork:
+		ev.ParentTID, ev.ParentTGID, ev.ChildTID, ev.ChildTGID = i32(0), i32(1), i32(2), i32(3)
+	default:
+		ev.ChildTID, ev.ChildTGID = i32(0), i32(1)
+	}
+	return ev, true, nil
+}
+
+// appendListenMessage appends the netlink message that sends op (listen or ignore) to the
+// proc connector.
+func appendListenMessage(b []byte, seq uint32, op uint32) []byte {
+	ne := binary.NativeEndian
+	const total = nlmsgHdrLen + cnMsgLen + 4
+	b = ne.AppendUint32(b, total)
+	b = ne.AppendUint16(b, 3) // NLMSG_DONE
+	b = ne.AppendUint16(b, 0) // flags
+	b = ne.AppendUint32(b, seq)
+	b = ne.AppendUint32(b, 0) // port id: filled in by the kernel
+	b = ne.AppendUint32(b, cnIdxProc)
+	b = ne.AppendUint32(b, cnValProc)
+	b = ne.AppendUint32(b, seq)
+	b = ne.AppendUint32(b, seq) // ack: the kernel answers with ack+1 (it renumbers seq)
+	b = ne.AppendUint16(b, 4)   // data length
+	b = ne.AppendUint16(b, 0)   // flags
+	return ne.AppendUint32(b, op)
+}
