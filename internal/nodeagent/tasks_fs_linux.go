@@ -1,0 +1,118 @@
+//go:build linux
+
+package nodeagent
+
+import (
+	"io/fs"
+	"slices"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The listing reads a few small files per cgroup, so it calls the kernel directly: one
+// open, reads until end of file, one close, no Go file object (which on Linux also tries to
+// register every file with the poller and sets a finalizer).
+
+// readFileBuf reads a whole file into *buf, growing it as needed, and returns the bytes.
+// One open file is read to the end so the kernel's iterator gives one consistent list.
+func readFileBuf(path string, buf *[]byte) ([]byte, error) {
+	fd, err := openRetry(path, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	b := (*buf)[:0]
+	if cap(b) < 4096 {
+		b = make([]byte, 0, 4096)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, cap(b))
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			*buf = b
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		b = b[:len(b)+n]
+	}
+	*buf = b
+	return b, nil
+}
+
+// readSubdirs returns the names of dir's subdirectories (sub-cgroups), sorted. buf is
+// scratch space.
+func readSubdirs(dir string, buf *[]byte) ([]string, error) {
+	fd, err := openRetry(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	b := *buf
+	if cap(b) < 8192 {
+		b = make([]byte, 8192)
+		*buf = b[:0]
+	}
+	b = b[:cap(b)]
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "readdirent", Path: dir, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		for rec := b[:n]; len(rec) > 0; {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name NUL-terminated.
+			if len(rec) < 19 {
+				break
+			}
+			reclen := int(*(*uint16)(unsafe.Pointer(&rec[16])))
+			if reclen < 19 || reclen > len(rec) {
+				break
+			}
+			typ, name := rec[18], rec[19:reclen]
+			rec = rec[reclen:]
+			for i, c := range name {
+				if c == 0 {
+					name = name[:i]
+					break
+				}
+			}
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			switch typ {
+			case unix.DT_DIR:
+				names = append(names, string(name))
+			case unix.DT_UNKNOWN: // file systems that do not fill d_type
+				var st unix.Stat_t
+				if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+					names = append(names, string(name))
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func openRetry(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
