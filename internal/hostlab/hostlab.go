@@ -1,0 +1,242 @@
+// Package hostlab builds kubepods-shaped cgroup trees on this host's real cgroup
+// hierarchies and runs real multi-threaded workloads in them, so the agent's code can be
+// tested, benchmarked and demonstrated on real cgroups and processes without a kubelet.
+//
+// A Lab owns a kubelet cgroup root of its own ("/numapref-lab-<pid>-<n>") in every
+// hierarchy it uses, so it never touches cgroups it did not make, and Close removes
+// everything it made. It needs root.
+package hostlab
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+const labPrefix = "numapref-lab-"
+
+var labSeq atomic.Int32
+
+// Lab is one test-owned kubelet cgroup root with its containers and workloads.
+type Lab struct {
+	root      string   // where cgroup filesystems are mounted
+	name      string   // the lab's top cgroup in every hierarchy
+	version   int      // 1 or 2
+	hiers     []string // hierarchy dirs the lab uses (v2: just root)
+	cpusetDir string   // the hierarchy holding cpusets ("" if none)
+	workloads []*Workload
+}
+
+// New makes a lab under cgroupRoot (normally /sys/fs/cgroup). Labs left behind by dead
+// processes are removed first.
+func New(cgroupRoot string) (*Lab, error) {
+	l := &Lab{root: cgroupRoot, name: fmt.Sprintf("%s%d-%d", labPrefix, os.Getpid(), labSeq.Add(1))}
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		l.version, l.hiers, l.cpusetDir = 2, []string{cgroupRoot}, cgroupRoot
+	} else {
+		l.version = 1
+		for _, h := range []string{"pids", "cpuset", "systemd"} {
+			if _, err := os.Stat(filepath.Join(cgroupRoot, h, "cgroup.procs")); err == nil {
+				l.hiers = append(l.hiers, filepath.Join(cgroupRoot, h))
+			}
+		}
+		if len(l.hiers) == 0 {
+			return nil, fmt.Errorf("no cgroup v1 hierarchy (pids, cpuset, systemd) under %s", cgroupRoot)
+		}
+		if slices.Contains(l.hiers, filepath.Join(cgroupRoot, "cpuset")) {
+			l.cpusetDir = filepath.Join(cgroupRoot, "cpuset")
+		}
+	}
+	removeStaleLabs(l.hiers)
+	for _, h := range l.hiers {
+		if err := l.mkdir(h, l.name); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// Version is the cgroup version of the host: 1 or 2.
+func (l *Lab) Version() int { return l.version }
+
+// CgroupRoot is where the cgroup filesystems are mounted.
+func (l *Lab) CgroupRoot() string { return l.root }
+
+// KubeletCgroupRoot is the lab's root as kubelet's cgroupRoot setting would name it.
+func (l *Lab) KubeletCgroupRoot() string { return "/" + l.name }
+
+// Container is one container's cgroup in the lab (cgroupfs driver, containerd naming).
+type Container struct {
+	lab  *Lab
+	path string // relative to each hierarchy
+	// ContainerID is the containerd form, as pod status reports it.
+	ContainerID string
+}
+
+// Container makes the cgroup of one container of pod podUID with QoS class qos, the way
+// kubelet's cgroupfs driver names it, and returns it. id is the 64-hex container id.
+func (l *Lab) Container(qos corev1.PodQOSClass, podUID, id string) (*Container, error) {
+	parts := []string{l.name, "kubepods"}
+	switch qos {
+	case corev1.PodQOSBurstable:
+		parts = append(parts, "burstable")
+	case corev1.PodQOSBestEffort:
+		parts = append(parts, "besteffort")
+	case corev1.PodQOSGuaranteed:
+	default:
+		return nil, fmt.Errorf("unknown QoS class %q", qos)
+	}
+	parts = append(parts, "pod"+podUID, id)
+	for _, h := range l.hiers {
+		dir := h
+		for _, p := range parts {
+			if err := l.mkdir(dir, p); err != nil {
+				return nil, err
+			}
+			dir = filepath.Join(dir, p)
+		}
+	}
+	return &Container{lab: l, path: filepath.Join(parts...), ContainerID: "containerd://" + id}, nil
+}
+
+// SetMems sets the container's cpuset.mems (the kernel list format, "0").
+func (c *Container) SetMems(mems string) error {
+	if c.lab.cpusetDir == "" {
+		return errors.New("no cpuset hierarchy on this host")
+	}
+	if c.lab.version == 2 {
+		if err := c.lab.enableCpuset(c.path); err != nil {
+			return err
+		}
+	}
+	f := filepath.Join(c.lab.cpusetDir, c.path, "cpuset.mems")
+	if err := os.WriteFile(f, []byte(mems), 0); err != nil {
+		return fmt.Errorf("writing %s: %w", f, err)
+	}
+	return nil
+}
+
+// enableCpuset turns on the cpuset controller down to path's parent (cgroup v2).
+func (l *Lab) enableCpuset(path string) error {
+	dir := l.root
+	for _, p := range strings.Split(path, string(filepath.Separator)) {
+		f := filepath.Join(dir, "cgroup.subtree_control")
+		if err := os.WriteFile(f, []byte("+cpuset"), 0); err != nil {
+			return fmt.Errorf("enabling cpuset in %s: %w", f, err)
+		}
+		dir = filepath.Join(dir, p)
+	}
+	return nil
+}
+
+// Attach moves process pid (all its threads) into the container in every hierarchy.
+func (c *Container) Attach(pid int) error {
+	for _, h := range c.lab.hiers {
+		f := filepath.Join(h, c.path, "cgroup.procs")
+		if err := os.WriteFile(f, []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("moving %d into %s: %w", pid, f, err)
+		}
+	}
+	return nil
+}
+
+// mkdir makes parent/name; on cgroup v1's cpuset hierarchy it also copies cpus and mems
+// from the parent, without which no task can join.
+func (l *Lab) mkdir(parent, name string) error {
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("creating cgroup %s: %w", dir, err)
+	}
+	if l.version == 1 && strings.HasPrefix(dir, l.cpusetDir+string(filepath.Separator)) && l.cpusetDir != "" {
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			v, err := os.ReadFile(filepath.Join(parent, f))
+			if err != nil {
+				return fmt.Errorf("reading %s of %s: %w", f, parent, err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), v, 0); err != nil {
+				return fmt.Errorf("writing %s of %s: %w", f, dir, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Close stops every workload and removes every cgroup the lab made.
+func (l *Lab) Close() error {
+	for _, w := range l.workloads {
+		w.Stop()
+	}
+	var errs []error
+	for _, h := range l.hiers {
+		if err := removeTree(filepath.Join(h, l.name), h); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeTree kills what still runs in dir's cgroups, moves nothing, and removes them
+// deepest first. Killing is safe: only the lab's own processes can be in a lab cgroup.
+func removeTree(dir, hierRoot string) error {
+	var dirs []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	slices.Reverse(dirs)
+	for _, d := range dirs {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			err := os.Remove(d)
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("removing cgroup %s: %w", d, err)
+			}
+			killAll(d)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func killAll(dir string) {
+	data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// removeStaleLabs removes labs whose owning process is gone (a test binary that crashed).
+func removeStaleLabs(hiers []string) {
+	for _, h := range hiers {
+		entries, _ := os.ReadDir(h)
+		for _, e := range entries {
+			rest, ok := strings.CutPrefix(e.Name(), labPrefix)
+			if !ok || !e.IsDir() {
+				continue
+			}
+			pidStr, _, _ := strings.Cut(rest, "-")
+			pid, err := strconv.Atoi(pidStr)
+			if err != nil || syscall.Kill(pid, 0) == nil {
+				continue // malformed, or its owner is alive
+			}
+			removeTree(filepath.Join(h, e.Name()), h)
+		}
+	}
+}

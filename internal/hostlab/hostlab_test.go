@@ -1,0 +1,99 @@
+package hostlab
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestMain(m *testing.M) {
+	RunWorkloadIfAsked()
+	os.Exit(m.Run())
+}
+
+func readIDs(t *testing.T, f string) []int {
+	t.Helper()
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int
+	for _, s := range strings.Fields(string(data)) {
+		id, _ := strconv.Atoi(s)
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func TestLabOnRealCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (it makes real cgroups); CI runs as root")
+	}
+	lab, err := New("/sys/fs/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := lab.Container(corev1.PodQOSBurstable, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.StartWorkload(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range lab.hiers {
+		dir := filepath.Join(h, c.path)
+		if got := readIDs(t, filepath.Join(dir, "cgroup.procs")); !slices.Equal(got, []int{w.Pid()}) {
+			t.Errorf("%s/cgroup.procs = %v, want [%d]", dir, got, w.Pid())
+		}
+		tasksFile := "tasks"
+		if lab.Version() == 2 {
+			tasksFile = "cgroup.threads"
+		}
+		// The Go runtime may add a thread at any time: compare until a read agrees.
+		var got, tids []int
+		for try := 0; try < 50; try++ {
+			if tids, err = w.TIDs(); err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(tids)
+			if got = readIDs(t, filepath.Join(dir, tasksFile)); slices.Equal(got, tids) {
+				break
+			}
+		}
+		if !slices.Equal(got, tids) {
+			t.Errorf("%s/%s = %v, want %v", dir, tasksFile, got, tids)
+		}
+		if len(tids) < 5 {
+			t.Errorf("workload has %d threads, want at least 5", len(tids))
+		}
+	}
+	shell, forked, err := w.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := readIDs(t, filepath.Join(lab.hiers[0], c.path, "cgroup.procs"))
+	for _, pid := range []int{shell, forked} {
+		if !slices.Contains(procs, pid) {
+			t.Errorf("forked pid %d is not in the container's cgroup.procs %v", pid, procs)
+		}
+	}
+
+	if err := lab.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range lab.hiers {
+		if _, err := os.Stat(filepath.Join(h, lab.name)); !os.IsNotExist(err) {
+			t.Errorf("lab cgroup %s left behind (%v)", filepath.Join(h, lab.name), err)
+		}
+	}
+	if Running(forked) {
+		t.Errorf("forked child %d still runs after Close", forked)
+	}
+}

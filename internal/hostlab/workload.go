@@ -1,0 +1,199 @@
+package hostlab
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// The workload is this same binary, re-executed with workloadEnv set: every binary that
+// starts workloads calls RunWorkloadIfAsked first thing (tests in TestMain).
+const workloadEnv = "NUMAPREF_HOSTLAB_WORKLOAD"
+
+// RunWorkloadIfAsked turns this process into a workload when it was started as one, and
+// never returns then. A workload reads commands on stdin and answers on stdout:
+//
+//	threads N   start N more OS threads (each locked and idle); answers "ok"
+//	fork        start `sh -c 'sleep 600 & echo $!; wait'`: sh is a CLONE_VM child (Go's
+//	            exec), sleep a real fork() child of sh; answers "pids <sh> <sleep>"
+//	exit        exit
+func RunWorkloadIfAsked() {
+	if os.Getenv(workloadEnv) != "1" {
+		return
+	}
+	runWorkload(os.Stdin, os.Stdout)
+	os.Exit(0)
+}
+
+func runWorkload(in io.Reader, out io.Writer) {
+	var children []*exec.Cmd
+	defer func() {
+		for _, c := range children {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	block := make(chan struct{})
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		cmd, arg, _ := strings.Cut(sc.Text(), " ")
+		switch cmd {
+		case "threads":
+			n, _ := strconv.Atoi(arg)
+			var started sync.WaitGroup
+			for range n {
+				started.Add(1)
+				go func() {
+					runtime.LockOSThread() // never unlocked: the thread stays for this goroutine
+					started.Done()
+					<-block
+				}()
+			}
+			started.Wait()
+			fmt.Fprintln(out, "ok")
+		case "fork":
+			c := exec.Command("/bin/sh", "-c", "sleep 600 & echo $!; wait")
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			stdout, err := c.StdoutPipe()
+			if err == nil {
+				err = c.Start()
+			}
+			if err != nil {
+				fmt.Fprintln(out, "error", err)
+				continue
+			}
+			children = append(children, c)
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			if err != nil {
+				fmt.Fprintln(out, "error", err)
+				continue
+			}
+			fmt.Fprintf(out, "pids %d %s\n", c.Process.Pid, strings.TrimSpace(line))
+		case "exit":
+			return
+		}
+	}
+}
+
+// Workload is a running workload process.
+type Workload struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Reader
+	once sync.Once
+}
+
+// StartWorkload starts a workload process in the container with threads extra OS threads
+// and returns once they all run inside the container's cgroups.
+func (c *Container) StartWorkload(threads int) (*Workload, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding own executable: %w", err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), workloadEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting workload: %w", err)
+	}
+	w := &Workload{cmd: cmd, in: in, out: bufio.NewReader(outPipe)}
+	c.lab.workloads = append(c.lab.workloads, w)
+	// Move it first, so that the threads it starts next are born inside the container.
+	if err := c.Attach(cmd.Process.Pid); err != nil {
+		w.Stop()
+		return nil, err
+	}
+	if threads > 0 {
+		if _, err := w.do(fmt.Sprintf("threads %d", threads)); err != nil {
+			w.Stop()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Pid is the workload's process id.
+func (w *Workload) Pid() int { return w.cmd.Process.Pid }
+
+// TIDs lists the workload's threads now.
+func (w *Workload) TIDs() ([]int, error) { return TasksOf(w.Pid()) }
+
+// Fork makes the workload start a shell (a CLONE_VM child, as Go execs) that forks a
+// sleep (a real fork() child); it returns both pids.
+func (w *Workload) Fork() (shell, forked int, err error) {
+	line, err := w.do("fork")
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := fmt.Sscanf(line, "pids %d %d", &shell, &forked); err != nil {
+		return 0, 0, fmt.Errorf("workload answered %q: %w", line, err)
+	}
+	return shell, forked, nil
+}
+
+func (w *Workload) do(cmd string) (string, error) {
+	if _, err := fmt.Fprintln(w.in, cmd); err != nil {
+		return "", fmt.Errorf("sending %q to workload: %w", cmd, err)
+	}
+	line, err := w.out.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("reading workload's answer to %q: %w", cmd, err)
+	}
+	line = strings.TrimSpace(line)
+	if strings.HasPrefix(line, "error") {
+		return "", errors.New("workload: " + line)
+	}
+	return line, nil
+}
+
+// Stop ends the workload and its children.
+func (w *Workload) Stop() {
+	w.once.Do(func() {
+		w.in.Close()
+		w.cmd.Process.Kill()
+		w.cmd.Wait()
+	})
+}
+
+// TasksOf lists the thread ids of process pid from /proc.
+func TasksOf(pid int) ([]int, error) {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, fmt.Errorf("listing threads of %d: %w", pid, err)
+	}
+	var tids []int
+	for _, e := range entries {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// Running tells whether process pid exists and is not a zombie.
+func Running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
