@@ -1,0 +1,63 @@
+# numapref: see README.md for the two commands a newcomer needs.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+export NUMAPREF_CACHE ?= $(HOME)/.cache/numapref
+TOOLS   = $(NUMAPREF_CACHE)/tools
+CONTROLLER_GEN = $(TOOLS)/controller-gen
+
+.PHONY: all
+all: build
+
+##@ Build
+
+.PHONY: build
+build: ## Build the numapref binary into bin/.
+	CGO_ENABLED=0 go build -trimpath -o bin/numapref .
+
+.PHONY: tools
+tools: ## Install pinned build tools into the cache.
+	hack/tools.sh >/dev/null
+
+.PHONY: generate
+generate: tools ## Regenerate deepcopy, CRDs and RBAC from the Go markers.
+	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=numapref-agent paths=./controllers/... output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify
+verify: generate ## Fail when generated files are stale or code is unformatted.
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	go vet ./...
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
+
+##@ Test
+
+.PHONY: test
+test: verify unit ## Everything: verify, unit + envtest + real-host tests.
+
+.PHONY: k8s-binaries
+k8s-binaries: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).
+	hack/k8s-binaries.sh >/dev/null
+
+.PHONY: unit
+unit: k8s-binaries ## Go tests: kernel layer, cgroups, engine, controllers against a real apiserver.
+	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go test -count=1 ./...
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
+	hack/fuzz.sh $${FUZZTIME:-10s}
+
+.PHONY: bench
+bench: ## Benchmarks (benchstat-friendly).
+	go test -run '^$$' -bench . -benchmem ./internal/...
+
+##@ Demo
+
+.PHONY: demo
+demo: k8s-binaries build ## The main job on this machine: agent + apiserver + real processes.
+	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go run ./hack/demo
+
+.PHONY: help
+help:
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

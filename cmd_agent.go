@@ -1,0 +1,214 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+type agentFlags struct {
+	kubeconfig        string
+	nodeName          string
+	hostRoot          string
+	kernel            string
+	prctlOption       int
+	stateDir          string
+	emulatorStateDir  string
+	rescanInterval    time.Duration
+	forkEvents        bool
+	cgroupVersion     int
+	cgroupDriver      string
+	cgroupRoot        string
+	kubeletCgroupRoot string
+	metricsAddr       string
+	secureMetrics     bool
+	probeAddr         string
+	leaderElect       bool
+	leaderNamespace   string
+}
+
+func (f *agentFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty means in-cluster")
+	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (downward API: NODE_NAME)")
+	fs.StringVar(&f.hostRoot, "host-root", "/", "where the host's /proc and /sys are mounted")
+	fs.StringVar(&f.kernel, "kernel", "auto", "kernel backend: auto (prctl when the kernel proves support, else nothing), prctl (fail without support), emulated")
+	fs.IntVar(&f.prctlOption, "prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs")
+	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's ledger (what it set, kept across restarts)")
+	fs.StringVar(&f.emulatorStateDir, "emulator-state-dir", "/run/numapref/emulator", "state of the emulated kernel; tmpfs, like the kernel's state it is lost at reboot")
+	fs.DurationVar(&f.rescanInterval, "rescan-interval", 10*time.Second, "how often every selected container is checked again")
+	fs.BoolVar(&f.forkEvents, "fork-events", true, "react to fork events from the proc connector (needs CAP_NET_ADMIN and the host network)")
+	fs.IntVar(&f.cgroupVersion, "cgroup-version", 0, "cgroup version (1 or 2); 0 probes")
+	fs.StringVar(&f.cgroupDriver, "cgroup-driver", "", `cgroup driver ("systemd" or "cgroupfs"); empty probes`)
+	fs.StringVar(&f.cgroupRoot, "cgroup-root", "", "where the cgroup filesystems are mounted (default <host-root>/sys/fs/cgroup)")
+	fs.StringVar(&f.kubeletCgroupRoot, "kubelet-cgroup-root", "/", `kubelet's cgroupRoot setting ("/kubelet" on kind)`)
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8443", `metrics endpoint address; "0" disables it`)
+	fs.BoolVar(&f.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS with authentication and authorization")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one agent to compute NumaPreference summaries")
+	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease")
+}
+
+func runAgent(args []string) error {
+	var f agentFlags
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	f.register(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("agent")
+	if f.nodeName == "" {
+		return errors.New("agent: -node-name (or NODE_NAME) is required")
+	}
+
+	kernel, support, err := openKernel(&f)
+	if err != nil {
+		return err
+	}
+	procRoot, sysRoot := filepath.Join(f.hostRoot, "proc"), filepath.Join(f.hostRoot, "sys")
+	topo, err := numa.DiscoverTopology(sysRoot)
+	if err != nil {
+		return fmt.Errorf("agent: reading NUMA topology: %w", err)
+	}
+	balancing, err := numa.ReadBalancing(procRoot)
+	if err != nil {
+		log.Error(err, "Reading kernel.numa_balancing; the preference only acts while it is enabled")
+	} else if !balancing.Enabled() {
+		log.Info("kernel.numa_balancing is disabled: preferences are set but the kernel does not act on them until it is enabled", "mode", balancing.String())
+	}
+	resolver, err := nodeagent.NewResolver(f.hostRoot, nodeagent.ResolverOptions{
+		Version: f.cgroupVersion, Driver: f.cgroupDriver, CgroupRoot: f.cgroupRoot, KubeletCgroupRoot: f.kubeletCgroupRoot,
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	log.Info("Starting", "node", f.nodeName, "kernel", support, "numaNodes", topo.Online, "cgroups", resolver.Layout())
+
+	var events <-chan numa.ProcEvent
+	if f.forkEvents {
+		pe, err := numa.OpenProcEvents()
+		if err != nil {
+			log.Error(err, "Fork events unavailable; new processes are caught by rescans only", "rescanInterval", f.rescanInterval)
+		} else {
+			defer pe.Close()
+			events = pe.Events()
+		}
+	}
+	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
+		return fmt.Errorf("agent: creating state dir: %w", err)
+	}
+	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
+		Resolver: resolver, Kernel: kernel, Support: support, OnlineNodes: topo.Online,
+		LedgerPath: filepath.Join(f.stateDir, "ledger.json"), RescanInterval: f.rescanInterval,
+		ProcEvents: events, Log: ctrl.Log.WithName("engine"),
+	})
+	if err != nil {
+		log.Error(err, "Ledger unreadable; undo covers only what the agent sets from now on")
+	}
+
+	mgr, err := newManager(&f)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(engine); err != nil {
+		return fmt.Errorf("agent: adding engine: %w", err)
+	}
+	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine); err != nil {
+		return err
+	}
+	if err := controllers.SetupSummary(mgr); err != nil {
+		return err
+	}
+	facts := controllers.NodeFacts{KernelSupport: kernelLabel(support), NUMABalancing: balancing.Label(), NUMANodes: len(topo.Online)}
+	if err := mgr.Add(controllers.PublishNodeFacts(mgr.GetClient(), f.nodeName, facts)); err != nil {
+		return fmt.Errorf("agent: adding node facts: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("agent: adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("agent: adding ready check: %w", err)
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// openKernel picks the preferred-node backend. prctl is only ever called when the kernel
+// proved it has the patch: on mainline >= 6.16 the same option number is PR_FUTEX_HASH.
+func openKernel(f *agentFlags) (numa.PreferredNode, numa.Support, error) {
+	switch f.kernel {
+	case "auto", "prctl":
+		p, support := numa.NewPrctl(f.prctlOption, "/proc")
+		if !support.Supported && f.kernel == "prctl" {
+			return nil, support, fmt.Errorf("agent: -kernel=prctl but the kernel does not support it: %s", support.Reason)
+		}
+		return p, support, nil
+	case "emulated":
+		e, err := numa.NewEmulator(numa.EmulatorOptions{
+			StateDir: f.emulatorStateDir, ProcRoot: filepath.Join(f.hostRoot, "proc"), SysRoot: filepath.Join(f.hostRoot, "sys"), ForkEvents: f.forkEvents,
+		})
+		if err != nil {
+			return nil, numa.Support{}, fmt.Errorf("agent: starting the kernel emulator: %w", err)
+		}
+		return e, e.Support(), nil
+	default:
+		return nil, numa.Support{}, fmt.Errorf("agent: -kernel must be auto, prctl or emulated, not %q", f.kernel)
+	}
+}
+
+func kernelLabel(s numa.Support) string {
+	if !s.Supported {
+		return "unsupported"
+	}
+	return s.Backend
+}
+
+func newManager(f *agentFlags) (ctrl.Manager, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("agent: loading kubeconfig: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := numav1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	metrics := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.secureMetrics}
+	if f.secureMetrics {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         controllers.NodeCacheOptions(f.nodeName),
+		Metrics:                       metrics,
+		HealthProbeBindAddress:        f.probeAddr,
+		LeaderElection:                f.leaderElect,
+		LeaderElectionID:              "numapref-summary",
+		LeaderElectionNamespace:       f.leaderNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: creating manager: %w", err)
+	}
+	return mgr, nil
+}

@@ -1,0 +1,262 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+)
+
+var _ = Describe("NumaPreference validation by the apiserver", func() {
+	ctx := context.Background()
+	var ns string
+	BeforeEach(func() { ns = newNamespace(ctx) })
+
+	DescribeTable("refuses an invalid object with a message a user understands",
+		func(mutate func(*numav1.NumaPreference), message string) {
+			p := newPreference(ns, "bad", 0, map[string]string{"app": "db"})
+			mutate(p)
+			err := k8sClient.Create(ctx, p)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+		Entry("empty selector", func(p *numav1.NumaPreference) { p.Spec.Selector = metav1.LabelSelector{} },
+			"selector must not be empty"),
+		Entry("negative node", func(p *numav1.NumaPreference) { p.Spec.Node = ptr.To[int32](-1) },
+			"spec.node: Invalid value: -1: spec.node in body should be greater than or equal to 0"),
+		Entry("node beyond Linux's limit", func(p *numav1.NumaPreference) { p.Spec.Node = ptr.To[int32](1024) },
+			"should be less than or equal to 1023"),
+		Entry("no node", func(p *numav1.NumaPreference) { p.Spec.Node = nil }, "mode Static needs spec.node"),
+		Entry("unknown mode", func(p *numav1.NumaPreference) { p.Spec.Mode = "Dynamic" },
+			`spec.mode: Unsupported value: "Dynamic": supported values: "Static"`),
+		Entry("container name that is no DNS label", func(p *numav1.NumaPreference) { p.Spec.Containers = []string{"Bad_Name"} },
+			"spec.containers[0]"),
+		Entry("too many containers", func(p *numav1.NumaPreference) {
+			for i := range 65 {
+				p.Spec.Containers = append(p.Spec.Containers, "c"+strings.Repeat("x", i%10)+string(rune('a'+i%26))+string(rune('a'+i/26)))
+			}
+		}, "must have at most 64 items"),
+		Entry("duplicate container", func(p *numav1.NumaPreference) { p.Spec.Containers = []string{"a", "a"} },
+			"Duplicate value"),
+		Entry("malformed selector operator", func(p *numav1.NumaPreference) {
+			p.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
+		}, "selector operators must be In, NotIn, Exists or DoesNotExist"),
+		Entry("In without values", func(p *numav1.NumaPreference) {
+			p.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}
+		}, "selector values must be given for In and NotIn"),
+	)
+
+	It("accepts a valid object and defaults its mode to Static", func() {
+		p := newPreference(ns, "good", 1, map[string]string{"app": "db"})
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(p.Spec.Mode).To(Equal(numav1.PlacementModeStatic))
+	})
+})
+
+var _ = Describe("Node agent controller", func() {
+	ctx := context.Background()
+	var ns string
+	BeforeEach(func() { ns = newNamespace(ctx) })
+
+	It("gives a selected pod the oldest matching preference and marks the newer one as conflicting", func() {
+		engine := newScriptedEngine(nil)
+		startAgent("node-a", engine, true)
+
+		old := newPreference(ns, "old", 0, map[string]string{"app": "db"})
+		Expect(k8sClient.Create(ctx, old)).To(Succeed())
+		newer := newPreference(ns, "newer", 1, map[string]string{"tier": "data"})
+		// Same-second creation timestamps: the tie is broken by name, "newer" < "old" would
+		// win; so make sure "old" is really older.
+		Eventually(func() bool { return metav1.Now().Unix() > old.CreationTimestamp.Unix() }).Should(BeTrue())
+		Expect(k8sClient.Create(ctx, newer)).To(Succeed())
+		pod := createRunningPod(ctx, ns, "db-0", "node-a", map[string]string{"app": "db", "tier": "data"}, nil, "app", "log")
+
+		Eventually(func(g Gomega) {
+			for _, c := range []string{"app", "log"} {
+				d, ok := engine.Desired(pod, c)
+				g.Expect(ok).To(BeTrue())
+				g.Expect(d.Node).To(Equal(0))
+				g.Expect(d.Preference).To(Equal("old"))
+			}
+		}).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "old")(g)
+			g.Expect(p.Status.Nodes).To(ConsistOf(numav1.NodeStatus{NodeName: "node-a", Pods: 1, Containers: 2, Tasks: 6}))
+			g.Expect(p.Status.Summary).To(Equal(numav1.Summary{Nodes: 1, Pods: 1, Containers: 2, Tasks: 6}))
+			g.Expect(condition(p, numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "newer")(g)
+			g.Expect(p.Status.Nodes).To(ConsistOf(numav1.NodeStatus{NodeName: "node-a",
+				Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonOverriddenByPreference, Count: 2}}}))
+			c := condition(p, numav1.ConditionConflict)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(numav1.ReasonOverriddenByPreference))
+			g.Expect(condition(p, numav1.ConditionReady).Reason).To(Equal(numav1.ReasonNoMatchingPods))
+		}).Should(Succeed())
+		expectPodEvent(ctx, pod, "Conflict", "follows old, not NumaPreference newer")
+		expectPodEvent(ctx, pod, numav1.ReasonApplied, "prefer NUMA node 0")
+	})
+
+	It("lets a pod annotation win over a NumaPreference, per container too", func() {
+		engine := newScriptedEngine(nil)
+		startAgent("node-a", engine, true)
+		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "web"}))).To(Succeed())
+		pod := createRunningPod(ctx, ns, "web-0", "node-a", map[string]string{"app": "web"},
+			map[string]string{numav1.AnnotationPreferredNode: "1", numav1.AnnotationPreferredNodePrefix + "side": "2"}, "main", "side")
+
+		Eventually(func(g Gomega) {
+			d, ok := engine.Desired(pod, "main")
+			g.Expect(ok).To(BeTrue())
+			g.Expect(d.Node).To(Equal(1))
+			g.Expect(d.Preference).To(BeEmpty())
+			d, ok = engine.Desired(pod, "side")
+			g.Expect(ok).To(BeTrue())
+			g.Expect(d.Node).To(Equal(2))
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "pref")(g)
+			g.Expect(p.Status.Nodes).To(ConsistOf(numav1.NodeStatus{NodeName: "node-a",
+				Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonOverriddenByAnnotation, Count: 2}}}))
+			g.Expect(condition(p, numav1.ConditionConflict).Reason).To(Equal(numav1.ReasonOverriddenByAnnotation))
+		}).Should(Succeed())
+	})
+
+	It("warns on an invalid annotation and acts on nothing for that container", func() {
+		engine := newScriptedEngine(nil)
+		startAgent("node-a", engine, false)
+		pod := createRunningPod(ctx, ns, "bad-0", "node-a", nil, map[string]string{numav1.AnnotationPreferredNode: "one"}, "main")
+		Eventually(func(g Gomega) {
+			d, ok := engine.Desired(pod, "main")
+			g.Expect(ok).To(BeTrue())
+			g.Expect(d.Skip).To(Equal(numav1.ReasonInvalidAnnotation))
+		}).Should(Succeed())
+		expectPodEvent(ctx, pod, numav1.ReasonInvalidAnnotation, `"one" is not a NUMA node id`)
+	})
+
+	It("reports a container pinned to another node as Degraded, with a pod Event", func() {
+		engine := newScriptedEngine(func(d nodeagent.Desire) nodeagent.ContainerResult {
+			return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonMemoryPinnedElsewhere,
+				Message: "cpuset.mems of the container is 1; NUMA node 0 would fight it"}
+		})
+		startAgent("node-a", engine, true)
+		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "pinned"}))).To(Succeed())
+		pod := createRunningPod(ctx, ns, "pinned-0", "node-a", map[string]string{"app": "pinned"}, nil, "main")
+
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "pref")(g)
+			c := condition(p, numav1.ConditionDegraded)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(numav1.ReasonMemoryPinnedElsewhere))
+			g.Expect(condition(p, numav1.ConditionReady).Reason).To(Equal(numav1.ReasonPartiallyApplied))
+		}).Should(Succeed())
+		expectPodEvent(ctx, pod, numav1.ReasonMemoryPinnedElsewhere, "cpuset.mems of the container is 1")
+	})
+
+	It("withdraws the desire when the pod stops matching and when the preference is deleted", func() {
+		engine := newScriptedEngine(nil)
+		startAgent("node-a", engine, true)
+		pref := newPreference(ns, "pref", 0, map[string]string{"app": "x"})
+		Expect(k8sClient.Create(ctx, pref)).To(Succeed())
+		a := createRunningPod(ctx, ns, "a", "node-a", map[string]string{"app": "x"}, nil, "main")
+		b := createRunningPod(ctx, ns, "b", "node-a", map[string]string{"app": "x"}, nil, "main")
+		Eventually(func() bool { _, ok := engine.Desired(a, "main"); return ok }).Should(BeTrue())
+		Eventually(func() bool { _, ok := engine.Desired(b, "main"); return ok }).Should(BeTrue())
+
+		a.Labels = map[string]string{"app": "y"}
+		Expect(k8sClient.Update(ctx, a)).To(Succeed())
+		Eventually(func() bool { _, ok := engine.Desired(a, "main"); return ok }).Should(BeFalse())
+		Eventually(func(g Gomega) {
+			g.Expect(getPreference(ctx, ns, "pref")(g).Status.Summary.Pods).To(Equal(int32(1)))
+		}).Should(Succeed())
+
+		Expect(k8sClient.Delete(ctx, pref)).To(Succeed())
+		Eventually(func() bool { _, ok := engine.Desired(b, "main"); return ok }).Should(BeFalse())
+	})
+
+	It("merges the entries of two node agents without conflicts, and removes an entry with nothing left", func() {
+		ea, eb := newScriptedEngine(appliedWithTasks(2)), newScriptedEngine(appliedWithTasks(5))
+		startAgent("node-a", ea, true)
+		startAgent("node-b", eb, false)
+		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "spread"}))).To(Succeed())
+		createRunningPod(ctx, ns, "s-a", "node-a", map[string]string{"app": "spread"}, nil, "main")
+		pb := createRunningPod(ctx, ns, "s-b", "node-b", map[string]string{"app": "spread"}, nil, "main", "side")
+
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "pref")(g)
+			g.Expect(p.Status.Nodes).To(ConsistOf(
+				numav1.NodeStatus{NodeName: "node-a", Pods: 1, Containers: 1, Tasks: 2},
+				numav1.NodeStatus{NodeName: "node-b", Pods: 1, Containers: 2, Tasks: 10},
+			))
+			g.Expect(p.Status.Summary).To(Equal(numav1.Summary{Nodes: 2, Pods: 2, Containers: 3, Tasks: 12}))
+			managers := map[string]bool{}
+			for _, m := range p.ManagedFields {
+				managers[m.Manager] = true
+			}
+			g.Expect(managers).To(HaveKey(AgentFieldManager("node-a")))
+			g.Expect(managers).To(HaveKey(AgentFieldManager("node-b")))
+			g.Expect(managers).To(HaveKey(SummaryFieldManager))
+		}).Should(Succeed())
+
+		// No kubelet confirms the deletion here: remove the pod at once.
+		Expect(k8sClient.Delete(ctx, pb, client.GracePeriodSeconds(0))).To(Succeed())
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "pref")(g)
+			g.Expect(p.Status.Nodes).To(ConsistOf(numav1.NodeStatus{NodeName: "node-a", Pods: 1, Containers: 1, Tasks: 2}))
+			g.Expect(p.Status.Summary.Nodes).To(Equal(int32(1)))
+		}).Should(Succeed())
+	})
+
+	It("writes no status when nothing changed", func() {
+		engine := newScriptedEngine(nil)
+		startAgent("node-a", engine, true)
+		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "quiet"}))).To(Succeed())
+		pod := createRunningPod(ctx, ns, "q", "node-a", map[string]string{"app": "quiet"}, nil, "main")
+		var settled string
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "pref")(g)
+			g.Expect(condition(p, numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+			settled = p.ResourceVersion
+		}).Should(Succeed())
+
+		// Make the agent reconcile many times with nothing that changes the outcome.
+		before := engine.calls.Load()
+		for i := range 5 {
+			Expect(k8sClient.Get(ctx, keyOf(ns, pod.Name), pod)).To(Succeed())
+			pod.Annotations = map[string]string{"unrelated": strings.Repeat("x", i+1)}
+			Expect(k8sClient.Update(ctx, pod)).To(Succeed())
+		}
+		Eventually(func() int32 { return engine.calls.Load() - before }).Should(BeNumerically(">=", 5))
+		Consistently(func(g Gomega) {
+			g.Expect(getPreference(ctx, ns, "pref")(g).ResourceVersion).To(Equal(settled))
+		}, "2s").Should(Succeed())
+	})
+})
+
+// expectPodEvent waits for an events.k8s.io Event about pod with reason and a note
+// containing text.
+func expectPodEvent(ctx context.Context, pod *corev1.Pod, reason, text string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		var list eventsv1.EventList
+		g.Expect(k8sClient.List(ctx, &list, client.InNamespace(pod.Namespace))).To(Succeed())
+		var notes []string
+		for _, e := range list.Items {
+			if e.Regarding.UID == pod.UID && e.Reason == reason {
+				notes = append(notes, e.Note)
+			}
+		}
+		g.Expect(notes).To(ContainElement(ContainSubstring(text)))
+	}).Should(Succeed())
+}

@@ -1,0 +1,97 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+)
+
+// Engine is what the node agent controller needs of the apply engine.
+type Engine interface {
+	desiredStateSink
+	Changes() <-chan struct{}
+}
+
+// SetupNodeAgent registers the node agent's controller for nodeName with mgr. Its cache
+// must hold only this node's pods (see NodeCacheOptions). The controller runs on every
+// agent, without leader election.
+func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine) error {
+	r := NewNodeAgentReconciler(mgr.GetClient(), nodeName, engine, mgr.GetEventRecorder("numapref-agent"))
+	nodeKey := []reconcile.Request{{NamespacedName: types.NamespacedName{Name: nodeName}}}
+	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return nodeKey })
+
+	changes := make(chan event.GenericEvent)
+	if err := mgr.Add(forwardChanges(engine.Changes(), changes, nodeName)); err != nil {
+		return fmt.Errorf("adding engine change forwarder: %w", err)
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("nodeagent").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 1}).
+		Watches(&corev1.Pod{}, toNode).
+		Watches(&numav1.NumaPreference{}, toNode, builder.WithPredicates(preferenceChanged(nodeName))).
+		WatchesRawSource(source.Channel(changes, toNode)).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("setting up the node agent controller: %w", err)
+	}
+	return nil
+}
+
+// preferenceChanged passes the NumaPreference events this node must react to: spec or
+// lifecycle changes, and changes of its own status entry (not other nodes' entries,
+// which thousands of agents write).
+func preferenceChanged(nodeName string) predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*numav1.NumaPreference)
+			n, ok2 := e.ObjectNew.(*numav1.NumaPreference)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return o.Generation != n.Generation ||
+				!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+				nodeEntryChanged(nodeName, o, n)
+		},
+	}
+}
+
+// forwardChanges turns the engine's change signals into controller events.
+func forwardChanges(from <-chan struct{}, to chan<- event.GenericEvent, nodeName string) manager.Runnable {
+	return nodeRunnable(func(ctx context.Context) error {
+		node := &corev1.Node{}
+		node.Name = nodeName
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-from:
+				select {
+				case to <- event.GenericEvent{Object: node}:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		}
+	})
+}
+
+// nodeRunnable is node-local work: it runs on every agent, never behind leader election.
+type nodeRunnable func(context.Context) error
+
+func (f nodeRunnable) Start(ctx context.Context) error { return f(ctx) }
+func (nodeRunnable) NeedLeaderElection() bool          { return false }

@@ -1,0 +1,227 @@
+package nodeagent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func pref(name string, age time.Duration, node int32, sel map[string]string, containers ...string) numav1.NumaPreference {
+	return numav1.NumaPreference{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.NewTime(t0.Add(-age))},
+		Spec:       numav1.NumaPreferenceSpec{Selector: metav1.LabelSelector{MatchLabels: sel}, Node: ptr.To(node), Containers: containers},
+	}
+}
+
+func testPod(labels, annotations map[string]string) *corev1.Pod {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1", Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init"}},
+			Containers:     []corev1.Container{{Name: "app"}, {Name: "side"}},
+		},
+		Status: corev1.PodStatus{
+			QOSClass: corev1.PodQOSBurstable,
+			InitContainerStatuses: []corev1.ContainerStatus{
+				{Name: "init", ContainerID: "containerd://i", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}},
+			},
+			ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "app", ContainerID: "containerd://a", State: running},
+				{Name: "side", ContainerID: "", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}},
+			},
+		},
+	}
+}
+
+// summary is a compact view of a plan for comparison.
+type summary struct {
+	Container, Preference, Skip string
+	Node                        int
+}
+
+func summarizePlan(p PodPlan) ([]summary, []Conflict, []string) {
+	var s []summary
+	for _, d := range p.Desires {
+		s = append(s, summary{Container: d.Container, Preference: d.Preference, Skip: d.Skip, Node: d.Node})
+	}
+	return s, p.Conflicts, p.Selected
+}
+
+func TestPlanPod(t *testing.T) {
+	sel := map[string]string{"app": "db"}
+	tests := map[string]struct {
+		labels, annotations map[string]string
+		prefs               []numav1.NumaPreference
+		want                []summary
+		wantConflicts       []Conflict
+		wantSelected        []string
+	}{
+		"nothing selects the pod": {
+			labels: map[string]string{"app": "web"},
+			prefs:  []numav1.NumaPreference{pref("a", time.Hour, 1, sel)},
+		},
+		"one preference covers app containers, not init ones": {
+			labels: sel,
+			prefs:  []numav1.NumaPreference{pref("a", time.Hour, 1, sel)},
+			want: []summary{
+				{Container: "app", Preference: "a", Node: 1},
+				{Container: "side", Preference: "a", Node: 1, Skip: numav1.ReasonContainerNotRunning},
+			},
+			wantSelected: []string{"a"},
+		},
+		"a named init container is covered": {
+			labels: sel,
+			prefs:  []numav1.NumaPreference{pref("a", time.Hour, 1, sel, "init")},
+			want: []summary{
+				{Container: "init", Preference: "a", Node: 1, Skip: numav1.ReasonContainerNotRunning},
+			},
+			wantSelected: []string{"a"},
+		},
+		"the oldest preference wins, the newer one is told": {
+			labels:        sel,
+			prefs:         []numav1.NumaPreference{pref("young", time.Minute, 0, sel, "app"), pref("old", time.Hour, 1, sel, "app")},
+			want:          []summary{{Container: "app", Preference: "old", Node: 1}},
+			wantConflicts: []Conflict{{Preference: "young", Container: "app", Reason: numav1.ReasonOverriddenByPreference, Winner: "old"}},
+			wantSelected:  []string{"old", "young"},
+		},
+		"same age: the name decides": {
+			labels:        sel,
+			prefs:         []numav1.NumaPreference{pref("b", time.Hour, 0, sel, "app"), pref("a", time.Hour, 1, sel, "app")},
+			want:          []summary{{Container: "app", Preference: "a", Node: 1}},
+			wantConflicts: []Conflict{{Preference: "b", Container: "app", Reason: numav1.ReasonOverriddenByPreference, Winner: "a"}},
+			wantSelected:  []string{"a", "b"},
+		},
+		"per-container winners": {
+			labels: sel,
+			prefs:  []numav1.NumaPreference{pref("old", time.Hour, 1, sel, "side"), pref("all", time.Minute, 0, sel)},
+			want: []summary{
+				{Container: "app", Preference: "all", Node: 0},
+				{Container: "side", Preference: "old", Node: 1, Skip: numav1.ReasonContainerNotRunning},
+			},
+			wantConflicts: []Conflict{{Preference: "all", Container: "side", Reason: numav1.ReasonOverriddenByPreference, Winner: "old"}},
+			wantSelected:  []string{"old", "all"},
+		},
+		"the pod annotation wins over a preference": {
+			labels:      sel,
+			annotations: map[string]string{numav1.AnnotationPreferredNode: "3"},
+			prefs:       []numav1.NumaPreference{pref("a", time.Hour, 1, sel, "app")},
+			want: []summary{
+				{Container: "app", Node: 3},
+				{Container: "side", Node: 3, Skip: numav1.ReasonContainerNotRunning},
+			},
+			wantConflicts: []Conflict{{Preference: "a", Container: "app", Reason: numav1.ReasonOverriddenByAnnotation, Winner: numav1.AnnotationPreferredNode}},
+			wantSelected:  []string{"a"},
+		},
+		"a container annotation wins over the pod annotation and reaches init containers": {
+			annotations: map[string]string{numav1.AnnotationPreferredNode: "3", numav1.AnnotationPreferredNodePrefix + "app": "2", numav1.AnnotationPreferredNodePrefix + "init": "0"},
+			want: []summary{
+				{Container: "init", Node: 0, Skip: numav1.ReasonContainerNotRunning},
+				{Container: "app", Node: 2},
+				{Container: "side", Node: 3, Skip: numav1.ReasonContainerNotRunning},
+			},
+		},
+		"an invalid annotation skips the container, never falls back": {
+			labels:      sel,
+			annotations: map[string]string{numav1.AnnotationPreferredNode: "-1"},
+			prefs:       []numav1.NumaPreference{pref("a", time.Hour, 1, sel, "app")},
+			want: []summary{
+				{Container: "app", Skip: numav1.ReasonInvalidAnnotation},
+				{Container: "side", Skip: numav1.ReasonInvalidAnnotation},
+			},
+			wantSelected: []string{"a"},
+		},
+		"a preference being deleted selects nothing": {
+			labels: sel,
+			prefs: func() []numav1.NumaPreference {
+				p := pref("a", time.Hour, 1, sel)
+				p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+				return []numav1.NumaPreference{p}
+			}(),
+		},
+		"an empty selector never selects (the apiserver refuses it anyway)": {
+			labels: sel,
+			prefs:  []numav1.NumaPreference{pref("a", time.Hour, 1, nil)},
+		},
+		"another namespace never selects": {
+			labels: sel,
+			prefs: func() []numav1.NumaPreference {
+				p := pref("a", time.Hour, 1, sel)
+				p.Namespace = "other"
+				return []numav1.NumaPreference{p}
+			}(),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, conflicts, selected := summarizePlan(PlanPod(testPod(tc.labels, tc.annotations), tc.prefs))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("desires (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantConflicts, conflicts); diff != "" {
+				t.Errorf("conflicts (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantSelected, selected); diff != "" {
+				t.Errorf("selected (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlanPodLocatesRunningContainers(t *testing.T) {
+	p := PlanPod(testPod(nil, map[string]string{numav1.AnnotationPreferredNode: "0"}), nil)
+	want := Desire{
+		Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, PodUID: "uid-1", Container: "app",
+		Ref: ContainerRef{PodUID: "uid-1", QOS: corev1.PodQOSBurstable, ContainerID: "containerd://a"},
+	}
+	if diff := cmp.Diff(want, p.Desires[0]); diff != "" {
+		t.Errorf("desire (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseNodeAnnotation(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    int
+		wantErr bool
+	}{
+		"zero":      {in: "0", want: 0},
+		"max":       {in: "1023", want: 1023},
+		"too big":   {in: "1024", wantErr: true},
+		"negative":  {in: "-1", wantErr: true},
+		"plus sign": {in: "+1", wantErr: true},
+		"padded":    {in: " 1", wantErr: true},
+		"empty":     {in: "", wantErr: true},
+		"word":      {in: "one", wantErr: true},
+		"huge":      {in: "99999999999999999999", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseNodeAnnotation(tc.in)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("ParseNodeAnnotation(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func FuzzParseNodeAnnotation(f *testing.F) {
+	for _, s := range []string{"0", "1023", "-1", "+1", " 1", "1e3", "0x1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseNodeAnnotation(s)
+		if err == nil && (n < 0 || n > numav1.MaxNUMANodeID) {
+			t.Fatalf("ParseNodeAnnotation(%q) accepted out-of-range %d", s, n)
+		}
+	})
+}

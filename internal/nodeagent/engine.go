@@ -1,0 +1,473 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sys/unix"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// cgroupResolver finds a container's cgroup and lists its tasks.
+type cgroupResolver interface {
+	Resolve(ref ContainerRef) (*ContainerCgroup, error)
+	ListTIDs(c *ContainerCgroup) ([]TaskRef, error)
+	Cpuset(c *ContainerCgroup) (Cpuset, error)
+	ProcRoot() string
+}
+
+// EngineConfig wires an Engine to the host.
+type EngineConfig struct {
+	Resolver cgroupResolver
+	Kernel   numa.PreferredNode
+	// Support says whether Kernel may be called at all; when not, nothing is applied and
+	// every container reports KernelUnsupported.
+	Support numa.Support
+	// OnlineNodes are the NUMA nodes this host has online.
+	OnlineNodes []int
+	// LedgerPath is the file that remembers what the agent set, across restarts.
+	LedgerPath string
+	// RescanInterval is how often every container is checked again (forks reset the
+	// preference of the child, so new processes must be caught).
+	RescanInterval time.Duration
+	// ProcEvents, when not nil, delivers fork events so new tasks are handled at once.
+	ProcEvents <-chan numa.ProcEvent
+	Log        logr.Logger
+}
+
+// ContainerResult is what the engine achieved for one container on its last pass.
+type ContainerResult struct {
+	Desire Desire
+	// Reason is Applied, or why the container was skipped or failed.
+	Reason  string
+	Message string
+	// Tasks counts the container's tasks that have the preferred node.
+	Tasks int
+	// Failed counts tasks the kernel refused, by reason.
+	Failed map[string]int
+}
+
+// Engine applies the desired preferred nodes to the tasks of this host's containers, keeps
+// them as tasks come and go, and undoes what it set when a container is no longer selected.
+type Engine struct {
+	cfg    EngineConfig
+	online map[int]bool
+
+	mu      sync.Mutex // guards desired, synced, results
+	desired map[ContainerKey]Desire
+	synced  bool
+	results map[ContainerKey]ContainerResult
+
+	changes chan struct{}
+	kick    chan struct{}
+
+	passMu sync.Mutex // one pass at a time; guards the fields below
+	ledger ledger
+	tgids  map[int]ContainerKey // process → container, from the last listing
+}
+
+// NewEngine makes an engine and loads its ledger. A damaged ledger is not fatal: the error
+// is returned beside a working engine so the caller can report it.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	if cfg.RescanInterval <= 0 {
+		cfg.RescanInterval = 10 * time.Second
+	}
+	e := &Engine{
+		cfg:     cfg,
+		online:  make(map[int]bool),
+		desired: make(map[ContainerKey]Desire),
+		results: make(map[ContainerKey]ContainerResult),
+		changes: make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
+		tgids:   make(map[int]ContainerKey),
+	}
+	for _, n := range cfg.OnlineNodes {
+		e.online[n] = true
+	}
+	l, err := loadLedger(cfg.LedgerPath)
+	e.ledger = l
+	return e, err
+}
+
+// SetDesired replaces the whole desired state of this host. The first call marks the engine
+// synced: before it the engine does nothing, so a restarted agent never undoes work whose
+// desire it simply has not read yet.
+func (e *Engine) SetDesired(ds []Desire) {
+	m := make(map[ContainerKey]Desire, len(ds))
+	for _, d := range ds {
+		m[d.Key()] = d
+	}
+	e.mu.Lock()
+	changed := !e.synced || !maps.EqualFunc(m, e.desired, desireEqual)
+	e.desired, e.synced = m, true
+	e.mu.Unlock()
+	if changed {
+		signal(e.kick)
+	}
+}
+
+func desireEqual(a, b Desire) bool { return a == b }
+
+// Results returns a copy of the last pass's results.
+func (e *Engine) Results() map[ContainerKey]ContainerResult {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.results)
+}
+
+// Changes delivers a signal after a pass whose results differ from the previous ones.
+func (e *Engine) Changes() <-chan struct{} { return e.changes }
+
+// Start runs the apply loop until ctx ends: a pass when the desired state changes, on every
+// rescan tick, and for one container when one of its processes forks.
+func (e *Engine) Start(ctx context.Context) error {
+	tick := time.NewTicker(e.cfg.RescanInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.kick:
+			e.Pass()
+		case <-tick.C:
+			e.Pass()
+		case ev, ok := <-e.cfg.ProcEvents:
+			if !ok {
+				e.cfg.ProcEvents = nil // closed: rescans still keep the preference
+				continue
+			}
+			e.onProcEvent(ev)
+		}
+	}
+}
+
+// NeedLeaderElection is false: every node's agent works on its own node.
+func (e *Engine) NeedLeaderElection() bool { return false }
+
+func (e *Engine) onProcEvent(ev numa.ProcEvent) {
+	if ev.Kind != numa.ProcEventFork {
+		return
+	}
+	// A new thread's event names its process as child TGID (and the process's parent as
+	// parent: threads share real_parent); a new process's names its creator as parent.
+	e.passMu.Lock()
+	key, ok := e.tgids[ev.ChildTGID]
+	if !ok {
+		key, ok = e.tgids[ev.ParentTGID]
+	}
+	e.passMu.Unlock()
+	if ok {
+		e.pass(map[ContainerKey]bool{key: true})
+	}
+}
+
+// Pass checks every desired container once and undoes what is no longer desired.
+func (e *Engine) Pass() { e.pass(nil) }
+
+// pendingSet is a kernel SET the pass decided on.
+type pendingSet struct {
+	key  ContainerKey
+	tid  int
+	node int
+}
+
+// pass runs over the containers in only, or over all and undoes orphans when only is nil.
+func (e *Engine) pass(only map[ContainerKey]bool) {
+	e.passMu.Lock()
+	defer e.passMu.Unlock()
+
+	e.mu.Lock()
+	if !e.synced {
+		e.mu.Unlock()
+		return
+	}
+	desired := e.desired
+	results := maps.Clone(e.results)
+	e.mu.Unlock()
+
+	var sets []pendingSet
+	dirty := false
+	if only == nil {
+		results = make(map[ContainerKey]ContainerResult, len(desired))
+		e.tgids = make(map[int]ContainerKey)
+	}
+	for key, d := range desired {
+		if only != nil && !only[key] {
+			continue
+		}
+		r, s, changed := e.planContainer(key, d)
+		results[key] = r
+		sets = append(sets, s...)
+		dirty = dirty || changed
+	}
+	if only == nil {
+		for key := range e.ledger {
+			if d, ok := desired[key]; !ok || d.Skip != "" {
+				dirty = e.undo(key) || dirty
+			}
+		}
+	}
+	if len(sets) > 0 || dirty {
+		e.saveLedger() // write-ahead: the ledger names every value before it is set
+	}
+	if len(sets) > 0 {
+		e.applySets(sets, results)
+		e.saveLedger()
+	}
+
+	e.mu.Lock()
+	changed := !maps.EqualFunc(results, e.results, resultEqual)
+	e.results = results
+	e.mu.Unlock()
+	if changed {
+		signal(e.changes)
+	}
+}
+
+// planContainer reads the kernel state of one container's tasks and decides which tasks
+// need a SET. New tasks get ledger entries here, before any SET is issued.
+func (e *Engine) planContainer(key ContainerKey, d Desire) (ContainerResult, []pendingSet, bool) {
+	r := ContainerResult{Desire: d}
+	// skip reports why the container gets nothing; the values set before are undone, except
+	// when the host could not be read (a passing cgroup error must not churn the tasks).
+	skip := func(reason, msg string) (ContainerResult, []pendingSet, bool) {
+		r.Reason, r.Message = reason, msg
+		if reason == numav1.ReasonCgroupError {
+			return r, nil, false
+		}
+		return r, nil, e.undo(key)
+	}
+	switch {
+	case d.Skip != "":
+		return skip(d.Skip, d.Message)
+	case !e.cfg.Support.Supported:
+		return skip(numav1.ReasonKernelUnsupported, "this kernel cannot set a preferred NUMA node: "+e.cfg.Support.Reason)
+	case !e.online[d.Node]:
+		return skip(numav1.ReasonNodeNotPresent, fmt.Sprintf("NUMA node %d is not online on this host (online: %s)", d.Node, numa.FormatList(e.cfg.OnlineNodes)))
+	}
+	cg, err := e.cfg.Resolver.Resolve(d.Ref)
+	if err != nil {
+		return skip(cgroupReason(err), err.Error())
+	}
+	cs, err := e.cfg.Resolver.Cpuset(cg)
+	if err != nil {
+		return skip(cgroupReason(err), err.Error())
+	}
+	if len(cs.Mems) > 0 && !slices.Contains(cs.Mems, d.Node) {
+		return skip(numav1.ReasonMemoryPinnedElsewhere, fmt.Sprintf("cpuset.mems of the container is %s; NUMA node %d would fight it", numa.FormatList(cs.Mems), d.Node))
+	}
+	tids, err := e.cfg.Resolver.ListTIDs(cg)
+	if err != nil {
+		return skip(cgroupReason(err), err.Error())
+	}
+
+	entry := e.ledger[key]
+	changed := false
+	if entry == nil {
+		entry = &containerEntry{PodUID: string(key.PodUID), Container: key.Container, QOS: string(d.Ref.QOS),
+			ContainerID: d.Ref.ContainerID, CgroupsPath: d.Ref.CgroupsPath, Tasks: map[int]*taskEntry{}}
+	}
+	listed := make(map[int]bool, len(tids))
+	var sets []pendingSet
+	r.Failed = map[string]int{}
+	for _, t := range tids {
+		listed[t.TID] = true
+		e.tgids[t.TGID] = key
+		v, err := e.cfg.Kernel.Get(t.TID)
+		if err != nil {
+			countFailure(r.Failed, err)
+			continue
+		}
+		known := entry.Tasks[t.TID]
+		if v == d.Node && known != nil {
+			r.Tasks++
+			continue
+		}
+		// A task the ledger does not know, or whose value is not ours: read its identity
+		// (only here, not for every known task on every pass) before acting.
+		task, err := numa.ReadTask(e.cfg.Resolver.ProcRoot(), t.TID)
+		if err != nil {
+			continue // exited since listing
+		}
+		if known != nil && known.Start != task.StartTime {
+			known = nil // the pid was recycled: a different task
+		}
+		if known == nil {
+			known = &taskEntry{Start: task.StartTime, Prev: v}
+			if v == d.Node {
+				known.Prev = -1 // inherited from a thread or CLONE_VM parent the agent set
+			}
+			entry.Tasks[t.TID] = known
+			changed = true
+		}
+		if v == d.Node {
+			known.Values = []int{d.Node}
+			r.Tasks++
+			continue
+		}
+		if !slices.Contains(known.Values, d.Node) {
+			known.Values = append(known.Values, d.Node)
+			changed = true
+		}
+		sets = append(sets, pendingSet{key: key, tid: t.TID, node: d.Node})
+	}
+	for tid := range entry.Tasks {
+		if !listed[tid] {
+			delete(entry.Tasks, tid) // exited, or moved out of the container: never touched again
+			changed = true
+		}
+	}
+	e.ledger[key] = entry
+	r.Reason = numav1.ReasonApplied
+	return r, sets, changed
+}
+
+// applySets issues the planned SETs and settles the ledger with their outcome.
+func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]ContainerResult) {
+	for _, s := range sets {
+		r := results[s.key]
+		t := e.ledger[s.key].Tasks[s.tid]
+		err := e.cfg.Kernel.Set(s.tid, s.node)
+		switch {
+		case err == nil:
+			t.Values = []int{s.node}
+			r.Tasks++
+		case errors.Is(err, unix.ESRCH):
+			delete(e.ledger[s.key].Tasks, s.tid) // exited before the SET
+		default:
+			t.Values = slices.DeleteFunc(t.Values, func(v int) bool { return v == s.node })
+			countFailure(r.Failed, err)
+		}
+		results[s.key] = r
+	}
+	for key, r := range results {
+		if r.Reason == numav1.ReasonApplied && len(r.Failed) > 0 {
+			r.Reason = worstFailure(r.Failed)
+			r.Message = fmt.Sprintf("%d tasks have NUMA node %d; the kernel refused %v", r.Tasks, r.Desire.Node, r.Failed)
+			results[key] = r
+		}
+	}
+}
+
+// undo restores, in the container's tasks, every value the agent set that is still there,
+// and forgets the container. It reports whether the ledger changed.
+func (e *Engine) undo(key ContainerKey) bool {
+	entry := e.ledger[key]
+	if entry == nil {
+		return false
+	}
+	if !e.cfg.Support.Supported {
+		return false // cannot read the kernel: keep the entry for a kernel that can
+	}
+	cg, err := e.cfg.Resolver.Resolve(entry.ref())
+	if errors.Is(err, ErrContainerNotFound) {
+		delete(e.ledger, key) // the cgroup is gone, and its tasks with it
+		return true
+	}
+	var tids []TaskRef
+	if err == nil {
+		tids, err = e.cfg.Resolver.ListTIDs(cg)
+	}
+	if err != nil {
+		if errors.Is(err, ErrContainerNotFound) {
+			delete(e.ledger, key)
+			return true
+		}
+		e.cfg.Log.Error(err, "Listing tasks to undo", "container", key.String())
+		return false
+	}
+	remaining := map[int]*taskEntry{}
+	for _, t := range tids {
+		te := entry.Tasks[t.TID]
+		if te == nil {
+			continue
+		}
+		if err := e.restore(t.TID, te); err != nil {
+			remaining[t.TID] = te
+			e.cfg.Log.Error(err, "Undoing preferred node", "container", key.String(), "tid", t.TID)
+		}
+	}
+	if len(remaining) > 0 {
+		entry.Tasks = remaining
+		return true
+	}
+	delete(e.ledger, key)
+	return true
+}
+
+// restore puts back the value a task had before the agent set it, when the task is the
+// same one (start time) and still has a value the agent set.
+func (e *Engine) restore(tid int, te *taskEntry) error {
+	task, err := numa.ReadTask(e.cfg.Resolver.ProcRoot(), tid)
+	if err != nil || task.StartTime != te.Start {
+		return nil // gone or recycled: not ours any more
+	}
+	v, err := e.cfg.Kernel.Get(tid)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading preferred node of task %d: %w", tid, err)
+	}
+	if !slices.Contains(te.Values, v) {
+		return nil // the application chose its own value since: leave it
+	}
+	if err := e.cfg.Kernel.Set(tid, te.Prev); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("restoring preferred node %d of task %d: %w", te.Prev, tid, err)
+	}
+	return nil
+}
+
+func (e *Engine) saveLedger() {
+	if e.cfg.LedgerPath == "" {
+		return
+	}
+	if err := e.ledger.save(e.cfg.LedgerPath); err != nil {
+		e.cfg.Log.Error(err, "Saving ledger")
+	}
+}
+
+func cgroupReason(err error) string {
+	if errors.Is(err, ErrContainerNotFound) {
+		return numav1.ReasonContainerNotFound
+	}
+	return numav1.ReasonCgroupError
+}
+
+func countFailure(failed map[string]int, err error) {
+	switch {
+	case errors.Is(err, unix.ESRCH):
+		// exited since listing: normal, not a failure
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		failed[numav1.ReasonPermissionDenied]++
+	default:
+		failed[numav1.ReasonKernelError]++
+	}
+}
+
+func worstFailure(failed map[string]int) string {
+	if failed[numav1.ReasonPermissionDenied] > 0 {
+		return numav1.ReasonPermissionDenied
+	}
+	return numav1.ReasonKernelError
+}
+
+func resultEqual(a, b ContainerResult) bool {
+	return a.Desire == b.Desire && a.Reason == b.Reason && a.Message == b.Message &&
+		a.Tasks == b.Tasks && maps.Equal(a.Failed, b.Failed)
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

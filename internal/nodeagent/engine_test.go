@@ -1,0 +1,379 @@
+package nodeagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/hostlab"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+func TestMain(m *testing.M) {
+	hostlab.RunWorkloadIfAsked()
+	os.Exit(m.Run())
+}
+
+// engineLab is a real host setup for engine tests: lab cgroups on this machine's real
+// hierarchies, a resolver pointed at them, and the kernel emulator (this kernel lacks the
+// patch) on a machine with two possible NUMA nodes. The emulator follows task creation
+// (proc connector) as the kernel does, so threads the Go runtime adds later inherit.
+type engineLab struct {
+	lab      *hostlab.Lab
+	resolver *Resolver
+	emu      *numa.Emulator
+	emuOpts  numa.EmulatorOptions
+	ledger   string
+}
+
+func newEngineLab(t *testing.T) *engineLab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("engine tests need root: they make real cgroups and act on real processes (CI runs as root)")
+	}
+	lab, err := hostlab.New("/sys/fs/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	r, err := NewResolver("/", ResolverOptions{Driver: DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := t.TempDir()
+	writeFile(t, filepath.Join(sys, "devices/system/node/possible"), "0-1\n")
+	el := &engineLab{lab: lab, resolver: r, ledger: filepath.Join(t.TempDir(), "ledger.json"),
+		emuOpts: numa.EmulatorOptions{StateDir: t.TempDir(), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true}}
+	el.openEmulator(t)
+	return el
+}
+
+func (el *engineLab) openEmulator(t *testing.T) {
+	t.Helper()
+	emu, err := numa.NewEmulator(el.emuOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el.emu = emu
+	t.Cleanup(func() { emu.Close() })
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (el *engineLab) engine(t *testing.T, events <-chan numa.ProcEvent) *Engine {
+	t.Helper()
+	e, err := NewEngine(EngineConfig{
+		Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(), OnlineNodes: []int{0, 1},
+		LedgerPath: el.ledger, RescanInterval: time.Hour, ProcEvents: events, Log: testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// This host has one NUMA node, so every real cpuset holds node 0 only: the engine applies
+// node 0 here; the emulated machine has two possible nodes so an application can hold 1.
+
+// container makes a lab container running a workload with extra threads, and the desire
+// that asks for node.
+func (el *engineLab) container(t *testing.T, name string, node, threads int) (*hostlab.Workload, *hostlab.Container, Desire) {
+	t.Helper()
+	uid := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name()+name)))
+	podUID := uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32]
+	c, err := el.lab.Container(corev1.PodQOSBurstable, podUID, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.StartWorkload(threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID(podUID), Container: "main",
+		Ref: ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: node, Preference: "pref"}
+	return w, c, d
+}
+
+// values reads every task of the workload's process tree through the emulator.
+func (el *engineLab) values(t *testing.T, pids ...int) map[int]int {
+	t.Helper()
+	out := map[int]int{}
+	for _, pid := range pids {
+		tids, err := hostlab.TasksOf(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tid := range tids {
+			v, err := el.emu.Get(tid)
+			if err != nil {
+				t.Fatalf("emulated GET of %d: %v", tid, err)
+			}
+			out[tid] = v
+		}
+	}
+	return out
+}
+
+// settle runs passes until every task of pids has node, as rescans would: a thread the
+// Go runtime starts while a pass runs is only caught by the next one (without events).
+func (el *engineLab) settle(t *testing.T, e *Engine, node int, pids ...int) map[int]int {
+	t.Helper()
+	var v map[int]int
+	for range 20 {
+		e.Pass()
+		if v = el.values(t, pids...); allEqual(v, node) {
+			break
+		}
+	}
+	return v
+}
+
+func allEqual(m map[int]int, want int) bool {
+	for _, v := range m {
+		if v != want {
+			return false
+		}
+	}
+	return len(m) > 0
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
+	el := newEngineLab(t)
+	w, _, d := el.container(t, "a", 0, 6)
+	other, _, _ := el.container(t, "bystander", 0, 2) // never selected: must never change
+
+	e := el.engine(t, nil)
+	e.SetDesired([]Desire{d})
+	got := el.settle(t, e, 0, w.Pid())
+	if !allEqual(got, 0) || len(got) < 7 {
+		t.Fatalf("after apply, tasks have %v; want every one of at least 7 at node 0", got)
+	}
+	r := e.Results()[d.Key()]
+	if r.Reason != numav1.ReasonApplied || r.Tasks != len(got) {
+		t.Errorf("result = %s with %d tasks, want Applied with %d", r.Reason, r.Tasks, len(got))
+	}
+	if v := el.values(t, other.Pid()); !allEqual(v, -1) {
+		t.Errorf("a task outside the selected container changed: %v", v)
+	}
+
+	// A second pass with nothing new issues no SET: the emulator's state stays as it is.
+	before := el.emu.Stats()
+	e.Pass()
+	if after := el.emu.Stats(); after != before {
+		t.Errorf("an idle pass changed the kernel state: %+v -> %+v", before, after)
+	}
+
+	e.SetDesired(nil)
+	e.Pass()
+	if v := el.values(t, w.Pid()); !allEqual(v, -1) {
+		t.Errorf("after undo, tasks have %v; want all -1", v)
+	}
+	if _, err := os.Stat(el.ledger); err != nil {
+		t.Fatalf("ledger: %v", err)
+	}
+	l, err := loadLedger(el.ledger)
+	if err != nil || len(l) != 0 {
+		t.Errorf("ledger after undo = %v, %v; want empty", l, err)
+	}
+}
+
+func TestEngineUndoLeavesTheApplicationsOwnValue(t *testing.T) {
+	el := newEngineLab(t)
+	w, _, d := el.container(t, "a", 0, 3)
+	e := el.engine(t, nil)
+	e.SetDesired([]Desire{d})
+	el.settle(t, e, 0, w.Pid())
+
+	tids, err := w.TIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := tids[len(tids)-1]
+	if err := el.emu.Set(own, 1); err != nil { // the application's own choice
+		t.Fatal(err)
+	}
+	e.SetDesired(nil)
+	e.Pass()
+	got := el.values(t, w.Pid())
+	for tid, v := range got {
+		want := -1
+		if tid == own {
+			want = 1
+		}
+		if v != want {
+			t.Errorf("task %d has %d after undo, want %d", tid, v, want)
+		}
+	}
+}
+
+func TestEngineUndoesAfterRestart(t *testing.T) {
+	el := newEngineLab(t)
+	w, _, d := el.container(t, "a", 0, 3)
+	first := el.engine(t, nil)
+	first.SetDesired([]Desire{d})
+	if v := el.settle(t, first, 0, w.Pid()); !allEqual(v, 0) {
+		t.Fatalf("not applied: %v", v)
+	}
+
+	// The agent dies; its preference was deleted while it was down. The kernel (emulator
+	// state dir) keeps the values, the ledger remembers them.
+	el.emu.Close()
+	el.openEmulator(t)
+	second := el.engine(t, nil)
+	second.Pass() // not synced yet: must not undo what it has not read the desire of
+	if v := el.values(t, w.Pid()); !allEqual(v, 0) {
+		t.Fatalf("an unsynced engine changed tasks: %v", v)
+	}
+	second.SetDesired(nil)
+	second.Pass()
+	if v := el.values(t, w.Pid()); !allEqual(v, -1) {
+		t.Errorf("after restart and undo, tasks have %v; want all -1", v)
+	}
+}
+
+func TestEngineCatchesForkedChildrenFromEvents(t *testing.T) {
+	el := newEngineLab(t)
+	pe, err := numa.OpenProcEvents()
+	if err != nil {
+		t.Fatalf("opening the proc connector (needs CAP_NET_ADMIN; CI runs as root): %v", err)
+	}
+	defer pe.Close()
+	w, _, d := el.container(t, "a", 0, 2)
+	e := el.engine(t, pe.Events())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.Start(ctx)
+	e.SetDesired([]Desire{d})
+	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
+
+	// The rescan interval is an hour: only fork events can bring the children in.
+	shell, forked, err := w.Fork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the forked children have node 0", func() bool {
+		return allEqual(el.values(t, shell, forked), 0)
+	})
+}
+
+func TestEngineHonoursCpusetPinning(t *testing.T) {
+	el := newEngineLab(t)
+	w, c, d := el.container(t, "pinned", 1, 2)
+	if err := c.SetMems("0"); err != nil {
+		t.Fatal(err)
+	}
+	e := el.engine(t, nil)
+	e.SetDesired([]Desire{d})
+	e.Pass()
+	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonMemoryPinnedElsewhere {
+		t.Errorf("node 1 in a cpuset.mems=0 container: reason %q, want %s", r.Reason, numav1.ReasonMemoryPinnedElsewhere)
+	}
+	if v := el.values(t, w.Pid()); !allEqual(v, -1) {
+		t.Errorf("pinned container's tasks changed: %v", v)
+	}
+
+	d.Node = 0
+	e.SetDesired([]Desire{d})
+	v := el.settle(t, e, 0, w.Pid())
+	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonApplied {
+		t.Errorf("node 0 in a cpuset.mems=0 container: reason %q (%s), want Applied", r.Reason, r.Message)
+	}
+	if !allEqual(v, 0) {
+		t.Errorf("tasks have %v, want all 0", v)
+	}
+}
+
+func TestEngineRecoversFromADamagedLedger(t *testing.T) {
+	el := newEngineLab(t)
+	w, _, d := el.container(t, "a", 0, 2)
+	writeFile(t, el.ledger, `{"version":1,"containers":[{"podUID":`)
+	e, err := NewEngine(EngineConfig{Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(),
+		OnlineNodes: []int{0, 1}, LedgerPath: el.ledger, Log: testr.New(t)})
+	if err == nil {
+		t.Error("NewEngine said nothing about a damaged ledger")
+	}
+	e.SetDesired([]Desire{d})
+	if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
+		t.Fatalf("not applied after a damaged ledger: %v", v)
+	}
+	if l, err := loadLedger(el.ledger); err != nil || len(l) != 1 {
+		t.Errorf("ledger not rebuilt: %v, %v", l, err)
+	}
+}
+
+// countingKernel counts calls; the engine must make none without proven support.
+type countingKernel struct{ calls int }
+
+func (k *countingKernel) Get(int) (int, error) { k.calls++; return -1, nil }
+func (k *countingKernel) Set(int, int) error   { k.calls++; return nil }
+
+func TestEngineWithoutKernelSupportCallsNothing(t *testing.T) {
+	el := newEngineLab(t)
+	_, _, d := el.container(t, "a", 0, 1)
+	k := &countingKernel{}
+	e, err := NewEngine(EngineConfig{Resolver: el.resolver, Kernel: k,
+		Support: numa.Support{Supported: false, Reason: "no numa_preferred_nid_force line"}, OnlineNodes: []int{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := d
+	missing.PodUID, missing.Container = "other", "x"
+	missing.Node = 7
+	e.SetDesired([]Desire{d, missing})
+	e.Pass()
+	if k.calls != 0 {
+		t.Errorf("%d kernel calls without support, want 0", k.calls)
+	}
+	got := []string{e.Results()[d.Key()].Reason, e.Results()[missing.Key()].Reason}
+	if want := []string{numav1.ReasonKernelUnsupported, numav1.ReasonKernelUnsupported}; !slices.Equal(got, want) {
+		t.Errorf("reasons %v, want %v", got, want)
+	}
+}
+
+func TestEngineNodeNotPresent(t *testing.T) {
+	el := newEngineLab(t)
+	w, _, d := el.container(t, "a", 3, 1)
+	e := el.engine(t, nil)
+	e.SetDesired([]Desire{d})
+	e.Pass()
+	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonNodeNotPresent {
+		t.Errorf("reason %q, want NodeNotPresent", r.Reason)
+	}
+	if v := el.values(t, w.Pid()); !allEqual(v, -1) {
+		t.Errorf("tasks changed: %v", v)
+	}
+}

@@ -1,0 +1,62 @@
+// Command numapref is the numapref node agent and its node tools:
+//
+//	numapref agent   the DaemonSet's agent (controllers + apply engine)
+//	numapref probe   this node's kernel NUMA facts as JSON
+//	numapref tasks   how the agent sees one container: cgroup, cpuset, tasks, as JSON
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "agent":
+		err = runAgent(os.Args[2:])
+	case "probe":
+		err = runProbe(os.Args[2:])
+	case "tasks":
+		err = runTasks(os.Args[2:])
+	case "-h", "-help", "--help", "help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "numapref: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "numapref:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: numapref <command> [flags]
+
+commands:
+  agent   run the node agent (DaemonSet)
+  probe   print this node's kernel NUMA facts as JSON
+  tasks   print how the agent sees one container (cgroup, cpuset, tasks) as JSON
+
+Run "numapref <command> -h" for a command's flags.
+`)
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
