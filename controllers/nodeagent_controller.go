@@ -238,6 +238,13 @@ func (r *NodeAgentReconciler) applyEntry(ctx context.Context, pref *numav1.NumaP
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile: nothing to report on
 	}
+	if present && apierrors.IsInvalid(err) {
+		// status.nodes is full (MaxNodeEntries): retrying cannot help. Say so once per
+		// change; Events and metrics still tell what this node does.
+		r.recorder.Eventf(pref, nil, corev1.EventTypeWarning, numav1.ReasonStatusTruncated, "ReportStatus",
+			"node %s cannot add its status entry: %v", r.nodeName, err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("applying status entry to NumaPreference %s/%s: %w", pref.Namespace, pref.Name, err)
 	}
