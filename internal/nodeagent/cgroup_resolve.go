@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -187,7 +188,7 @@ func readCpusetFiles(dir, cpusFile, memsFile string) (cs Cpuset, found bool, err
 		name string
 		dst  *[]int
 	}{{cpusFile, &cs.CPUs}, {memsFile, &cs.Mems}} {
-		data, err := readFileBuf(filepath.Join(dir, f.name), buf)
+		data, err := fsutil.ReadFileInto(filepath.Join(dir, f.name), buf)
 		if errors.Is(err, os.ErrNotExist) {
 			return Cpuset{}, false, nil
 		}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	"github.com/numapref/numapref/internal/fsutil"
 )
 
 // TaskRef is one task (thread) listed in a container's cgroups: its thread id and the id
@@ -133,7 +135,7 @@ func (w *taskWalker) dirError(dir string, top bool, err error) error {
 
 // readIDs reads a cgroup.procs, cgroup.threads or tasks file.
 func (w *taskWalker) readIDs(path string) ([]int, error) {
-	data, err := readFileBuf(path, w.buf)
+	data, err := fsutil.ReadFileInto(path, w.buf)
 	if err != nil {
 		return nil, err // a *fs.PathError naming the file
 	}

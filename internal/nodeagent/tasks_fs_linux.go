@@ -8,49 +8,17 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/numapref/numapref/internal/fsutil"
 )
 
-// The listing reads a few small files per cgroup, so it calls the kernel directly: one
-// open, reads until end of file, one close, no Go file object (which on Linux also tries to
-// register every file with the poller and sets a finalizer).
-
-// readFileBuf reads a whole file into *buf, growing it as needed, and returns the bytes.
-// One open file is read to the end so the kernel's iterator gives one consistent list.
-func readFileBuf(path string, buf *[]byte) ([]byte, error) {
-	fd, err := openRetry(path, unix.O_RDONLY|unix.O_CLOEXEC)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	b := (*buf)[:0]
-	if cap(b) < 4096 {
-		b = make([]byte, 0, 4096)
-	}
-	for {
-		if len(b) == cap(b) {
-			b = slices.Grow(b, cap(b))
-		}
-		n, err := unix.Read(fd, b[len(b):cap(b)])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			*buf = b
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-		}
-		if n == 0 {
-			break
-		}
-		b = b[:len(b)+n]
-	}
-	*buf = b
-	return b, nil
-}
-
 // readSubdirs returns the names of dir's subdirectories (sub-cgroups), sorted. buf is
-// scratch space.
+// scratch space. The listing visits every cgroup of a container, so, like
+// fsutil.ReadFileInto for the files it reads, this calls the kernel directly: no Go file
+// object (which on Linux also tries to register every file with the poller and sets a
+// finalizer).
 func readSubdirs(dir string, buf *[]byte) ([]string, error) {
-	fd, err := openRetry(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	fd, err := fsutil.OpenRetry(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
@@ -106,13 +74,4 @@ func readSubdirs(dir string, buf *[]byte) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
-}
-
-func openRetry(path string, flags int) (int, error) {
-	for {
-		fd, err := unix.Open(path, flags, 0)
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
 }

@@ -8,13 +8,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/numapref/numapref/internal/fsutil"
 )
 
 // Emulator emulates PR_PREFERRED_NID; see the package documentation in emulator.go.
@@ -236,25 +237,18 @@ type target struct {
 func (t target) tgid() int { return t.status.TGID }
 
 func (e *Emulator) readTarget(tid int) (target, error) {
-	dir := filepath.Join(e.procRoot, strconv.Itoa(tid))
-	stat, err := readSmallFile(filepath.Join(dir, "stat"), nil)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errESRCH) {
-		return target{}, fmt.Errorf("reading stat of task %d: %w", tid, ErrTaskGone)
-	}
+	stat, err := readTaskFile(e.procRoot, tid, "stat")
 	if err != nil {
-		return target{}, fmt.Errorf("reading stat of task %d: %w", tid, err)
+		return target{}, err
 	}
 	start, err := ParseStatStartTime(string(stat))
 	if err != nil {
 		return target{}, fmt.Errorf("task %d: %w", tid, err)
 	}
 	var fi unix.Stat_t
-	status, err := readSmallFile(filepath.Join(dir, "status"), &fi)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errESRCH) {
-		return target{}, fmt.Errorf("reading status of task %d: %w", tid, ErrTaskGone)
-	}
+	status, err := fsutil.ReadFileStat(taskFilePath(e.procRoot, tid, "status"), nil, &fi)
 	if err != nil {
-		return target{}, fmt.Errorf("reading status of task %d: %w", tid, err)
+		return target{}, taskFileError(tid, "status", err)
 	}
 	st, err := parseStatus(string(status))
 	if err != nil {
@@ -267,7 +261,7 @@ func (e *Emulator) readTarget(tid int) (target, error) {
 
 // readCaller reads the calling thread's credentials: the kernel checks the current task's.
 func (e *Emulator) readCaller() (taskStatus, error) {
-	data, err := readSmallFile(filepath.Join(e.procRoot, "thread-self", "status"), nil)
+	data, err := fsutil.ReadFileInto(filepath.Join(e.procRoot, "thread-self", "status"), nil)
 	if err != nil {
 		return taskStatus{}, fmt.Errorf("reading the caller's credentials: %w", err)
 	}

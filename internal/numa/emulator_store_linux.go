@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/numapref/numapref/internal/fsutil"
 )
 
 // emulatorMeta is the machine-wide part of the emulated kernel state (meta.json).
@@ -133,7 +135,7 @@ var tmpSeq atomic.Uint64
 
 func (s *store) readMeta() (emulatorMeta, error) {
 	var m emulatorMeta
-	data, err := readSmallFile(filepath.Join(s.dir, "meta.json"), nil)
+	data, err := fsutil.ReadFileInto(filepath.Join(s.dir, "meta.json"), nil)
 	if errors.Is(err, fs.ErrNotExist) {
 		return m, nil
 	}
@@ -182,7 +184,7 @@ func (s *store) entryPath(tgid, tid int) string {
 
 // readEntry returns the entry of tid in thread group tgid, if there is one.
 func (s *store) readEntry(tgid, tid int) (taskEntry, bool, error) {
-	data, err := readSmallFile(s.entryPath(tgid, tid), nil)
+	data, err := fsutil.ReadFileInto(s.entryPath(tgid, tid), nil)
 	if errors.Is(err, fs.ErrNotExist) {
 		return taskEntry{}, false, nil
 	}

@@ -3,10 +3,12 @@ package numa
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/numapref/numapref/internal/fsutil"
 )
 
 // ErrTaskGone means a task exited (or never existed) between learning its id and reading it.
@@ -23,18 +25,39 @@ type Task struct {
 // ReadTask reads the identity of tid from procRoot (normally "/proc"). A task that does not
 // exist yields an error wrapping ErrTaskGone.
 func ReadTask(procRoot string, tid int) (Task, error) {
-	data, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(tid), "stat"))
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
-		return Task{}, fmt.Errorf("reading stat of task %d: %w", tid, ErrTaskGone)
-	}
+	data, err := readTaskFile(procRoot, tid, "stat")
 	if err != nil {
-		return Task{}, fmt.Errorf("reading stat of task %d: %w", tid, err)
+		return Task{}, err
 	}
 	start, err := ParseStatStartTime(string(data))
 	if err != nil {
 		return Task{}, fmt.Errorf("task %d: %w", tid, err)
 	}
 	return Task{TID: tid, StartTime: start}, nil
+}
+
+// readTaskFile returns the contents of procRoot/<tid>/<name>. A task that does not exist
+// yields an error wrapping ErrTaskGone.
+func readTaskFile(procRoot string, tid int, name string) ([]byte, error) {
+	data, err := fsutil.ReadFileInto(taskFilePath(procRoot, tid, name), nil)
+	if err != nil {
+		return nil, taskFileError(tid, name, err)
+	}
+	return data, nil
+}
+
+func taskFilePath(procRoot string, tid int, name string) string {
+	return filepath.Join(procRoot, strconv.Itoa(tid), name)
+}
+
+// taskFileError describes err, the failure to read file name of task tid. When the file
+// does not exist, or the task exited while it was read, the error wraps ErrTaskGone
+// instead of err.
+func taskFileError(tid int, name string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errESRCH) {
+		err = ErrTaskGone
+	}
+	return fmt.Errorf("reading %s of task %d: %w", name, tid, err)
 }
 
 // ParseStatStartTime returns field 22 (starttime) of a /proc/<pid>/stat line. The command

@@ -3,8 +3,6 @@ package numa
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -49,12 +47,9 @@ type NodeFaults struct {
 // ReadSchedNUMA reads and parses procRoot/<tid>/sched. A task that does not exist yields an
 // error wrapping ErrTaskGone.
 func ReadSchedNUMA(procRoot string, tid int) (SchedNUMA, error) {
-	data, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(tid), "sched"))
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errESRCH) {
-		return SchedNUMA{}, fmt.Errorf("reading sched of task %d: %w", tid, ErrTaskGone)
-	}
+	data, err := readTaskFile(procRoot, tid, "sched")
 	if err != nil {
-		return SchedNUMA{}, fmt.Errorf("reading sched of task %d: %w", tid, err)
+		return SchedNUMA{}, err
 	}
 	s, err := ParseSchedNUMA(string(data))
 	if err != nil {
