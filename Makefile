@@ -34,7 +34,7 @@ verify: generate ## Fail when generated files are stale or code is unformatted.
 ##@ Test
 
 .PHONY: test
-test: verify unit ## Everything: verify, unit + envtest + real-host tests.
+test: verify unit fuzz ## Everything: verify, unit + envtest + real-host tests, fuzzing.
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).
@@ -45,8 +45,8 @@ unit: k8s-binaries ## Go tests: kernel layer, cgroups, engine, controllers again
 	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go test -count=1 ./...
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
-	hack/fuzz.sh $${FUZZTIME:-10s}
+fuzz: ## Run every fuzz target for FUZZTIME each (default 3s).
+	hack/fuzz.sh $${FUZZTIME:-3s}
 
 .PHONY: bench
 bench: ## Benchmarks (benchstat-friendly).
