@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -116,10 +117,14 @@ func runAgent(args []string) error {
 	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
 		return fmt.Errorf("agent: creating state dir: %w", err)
 	}
+	metrics := nodeagent.NewMetrics()
+	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
+		return fmt.Errorf("agent: registering metrics: %w", err)
+	}
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: resolver, Kernel: kernel, Support: support, OnlineNodes: topo.Online,
 		LedgerPath: filepath.Join(f.stateDir, "ledger.json"), RescanInterval: f.rescanInterval,
-		ProcEvents: events, Log: ctrl.Log.WithName("engine"),
+		ProcEvents: events, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
 	if err != nil {
 		log.Error(err, "Ledger unreadable; undo covers only what the agent sets from now on")

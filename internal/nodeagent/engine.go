@@ -40,7 +40,9 @@ type EngineConfig struct {
 	RescanInterval time.Duration
 	// ProcEvents, when not nil, delivers fork events so new tasks are handled at once.
 	ProcEvents <-chan numa.ProcEvent
-	Log        logr.Logger
+	// Metrics receives the engine's measurements; nil makes unregistered ones.
+	Metrics *Metrics
+	Log     logr.Logger
 }
 
 // ContainerResult is what the engine achieved for one container on its last pass.
@@ -80,6 +82,10 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.RescanInterval <= 0 {
 		cfg.RescanInterval = 10 * time.Second
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	e := &Engine{
 		cfg:     cfg,
 		online:  make(map[int]bool),
@@ -183,6 +189,7 @@ type pendingSet struct {
 func (e *Engine) pass(only map[ContainerKey]bool) {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
+	start := time.Now()
 
 	e.mu.Lock()
 	if !e.synced {
@@ -230,6 +237,12 @@ func (e *Engine) pass(only map[ContainerKey]bool) {
 	if changed {
 		signal(e.changes)
 	}
+	kind := "fork"
+	if only == nil {
+		kind = "full"
+		e.cfg.Metrics.reportResults(results)
+	}
+	e.cfg.Metrics.reportPass(kind, time.Since(start))
 }
 
 // planContainer reads the kernel state of one container's tasks and decides which tasks
@@ -340,11 +353,12 @@ func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]Container
 		case err == nil:
 			t.Values = []int{s.node}
 			r.Tasks++
+			e.cfg.Metrics.reportSet(numav1.ReasonApplied)
 		case errors.Is(err, unix.ESRCH):
 			delete(e.ledger[s.key].Tasks, s.tid) // exited before the SET
 		default:
 			t.Values = slices.DeleteFunc(t.Values, func(v int) bool { return v == s.node })
-			countFailure(r.Failed, err)
+			e.cfg.Metrics.reportSet(countFailure(r.Failed, err))
 		}
 		results[s.key] = r
 	}
@@ -384,11 +398,21 @@ func (e *Engine) undo(key ContainerKey) bool {
 		e.cfg.Log.Error(err, "Listing tasks to undo", "container", key.String())
 		return false
 	}
+	var ours []int
+	for _, te := range entry.Tasks {
+		ours = append(ours, te.Values...)
+	}
 	remaining := map[int]*taskEntry{}
 	for _, t := range tids {
 		te := entry.Tasks[t.TID]
 		if te == nil {
-			continue
+			// Born since the last pass: a thread or CLONE_VM child inherited the value from
+			// a task the agent set. Restore it too, or it would keep the value for ever.
+			task, err := numa.ReadTask(e.cfg.Resolver.ProcRoot(), t.TID)
+			if err != nil {
+				continue
+			}
+			te = &taskEntry{Start: task.StartTime, Prev: numa.NoNode, Values: ours}
 		}
 		if err := e.restore(t.TID, te); err != nil {
 			remaining[t.TID] = te
@@ -423,6 +447,7 @@ func (e *Engine) restore(tid int, te *taskEntry) error {
 	if err := e.cfg.Kernel.Set(tid, te.Prev); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("restoring preferred node %d of task %d: %w", te.Prev, tid, err)
 	}
+	e.cfg.Metrics.reportRestore()
 	return nil
 }
 
@@ -442,15 +467,18 @@ func cgroupReason(err error) string {
 	return numav1.ReasonCgroupError
 }
 
-func countFailure(failed map[string]int, err error) {
+// countFailure counts a refused call by reason and returns the reason ("" for a task
+// that exited since listing: normal, not a failure).
+func countFailure(failed map[string]int, err error) string {
+	reason := numav1.ReasonKernelError
 	switch {
 	case errors.Is(err, unix.ESRCH):
-		// exited since listing: normal, not a failure
+		return ""
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		failed[numav1.ReasonPermissionDenied]++
-	default:
-		failed[numav1.ReasonKernelError]++
+		reason = numav1.ReasonPermissionDenied
 	}
+	failed[reason]++
+	return reason
 }
 
 func worstFailure(failed map[string]int) string {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -84,9 +86,14 @@ func writeFile(t *testing.T, path, content string) {
 
 func (el *engineLab) engine(t *testing.T, events <-chan numa.ProcEvent) *Engine {
 	t.Helper()
+	return el.engineWithMetrics(t, events, nil)
+}
+
+func (el *engineLab) engineWithMetrics(t *testing.T, events <-chan numa.ProcEvent, m *Metrics) *Engine {
+	t.Helper()
 	e, err := NewEngine(EngineConfig{
 		Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(), OnlineNodes: []int{0, 1},
-		LedgerPath: el.ledger, RescanInterval: time.Hour, ProcEvents: events, Log: testr.New(t),
+		LedgerPath: el.ledger, RescanInterval: time.Hour, ProcEvents: events, Metrics: m, Log: testr.New(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +183,12 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	w, _, d := el.container(t, "a", 0, 6)
 	other, _, _ := el.container(t, "bystander", 0, 2) // never selected: must never change
 
-	e := el.engine(t, nil)
+	m := NewMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	e := el.engineWithMetrics(t, nil, m)
 	e.SetDesired([]Desire{d})
 	got := el.settle(t, e, 0, w.Pid())
 	if !allEqual(got, 0) || len(got) < 7 {
@@ -188,6 +200,22 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	}
 	if v := el.values(t, other.Pid()); !allEqual(v, -1) {
 		t.Errorf("a task outside the selected container changed: %v", v)
+	}
+	sets := testutil.ToFloat64(m.sets.WithLabelValues(numav1.ReasonApplied))
+	if int(sets) < len(got) {
+		t.Errorf("numapref_task_sets_total{result=Applied} = %v, want at least %d", sets, len(got))
+	}
+	if v := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonApplied)); v != 1 {
+		t.Errorf("numapref_containers{reason=Applied} = %v, want 1", v)
+	}
+	if v := testutil.ToFloat64(m.tasks); int(v) != len(got) {
+		t.Errorf("numapref_managed_tasks = %v, want %d", v, len(got))
+	}
+	if v := testutil.ToFloat64(m.kernel.WithLabelValues(el.emu.Support().Backend)); v != 1 {
+		t.Errorf("numapref_kernel_supported = %v, want 1", v)
+	}
+	if n := testutil.CollectAndCount(m.passSeconds); n != 1 {
+		t.Errorf("pass duration series = %d, want 1 (full)", n)
 	}
 
 	// A second pass with nothing new issues no SET: the emulator's state stays as it is.
@@ -201,6 +229,12 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	e.Pass()
 	if v := el.values(t, w.Pid()); !allEqual(v, -1) {
 		t.Errorf("after undo, tasks have %v; want all -1", v)
+	}
+	if v := testutil.ToFloat64(m.restores); int(v) < len(got) {
+		t.Errorf("numapref_task_restores_total = %v, want at least %d", v, len(got))
+	}
+	if v := testutil.ToFloat64(m.tasks); v != 0 {
+		t.Errorf("numapref_managed_tasks after undo = %v, want 0", v)
 	}
 	if _, err := os.Stat(el.ledger); err != nil {
 		t.Fatalf("ledger: %v", err)
@@ -275,8 +309,9 @@ func TestEngineCatchesForkedChildrenFromEvents(t *testing.T) {
 	w, _, d := el.container(t, "a", 0, 2)
 	e := el.engine(t, pe.Events())
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go e.Start(ctx)
+	stopped := make(chan struct{})
+	go func() { e.Start(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }() // before the emulator closes
 	e.SetDesired([]Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
 
