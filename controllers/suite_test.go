@@ -19,9 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/hostlab"
 )
 
 // These tests run the controllers against a real kube-apiserver and etcd (envtest). The
@@ -35,6 +37,11 @@ var (
 	suiteCtx  context.Context
 	cancel    context.CancelFunc
 )
+
+func TestMain(m *testing.M) {
+	hostlab.RunWorkloadIfAsked() // workloads of the real-engine specs are this binary
+	os.Exit(m.Run())
+}
 
 func TestControllers(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -71,7 +78,7 @@ var _ = AfterSuite(func() {
 
 // startAgent runs a manager like the agent's for one node, with the given engine, and
 // the summary controller when summarize is set. It stops when the spec ends.
-func startAgent(node string, engine Engine, summarize bool) {
+func startAgent(node string, engine Engine, summarize bool, runnables ...manager.Runnable) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Cache:   NodeCacheOptions(node),
@@ -81,6 +88,9 @@ func startAgent(node string, engine Engine, summarize bool) {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(SetupNodeAgent(mgr, node, engine)).To(Succeed())
+	for _, r := range runnables {
+		Expect(mgr.Add(r)).To(Succeed())
+	}
 	if summarize {
 		Expect(SetupSummary(mgr)).To(Succeed())
 	}

@@ -1,0 +1,107 @@
+package controllers
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/hostlab"
+	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// The whole agent on this host: controllers against the real apiserver, the real engine,
+// real cgroups and processes (the spec plays the kubelet's part), the emulated kernel.
+var _ = Describe("Node agent with the real engine on this host", Ordered, func() {
+	ctx := context.Background()
+	var (
+		ns  string
+		lab *hostlab.Lab
+		emu *numa.Emulator
+	)
+
+	BeforeAll(func() {
+		Expect(os.Geteuid()).To(BeZero(), "needs root: makes cgroups and acts on processes (CI runs as root)")
+		var err error
+		lab, err = hostlab.New("/sys/fs/cgroup")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(lab.Close)
+		emu, err = numa.NewEmulator(numa.EmulatorOptions{StateDir: GinkgoT().TempDir(), ForkEvents: true})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(emu.Close)
+		resolver, err := nodeagent.NewResolver("/", nodeagent.ResolverOptions{
+			Driver: nodeagent.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
+		Expect(err).NotTo(HaveOccurred())
+		pe, err := numa.OpenProcEvents()
+		Expect(err).NotTo(HaveOccurred(), "the proc connector needs CAP_NET_ADMIN")
+		DeferCleanup(pe.Close)
+		engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
+			Resolver: resolver, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0},
+			LedgerPath: filepath.Join(GinkgoT().TempDir(), "ledger.json"), ProcEvents: pe.Events(),
+			Log: log.Log.WithName("engine"),
+		})
+		Expect(err).NotTo(HaveOccurred())
+		startAgent("node-real", engine, true, engine)
+		ns = newNamespace(ctx)
+	})
+
+	// startPod creates a pod on node-real, its container cgroup and a workload in it.
+	startPod := func(name string, labels map[string]string, threads int) *hostlab.Workload {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec: corev1.PodSpec{NodeName: "node-real", Containers: []corev1.Container{{Name: "main", Image: "example.invalid/app"}}}}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		c, err := lab.Container(pod.Status.QOSClass, string(pod.UID), fakeContainerID(pod, "main")[len("containerd://"):])
+		Expect(err).NotTo(HaveOccurred())
+		w, err := c.StartWorkload(threads)
+		Expect(err).NotTo(HaveOccurred())
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", ContainerID: c.ContainerID,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		return w
+	}
+	nodesOf := func(g Gomega, pids ...int) []int {
+		var out []int
+		for _, pid := range pids {
+			tids, err := hostlab.TasksOf(pid)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, tid := range tids {
+				v, err := emu.Get(tid)
+				g.Expect(err).NotTo(HaveOccurred())
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+
+	It("applies a NumaPreference to every task, keeps it across forks, reports it, and undoes it on delete", func() {
+		db := startPod("db-0", map[string]string{"app": "db"}, 5)
+		bystander := startPod("web-0", map[string]string{"app": "web"}, 2)
+		Expect(k8sClient.Create(ctx, newPreference(ns, "db", 0, map[string]string{"app": "db"}))).To(Succeed())
+
+		Eventually(func(g Gomega) { g.Expect(nodesOf(g, db.Pid())).To(HaveEach(0)) }).Should(Succeed())
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "db")(g)
+			g.Expect(condition(p, numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(p.Status.Summary.Pods).To(Equal(int32(1)))
+			g.Expect(p.Status.Summary.Tasks).To(BeNumerically(">=", 6))
+		}).Should(Succeed())
+		Expect(nodesOf(Default, bystander.Pid())).To(HaveEach(-1), "a pod nobody selected was touched")
+
+		shell, forked, err := db.Fork()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) { g.Expect(nodesOf(g, shell, forked)).To(HaveEach(0)) }).Should(Succeed())
+
+		var pref numav1.NumaPreference
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &pref)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, &pref)).To(Succeed())
+		Eventually(func(g Gomega) { g.Expect(nodesOf(g, db.Pid(), shell, forked)).To(HaveEach(-1)) }).Should(Succeed())
+	})
+})
