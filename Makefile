@@ -5,6 +5,7 @@ SHELL := /usr/bin/env bash -o pipefail
 export NUMAPREF_CACHE ?= $(HOME)/.cache/numapref
 TOOLS   = $(NUMAPREF_CACHE)/tools
 CONTROLLER_GEN = $(TOOLS)/controller-gen
+HELM    = $(TOOLS)/helm
 
 .PHONY: all
 all: build
@@ -24,6 +25,9 @@ generate: tools ## Regenerate deepcopy, CRDs and RBAC from the Go markers.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=numapref-agent paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	rm -f charts/numapref/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/numapref/crds/
+	cp config/rbac/role.yaml charts/numapref/files/role.yaml
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale or code is unformatted.
@@ -34,7 +38,17 @@ verify: generate ## Fail when generated files are stale or code is unformatted.
 ##@ Test
 
 .PHONY: test
-test: verify unit fuzz ## Everything: verify, unit + envtest + real-host tests, fuzzing.
+test: verify chart-lint chart-test unit fuzz ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing.
+
+.PHONY: chart-lint
+chart-lint: ## helm lint the chart; any warning fails.
+	hack/tools.sh helm >/dev/null
+	$(HELM) lint --strict charts/numapref
+
+.PHONY: chart-test
+chart-test: ## Render the chart with helm and check its security posture, RBAC, CRD and flags.
+	hack/tools.sh helm >/dev/null
+	HELM=$(HELM) go test -count=1 ./test/chart/...
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).
@@ -51,6 +65,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 3s).
 .PHONY: bench
 bench: ## Benchmarks (benchstat-friendly).
 	go test -run '^$$' -bench . -benchmem ./internal/...
+
+.PHONY: kernel-lab
+kernel-lab: ## Kernel lab: build/reuse kernels, conformance prctl vs emulator in the patched VM, diff, control VM.
+	hack/kernel/lab.sh $(if $(KERNEL_LAB_OUT),--out $(KERNEL_LAB_OUT)) $(if $(filter 1,$(KERNEL_LAB_STRICT)),--strict)
 
 ##@ Demo
 

@@ -7,14 +7,24 @@ declare -A pkgs=(
   [controller-gen]=sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
   [helm]=helm.sh/helm/v3/cmd/helm@v3.21.4
 )
+# Link-time settings a plain `go install` misses. helm's release builds stamp its version and
+# the Kubernetes version of its client-go (v0.36 -> 1.36); without them `helm version` says
+# v3.21 and `helm template`/`helm lint` assume Kubernetes v1.20 (.Capabilities.KubeVersion,
+# Chart.yaml kubeVersion checks, API deprecation lint).
+declare -A ldflags=(
+  [helm]="-X helm.sh/helm/v3/internal/version.version=v3.21.4 -X helm.sh/helm/v3/internal/version.metadata= -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=36 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=36"
+)
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${!pkgs[@]}")
 for t in "${want[@]}"; do
   spec=${pkgs[$t]:?unknown tool $t}
+  ld=${ldflags[$t]:-}
   dir="$CACHE/tools/${spec##*@}"
+  # A change of link flags is a different build: give it its own dir.
+  [ -z "$ld" ] || dir="$dir-$(printf %s "$ld" | sha256sum | cut -c1-8)"
   if [ ! -x "$dir/$t" ]; then
     echo "installing $spec" >&2
-    GOBIN="$dir" CGO_ENABLED=0 GOFLAGS=-trimpath go install "$spec" >&2
+    GOBIN="$dir" CGO_ENABLED=0 GOFLAGS=-trimpath go install -ldflags="$ld" "$spec" >&2
   fi
   ln -sfn "$dir/$t" "$CACHE/tools/$t"
 done

@@ -1,0 +1,550 @@
+// Package chart renders charts/numapref with the pinned helm (hack/tools.sh) and checks what
+// reaches the cluster: the DaemonSet's least-privilege posture, the agent flags derived from
+// the values, RBAC identical to the controller-gen output, the CRD copy, and the values schema.
+package chart
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	release   = "np"
+	namespace = "numapref-system"
+	chartDir  = "charts/numapref"
+)
+
+// repoRoot is the module root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, chartDir, "Chart.yaml")); err != nil {
+		t.Fatalf("chart not found under %s: %v", root, err)
+	}
+	return root
+}
+
+// helmBinary is $HELM, else the binary hack/tools.sh installs. A missing helm fails the test:
+// a chart nobody rendered is not a tested chart.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("HELM")
+	if path == "" {
+		cache := os.Getenv("NUMAPREF_CACHE")
+		if cache == "" {
+			base := os.Getenv("XDG_CACHE_HOME")
+			if base == "" {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					t.Fatalf("locating helm: %v", err)
+				}
+				base = filepath.Join(home, ".cache")
+			}
+			cache = filepath.Join(base, "numapref")
+		}
+		path = filepath.Join(cache, "tools", "helm")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		t.Fatalf("helm not found at %s (set HELM, or install it with `hack/tools.sh helm`, or run `make chart-test`): %v", path, err)
+	}
+	return path
+}
+
+// helmTemplate runs `helm template` with the given values (as a YAML values file, so types
+// are exact) and returns stdout, stderr and the error.
+func helmTemplate(t *testing.T, values map[string]any) (string, string, error) {
+	t.Helper()
+	root := repoRoot(t)
+	args := []string{"template", release, filepath.Join(root, chartDir), "--namespace", namespace}
+	var stdin []byte
+	if values != nil {
+		var err error
+		if stdin, err = yaml.Marshal(values); err != nil {
+			t.Fatal(err)
+		}
+		// From stdin: helm splits --values on commas, and test names (temp dirs) have them.
+		args = append(args, "--values", "-")
+	}
+	cmd := exec.Command(helmBinary(t), args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// rendered is the chart's output, decoded strictly into typed objects by kind.
+type rendered struct {
+	raw                 string
+	daemonSets          []appsv1.DaemonSet
+	serviceAccounts     []corev1.ServiceAccount
+	clusterRoles        map[string]rbacv1.ClusterRole
+	clusterRoleBindings map[string]rbacv1.ClusterRoleBinding
+	roles               map[string]rbacv1.Role
+	roleBindings        map[string]rbacv1.RoleBinding
+}
+
+func render(t *testing.T, values map[string]any) rendered {
+	t.Helper()
+	out, stderr, err := helmTemplate(t, values)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, stderr)
+	}
+	r := rendered{
+		raw:                 out,
+		clusterRoles:        map[string]rbacv1.ClusterRole{},
+		clusterRoleBindings: map[string]rbacv1.ClusterRoleBinding{},
+		roles:               map[string]rbacv1.Role{},
+		roleBindings:        map[string]rbacv1.RoleBinding{},
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("splitting helm output: %v", err)
+		}
+		var meta struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatalf("decoding document: %v\n%s", err, doc)
+		}
+		if meta.Kind == "" {
+			continue // a document of comments only
+		}
+		namespaced := meta.Kind != "ClusterRole" && meta.Kind != "ClusterRoleBinding"
+		if namespaced && meta.Metadata.Namespace != namespace {
+			t.Errorf("%s %s: namespace %q, want the release namespace %q", meta.Kind, meta.Metadata.Name, meta.Metadata.Namespace, namespace)
+		}
+		strict := func(into any) {
+			t.Helper()
+			if err := yaml.UnmarshalStrict(doc, into); err != nil {
+				t.Fatalf("%s %s does not decode strictly: %v", meta.Kind, meta.Metadata.Name, err)
+			}
+		}
+		switch meta.Kind {
+		case "DaemonSet":
+			var o appsv1.DaemonSet
+			strict(&o)
+			r.daemonSets = append(r.daemonSets, o)
+		case "ServiceAccount":
+			var o corev1.ServiceAccount
+			strict(&o)
+			r.serviceAccounts = append(r.serviceAccounts, o)
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			strict(&o)
+			r.clusterRoles[o.Name] = o
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			strict(&o)
+			r.clusterRoleBindings[o.Name] = o
+		case "Role":
+			var o rbacv1.Role
+			strict(&o)
+			r.roles[o.Name] = o
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			strict(&o)
+			r.roleBindings[o.Name] = o
+		default:
+			t.Errorf("unexpected kind %s (%s) in the chart output", meta.Kind, meta.Metadata.Name)
+		}
+	}
+	return r
+}
+
+// generatedRules are the agent's rules as controller-gen wrote them.
+func generatedRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(b, &role); err != nil {
+		t.Fatalf("config/rbac/role.yaml: %v", err)
+	}
+	if len(role.Rules) == 0 {
+		t.Fatal("config/rbac/role.yaml has no rules")
+	}
+	return role.Rules
+}
+
+var privilegedTrue = regexp.MustCompile(`(?m)^\s*-?\s*privileged:\s*["']?true`)
+
+func TestRender(t *testing.T) {
+	fullname := release + "-numapref"
+	commonTail := []string{
+		"--cgroup-root=/host/sys/fs/cgroup",
+		"--state-dir=/var/lib/numapref",
+		"--emulator-state-dir=/run/numapref/emulator",
+	}
+	args := func(head []string, tail ...string) []string {
+		out := append([]string{"agent"}, head...)
+		out = append(out, commonTail...)
+		return append(out, tail...)
+	}
+	tests := []struct {
+		name        string
+		values      map[string]any
+		caps        []corev1.Capability
+		hostNetwork bool
+		args        []string
+		ports       []corev1.ContainerPort
+		metricsAuth bool
+	}{
+		{
+			name:        "defaults",
+			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
+			hostNetwork: true,
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=true", "--kubelet-cgroup-root=/"},
+				"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
+				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"),
+			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
+			metricsAuth: true,
+		},
+		{
+			name:        "no fork events, emulated kernel",
+			values:      map[string]any{"forkEvents": false, "kernel": "emulated"},
+			caps:        []corev1.Capability{"SYS_PTRACE"},
+			hostNetwork: false,
+			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=false", "--kubelet-cgroup-root=/"},
+				"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
+				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"),
+			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
+			metricsAuth: true,
+		},
+		{
+			name: "every flag value changed, metrics off",
+			values: map[string]any{
+				"kernel": "prctl", "prctlOption": 80, "rescanInterval": "1m30s", "kubeletCgroupRoot": "/kubelet",
+				"cgroupDriver": "systemd", "logLevel": "debug", "metrics": map[string]any{"enabled": false, "port": 9443},
+				"healthProbe": map[string]any{"port": 9081},
+			},
+			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
+			hostNetwork: true,
+			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--fork-events=true", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
+				"--metrics-bind-address=0", "--health-probe-bind-address=:9081",
+				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=debug"),
+			ports:       []corev1.ContainerPort{{Name: "health", ContainerPort: 9081}},
+			metricsAuth: false,
+		},
+		{
+			name:        "metrics on another port, cgroupfs, verbosity",
+			values:      map[string]any{"cgroupDriver": "cgroupfs", "logLevel": "3", "metrics": map[string]any{"enabled": true, "port": 9443}},
+			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
+			hostNetwork: true,
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=true", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
+				"--metrics-bind-address=:9443", "--health-probe-bind-address=:8081",
+				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=3"),
+			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9443}, {Name: "health", ContainerPort: 8081}},
+			metricsAuth: true,
+		},
+	}
+	wantRules := generatedRules(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := render(t, tc.values)
+
+			if privilegedTrue.MatchString(r.raw) {
+				t.Errorf("privileged: true in the rendered chart")
+			}
+
+			// The DaemonSet and its security posture.
+			if len(r.daemonSets) != 1 {
+				t.Fatalf("%d DaemonSets, want 1", len(r.daemonSets))
+			}
+			ds := r.daemonSets[0]
+			pod := ds.Spec.Template.Spec
+			if !pod.HostPID {
+				t.Error("hostPID is false: the prctl resolves pids in the caller's pid namespace")
+			}
+			if pod.HostNetwork != tc.hostNetwork {
+				t.Errorf("hostNetwork = %v, want %v (only fork events need it)", pod.HostNetwork, tc.hostNetwork)
+			}
+			if pod.HostIPC {
+				t.Error("hostIPC is set")
+			}
+			wantDNS := corev1.DNSPolicy("")
+			if tc.hostNetwork {
+				wantDNS = corev1.DNSClusterFirstWithHostNet
+			}
+			if pod.DNSPolicy != wantDNS {
+				t.Errorf("dnsPolicy = %q, want %q", pod.DNSPolicy, wantDNS)
+			}
+			if pod.SecurityContext != nil && pod.SecurityContext.SeccompProfile != nil && pod.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod seccomp profile %q overrides the container's", pod.SecurityContext.SeccompProfile.Type)
+			}
+			if len(pod.InitContainers) != 0 || len(pod.EphemeralContainers) != 0 {
+				t.Error("unexpected init or ephemeral containers")
+			}
+			if len(pod.Containers) != 1 {
+				t.Fatalf("%d containers, want 1", len(pod.Containers))
+			}
+			c := pod.Containers[0]
+			sc := c.SecurityContext
+			if sc == nil {
+				t.Fatal("container has no securityContext")
+			}
+			if got := boolString(sc.Privileged); got != "false" {
+				t.Errorf("privileged = %s, want explicitly false", got)
+			}
+			if got := boolString(sc.AllowPrivilegeEscalation); got != "false" {
+				t.Errorf("allowPrivilegeEscalation = %s, want false", got)
+			}
+			if got := boolString(sc.ReadOnlyRootFilesystem); got != "true" {
+				t.Errorf("readOnlyRootFilesystem = %s, want true", got)
+			}
+			if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("seccompProfile = %+v, want RuntimeDefault", sc.SeccompProfile)
+			}
+			if sc.Capabilities == nil {
+				t.Fatal("no capabilities section")
+			}
+			if diff := cmp.Diff([]corev1.Capability{"ALL"}, sc.Capabilities.Drop); diff != "" {
+				t.Errorf("capabilities.drop (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.caps, sc.Capabilities.Add); diff != "" {
+				t.Errorf("capabilities.add (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.args, c.Args); diff != "" {
+				t.Errorf("agent args (-want +got):\n%s", diff)
+			}
+			if len(c.Command) != 0 {
+				t.Errorf("command %q overrides the image entrypoint", c.Command)
+			}
+			if diff := cmp.Diff(tc.ports, c.Ports); diff != "" {
+				t.Errorf("ports (-want +got):\n%s", diff)
+			}
+			wantEnv := []corev1.EnvVar{
+				{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+				{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+			}
+			if diff := cmp.Diff(wantEnv, c.Env); diff != "" {
+				t.Errorf("env (-want +got):\n%s", diff)
+			}
+			if c.Image != "ghcr.io/numapref/numapref:0.1.0" {
+				t.Errorf("image = %q, want the appVersion tag", c.Image)
+			}
+			wantMounts := []corev1.VolumeMount{
+				{Name: "cgroup", MountPath: "/host/sys/fs/cgroup", ReadOnly: true},
+				{Name: "state", MountPath: "/var/lib/numapref"},
+				{Name: "run", MountPath: "/run/numapref"},
+			}
+			if diff := cmp.Diff(wantMounts, c.VolumeMounts); diff != "" {
+				t.Errorf("volumeMounts (-want +got):\n%s", diff)
+			}
+			dir, orCreate := corev1.HostPathDirectory, corev1.HostPathDirectoryOrCreate
+			wantVolumes := []corev1.Volume{
+				{Name: "cgroup", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/sys/fs/cgroup", Type: &dir}}},
+				{Name: "state", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/numapref", Type: &orCreate}}},
+				{Name: "run", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/numapref", Type: &orCreate}}},
+			}
+			if diff := cmp.Diff(wantVolumes, pod.Volumes); diff != "" {
+				t.Errorf("volumes (-want +got):\n%s", diff)
+			}
+
+			// The service account the DaemonSet runs as, and every binding pointing at it.
+			if len(r.serviceAccounts) != 1 || r.serviceAccounts[0].Name != pod.ServiceAccountName {
+				t.Fatalf("service accounts %v, want exactly the DaemonSet's %q", r.serviceAccounts, pod.ServiceAccountName)
+			}
+			wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: pod.ServiceAccountName, Namespace: namespace}}
+
+			// The agent ClusterRole: controller-gen's rules, nothing more.
+			agentRole, ok := r.clusterRoles[fullname+"-agent"]
+			if !ok {
+				t.Fatalf("no ClusterRole %s-agent; have %v", fullname, keys(r.clusterRoles))
+			}
+			if diff := cmp.Diff(wantRules, agentRole.Rules); diff != "" {
+				t.Errorf("agent ClusterRole rules differ from config/rbac/role.yaml (-want +got):\n%s", diff)
+			}
+			checkBinding(t, r.clusterRoleBindings, fullname+"-agent", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: fullname + "-agent"}, wantSubjects)
+
+			// Metrics auth, only with metrics.
+			metricsRules := []rbacv1.PolicyRule{
+				{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+				{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+			}
+			wantClusterRoles := map[string][]rbacv1.PolicyRule{fullname + "-agent": wantRules}
+			if tc.metricsAuth {
+				wantClusterRoles[fullname+"-metrics-auth"] = metricsRules
+				checkBinding(t, r.clusterRoleBindings, fullname+"-metrics-auth", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: fullname + "-metrics-auth"}, wantSubjects)
+			}
+			gotClusterRoles := map[string][]rbacv1.PolicyRule{}
+			for name, cr := range r.clusterRoles {
+				gotClusterRoles[name] = cr.Rules
+			}
+			if diff := cmp.Diff(wantClusterRoles, gotClusterRoles); diff != "" {
+				t.Errorf("ClusterRoles (-want +got):\n%s", diff)
+			}
+			if len(r.clusterRoleBindings) != len(wantClusterRoles) {
+				t.Errorf("ClusterRoleBindings %v, want one per ClusterRole %v", keys(r.clusterRoleBindings), keys(wantClusterRoles))
+			}
+
+			// Leader election: a Role in the release namespace.
+			wantRoles := map[string][]rbacv1.PolicyRule{
+				fullname + "-leader-election": {{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}},
+			}
+			gotRoles := map[string][]rbacv1.PolicyRule{}
+			for name, role := range r.roles {
+				gotRoles[name] = role.Rules
+			}
+			if diff := cmp.Diff(wantRoles, gotRoles); diff != "" {
+				t.Errorf("Roles (-want +got):\n%s", diff)
+			}
+			if len(r.roleBindings) != 1 {
+				t.Errorf("RoleBindings %v, want 1", keys(r.roleBindings))
+			}
+			checkRoleBinding(t, r.roleBindings, fullname+"-leader-election", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fullname + "-leader-election"}, wantSubjects)
+		})
+	}
+}
+
+func checkBinding(t *testing.T, bindings map[string]rbacv1.ClusterRoleBinding, name string, ref rbacv1.RoleRef, subjects []rbacv1.Subject) {
+	t.Helper()
+	b, ok := bindings[name]
+	if !ok {
+		t.Errorf("no ClusterRoleBinding %s; have %v", name, keys(bindings))
+		return
+	}
+	if diff := cmp.Diff(ref, b.RoleRef); diff != "" {
+		t.Errorf("ClusterRoleBinding %s roleRef (-want +got):\n%s", name, diff)
+	}
+	if diff := cmp.Diff(subjects, b.Subjects); diff != "" {
+		t.Errorf("ClusterRoleBinding %s subjects (-want +got):\n%s", name, diff)
+	}
+}
+
+func checkRoleBinding(t *testing.T, bindings map[string]rbacv1.RoleBinding, name string, ref rbacv1.RoleRef, subjects []rbacv1.Subject) {
+	t.Helper()
+	b, ok := bindings[name]
+	if !ok {
+		t.Errorf("no RoleBinding %s; have %v", name, keys(bindings))
+		return
+	}
+	if diff := cmp.Diff(ref, b.RoleRef); diff != "" {
+		t.Errorf("RoleBinding %s roleRef (-want +got):\n%s", name, diff)
+	}
+	if diff := cmp.Diff(subjects, b.Subjects); diff != "" {
+		t.Errorf("RoleBinding %s subjects (-want +got):\n%s", name, diff)
+	}
+}
+
+func boolString(b *bool) string {
+	if b == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*b)
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// The schema is the chart's only input validation: helm template must refuse these.
+func TestSchemaRejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		values map[string]any
+		field  string // named in helm's error
+	}{
+		{"unknown kernel", map[string]any{"kernel": "foo"}, "kernel"},
+		{"empty kernel", map[string]any{"kernel": ""}, "kernel"},
+		{"prctlOption as string", map[string]any{"prctlOption": "78"}, "prctlOption"},
+		{"prctlOption zero", map[string]any{"prctlOption": 0}, "prctlOption"},
+		{"rescanInterval without unit", map[string]any{"rescanInterval": "10"}, "rescanInterval"},
+		{"rescanInterval as number", map[string]any{"rescanInterval": 10}, "rescanInterval"},
+		{"forkEvents as string", map[string]any{"forkEvents": "yes"}, "forkEvents"},
+		{"unknown cgroup driver", map[string]any{"cgroupDriver": "cgroupv2"}, "cgroupDriver"},
+		{"relative kubelet cgroup root", map[string]any{"kubeletCgroupRoot": "kubelet"}, "kubeletCgroupRoot"},
+		{"bad log level", map[string]any{"logLevel": "verbose"}, "logLevel"},
+		{"metrics port out of range", map[string]any{"metrics": map[string]any{"enabled": true, "port": 70000}}, "port"},
+		{"unknown pull policy", map[string]any{"image": map[string]any{"repository": "r", "pullPolicy": "Sometimes"}}, "pullPolicy"},
+		{"misspelled key", map[string]any{"forkEvent": false}, "forkEvent"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, err := helmTemplate(t, tc.values)
+			if err == nil {
+				t.Fatalf("helm template accepted %v; rendered %d bytes", tc.values, len(out))
+			}
+			if !strings.Contains(stderr, "schema") || !strings.Contains(stderr, tc.field) {
+				t.Errorf("helm template failed, but not on the schema for %s:\n%s", tc.field, stderr)
+			}
+		})
+	}
+}
+
+// The chart's generated files are copies `make generate` writes; never edited by hand.
+func TestGeneratedCopies(t *testing.T) {
+	root := repoRoot(t)
+	tests := []struct {
+		name     string
+		src, dst string // globs
+	}{
+		{"CRDs", "config/crd/bases/*.yaml", chartDir + "/crds/*"},
+		{"agent ClusterRole", "config/rbac/role.yaml", chartDir + "/files/*"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src, dst := readGlob(t, root, tc.src), readGlob(t, root, tc.dst)
+			if len(src) == 0 {
+				t.Fatalf("nothing matches %s", tc.src)
+			}
+			if diff := cmp.Diff(src, dst); diff != "" {
+				t.Errorf("%s is not a copy of %s: run make generate (-want +got):\n%s", tc.dst, tc.src, diff)
+			}
+		})
+	}
+}
+
+// readGlob maps base names to contents.
+func readGlob(t *testing.T, root, glob string) map[string]string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(root, glob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(p)] = string(b)
+	}
+	return out
+}
