@@ -11,8 +11,11 @@ import "time"
 //   - ERANGE for cmd >= 2, checked first; then ESRCH for an unknown pid (pid 0 is the
 //     calling thread; pid and nid are truncated to 32 bits as the kernel does); then EPERM
 //     unless the caller passes ptrace_may_access(PTRACE_MODE_READ_REALCREDS), for GET and
-//     SET alike; then EINVAL for a misaligned GET pointer, EFAULT for a NULL one, and
-//     EINVAL for a SET node outside [-1, num_possible_nodes()).
+//     SET alike (uids and gids, dumpability, and the capability module's rule that,
+//     without CAP_SYS_PTRACE in the caller's effective set, the target's permitted
+//     capabilities must be a subset of the caller's); then EINVAL for a misaligned GET
+//     pointer, EFAULT for a NULL one, and EINVAL for a SET node outside
+//     [-1, num_possible_nodes()).
 //   - SET n sets both numa_preferred_nid_force and numa_preferred_nid; SET -1 clears both.
 //   - A task is named by (tid, start time): a recycled pid is a new task and holds -1.
 //   - A fork() child starts at -1; threads and CLONE_VM children inherit their creator's

@@ -24,7 +24,10 @@ type fakeProc struct {
 	root string
 }
 
-const capsAll = "000001ffffffffff"
+const (
+	capsAll      = "000001ffffffffff"
+	capsNoPtrace = "000001fffff7ffff" // capsAll without CAP_SYS_PTRACE (bit 19)
+)
 
 func newFakeProc(t *testing.T) *fakeProc {
 	f := &fakeProc{t: t, root: t.TempDir()}
@@ -33,19 +36,33 @@ func newFakeProc(t *testing.T) *fakeProc {
 	return f
 }
 
-// caller sets the calling thread's thread group, uid and effective capabilities.
-func (f *fakeProc) caller(tgid int, uid uint32, caps string) {
+// caller sets the calling thread's thread group, uid and capabilities (permitted and
+// effective).
+func (f *fakeProc) caller(tgid int, uid uint32, caps string) { f.callerCaps(tgid, uid, caps, caps) }
+
+// callerCaps is caller with distinct permitted and effective capabilities.
+func (f *fakeProc) callerCaps(tgid int, uid uint32, capPrm, capEff string) {
 	ids := fmt.Sprintf("%d\t%d\t%d\t%d", uid, uid, uid, uid)
-	writeFile(f.t, filepath.Join(f.root, "thread-self", "status"), statusText(tgid, ids, ids, caps, true))
+	writeFile(f.t, filepath.Join(f.root, "thread-self", "status"), statusTextCaps(tgid, ids, ids, capPrm, capEff, true))
 }
 
-// task adds (or replaces) a task. A task that is not dumpable has its files owned by root.
+// task adds (or replaces) a task: as uid 0 with every capability, as another uid with
+// none. A task that is not dumpable has its files owned by root.
 func (f *fakeProc) task(tid, tgid int, start uint64, uid uint32, dumpable bool) {
+	caps := capsNone
+	if uid == 0 {
+		caps = capsAll
+	}
+	f.taskCaps(tid, tgid, start, uid, dumpable, caps)
+}
+
+// taskCaps is task with the given capabilities (permitted and effective).
+func (f *fakeProc) taskCaps(tid, tgid int, start uint64, uid uint32, dumpable bool, caps string) {
 	dir := filepath.Join(f.root, strconv.Itoa(tid))
 	writeFile(f.t, filepath.Join(dir, "stat"), statLine("task", strconv.FormatUint(start, 10)))
 	ids := fmt.Sprintf("%d\t%d\t%d\t%d", uid, uid, uid, uid)
 	status := filepath.Join(dir, "status")
-	writeFile(f.t, status, statusText(tgid, ids, ids, capsNone, true))
+	writeFile(f.t, status, statusText(tgid, ids, ids, caps, true))
 	owner := uid
 	if !dumpable {
 		owner = 0
@@ -95,42 +112,50 @@ func emuCall(e *Emulator, cmd, pid, nid int, ptr UserPointer) callResult {
 
 func TestEmulatorErrors(t *testing.T) {
 	proc := newFakeProc(t)
-	proc.task(100, 100, 500, 0, true)     // root
-	proc.task(200, 200, 500, 1000, true)  // uid 1000
-	proc.task(300, 300, 500, 1000, false) // uid 1000, not dumpable
-	proc.task(11, 10, 500, 0, true)       // another thread of the caller's group
-	proc.task(12, 10, 500, 1000, false)   // a thread of the caller's group with other ids
+	proc.task(100, 100, 500, 0, true)                   // root
+	proc.task(200, 200, 500, 1000, true)                // uid 1000
+	proc.task(300, 300, 500, 1000, false)               // uid 1000, not dumpable
+	proc.task(11, 10, 500, 0, true)                     // another thread of the caller's group
+	proc.task(12, 10, 500, 1000, false)                 // a thread of the caller's group with other ids
+	proc.taskCaps(400, 400, 500, 0, true, capsNoPtrace) // root without CAP_SYS_PTRACE
 	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
 	s := PointerSentinel
 	tests := map[string]struct {
 		callerUID  uint32
 		callerCaps string
+		callerPrm  string // permitted set, if not callerCaps
 		cmd, pid   int
 		nid        int
 		ptr        UserPointer
 		want       callResult
 	}{
-		"cmd 2 before an unknown pid":  {cmd: 2, pid: 999, want: callResult{s, "ERANGE"}},
-		"cmd -1 is huge":               {cmd: -1, pid: 100, want: callResult{s, "ERANGE"}},
-		"unknown pid":                  {cmd: CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
-		"negative pid":                 {cmd: CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
-		"unknown pid before bad node":  {cmd: CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
-		"pid truncated to 32 bits":     {cmd: CmdGet, pid: 1<<32 + 100, ptr: PointerValid, want: callResult{-1, ""}},
-		"misaligned pointer":           {cmd: CmdGet, pid: 100, ptr: PointerMisaligned, want: callResult{s, "EINVAL"}},
-		"nil pointer":                  {cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EFAULT"}},
-		"SET ignores the pointer":      {cmd: CmdSet, pid: 11, nid: 1, ptr: PointerMisaligned, want: callResult{s, ""}},
-		"node = num_possible_nodes()":  {cmd: CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
-		"node -2":                      {cmd: CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
-		"node truncated to int: -1":    {cmd: CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
-		"uid 1000 on root":             {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"EPERM before EFAULT":          {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EPERM"}},
-		"EPERM before EINVAL for SET":  {callerUID: 1000, callerCaps: capsNone, cmd: CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
-		"uid 1000 on uid 1000":         {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{-1, ""}},
-		"uid 1000 on non-dumpable":     {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"own thread group always":      {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 12, ptr: PointerValid, want: callResult{-1, ""}},
-		"root without CAP_SYS_PTRACE":  {callerUID: 0, callerCaps: "000001fffff7ffff", cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"root without it on root":      {callerUID: 0, callerCaps: "000001fffff7ffff", cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{-1, ""}},
-		"root with it on non-dumpable": {callerUID: 0, callerCaps: capsAll, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{-1, ""}},
+		"cmd 2 before an unknown pid": {cmd: 2, pid: 999, want: callResult{s, "ERANGE"}},
+		"cmd -1 is huge":              {cmd: -1, pid: 100, want: callResult{s, "ERANGE"}},
+		"unknown pid":                 {cmd: CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
+		"negative pid":                {cmd: CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
+		"unknown pid before bad node": {cmd: CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
+		"pid truncated to 32 bits":    {cmd: CmdGet, pid: 1<<32 + 100, ptr: PointerValid, want: callResult{-1, ""}},
+		"misaligned pointer":          {cmd: CmdGet, pid: 100, ptr: PointerMisaligned, want: callResult{s, "EINVAL"}},
+		"nil pointer":                 {cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EFAULT"}},
+		"SET ignores the pointer":     {cmd: CmdSet, pid: 11, nid: 1, ptr: PointerMisaligned, want: callResult{s, ""}},
+		"node = num_possible_nodes()": {cmd: CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
+		"node -2":                     {cmd: CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
+		"node truncated to int: -1":   {cmd: CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
+		"uid 1000 on root":            {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		"EPERM before EFAULT":         {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EPERM"}},
+		"EPERM before EINVAL for SET": {callerUID: 1000, callerCaps: capsNone, cmd: CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
+		"uid 1000 on uid 1000":        {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{-1, ""}},
+		"uid 1000 on non-dumpable":    {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		"own thread group always":     {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 12, ptr: PointerValid, want: callResult{-1, ""}},
+		"root without CAP_SYS_PTRACE": {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		// cap_ptrace_access_check: the target's permitted set must be a subset of the caller's.
+		"root without it on root holding it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		"root without it SET on root holding it":   {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
+		"root without it on root without it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdGet, pid: 400, ptr: PointerValid, want: callResult{-1, ""}},
+		"root with it permitted only, on root":     {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{-1, ""}},
+		"root with it permitted only, on uid 1000": {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		"uid 1000 on root without it":              {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 400, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		"root with it on non-dumpable":             {callerUID: 0, callerCaps: capsAll, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{-1, ""}},
 	}
 	for _, name := range sortedKeys(tests) {
 		tc := tests[name]
@@ -138,7 +163,10 @@ func TestEmulatorErrors(t *testing.T) {
 			if tc.callerCaps == "" {
 				tc.callerCaps = capsAll
 			}
-			proc.caller(10, tc.callerUID, tc.callerCaps)
+			if tc.callerPrm == "" {
+				tc.callerPrm = tc.callerCaps
+			}
+			proc.callerCaps(10, tc.callerUID, tc.callerPrm, tc.callerCaps)
 			if diff := cmp.Diff(tc.want, emuCall(e, tc.cmd, tc.pid, tc.nid, tc.ptr)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

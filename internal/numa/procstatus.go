@@ -12,8 +12,8 @@ type taskStatus struct {
 	TGID int
 	// UID and GID are the real, effective, saved and filesystem ids, in that order.
 	UID, GID [4]uint32
-	// CapEff is the effective capability set.
-	CapEff uint64
+	// CapPrm and CapEff are the permitted and effective capability sets.
+	CapPrm, CapEff uint64
 	// HasMM is false for kernel threads and zombies: tasks without an address space, whose
 	// dumpability the kernel does not check. The kernel prints the Vm* lines only for a
 	// task with an mm.
@@ -26,7 +26,7 @@ const capSysPtrace = 19
 // parseStatus parses the text of /proc/<tid>/status.
 func parseStatus(text string) (taskStatus, error) {
 	var st taskStatus
-	var seenTGID, seenUID, seenGID, seenCap bool
+	var seenTGID, seenUID, seenGID, seenPrm, seenEff bool
 	for line := range strings.Lines(text) {
 		key, value, ok := strings.Cut(line, ":")
 		if !ok {
@@ -48,8 +48,11 @@ func parseStatus(text string) (taskStatus, error) {
 		case "Gid":
 			seenGID = true
 			st.GID, err = parseIDs(value)
+		case "CapPrm":
+			seenPrm = true
+			st.CapPrm, err = strconv.ParseUint(value, 16, 64)
 		case "CapEff":
-			seenCap = true
+			seenEff = true
 			st.CapEff, err = strconv.ParseUint(value, 16, 64)
 		case "VmSize":
 			st.HasMM = true
@@ -58,8 +61,8 @@ func parseStatus(text string) (taskStatus, error) {
 			return taskStatus{}, fmt.Errorf("parsing status line %q: %w", strings.TrimSpace(line), err)
 		}
 	}
-	if !seenTGID || !seenUID || !seenGID || !seenCap {
-		return taskStatus{}, errors.New("parsing status: missing Tgid, Uid, Gid or CapEff")
+	if !seenTGID || !seenUID || !seenGID || !seenPrm || !seenEff {
+		return taskStatus{}, errors.New("parsing status: missing Tgid, Uid, Gid, CapPrm or CapEff")
 	}
 	return st, nil
 }
@@ -82,28 +85,39 @@ func parseIDs(s string) ([4]uint32, error) {
 }
 
 // mayAccess models the kernel's ptrace_may_access(task, PTRACE_MODE_READ_REALCREDS),
-// which PR_PREFERRED_NID checks for GET and SET alike:
-//   - a task may always access its own thread group;
+// which PR_PREFERRED_NID checks for GET and SET alike. __ptrace_may_access
+// (kernel/ptrace.c) and then the capability module's cap_ptrace_access_check
+// (security/commoncap.c, always stacked) must both allow it:
+//   - a task may always access its own thread group (no security module is asked);
 //   - otherwise the caller's real uid must equal the target's real, effective and saved
 //     uids, and its real gid the target's three gids, unless the caller has CAP_SYS_PTRACE
 //     in its effective set (root without it is just another uid);
-//   - a target that is not dumpable needs CAP_SYS_PTRACE too.
+//   - a target that has an address space and is not dumpable needs CAP_SYS_PTRACE too;
+//   - cap_ptrace_access_check: unless the caller has CAP_SYS_PTRACE in its effective set,
+//     the target's permitted set must be a subset of the caller's permitted set (the
+//     permitted set, not the effective one, because the mode is not FSCREDS). So root that
+//     dropped CAP_SYS_PTRACE may not access another root process that still holds it (in
+//     its permitted set), nor a kernel thread (full permitted set, no address space).
 //
-// Security modules are ignored, and so are user namespaces: the capability is taken to
-// cover the target's namespace.
+// Security modules other than the capability module are ignored (Yama restricts only
+// ATTACH modes), and so are user namespaces: the capability is taken to cover the
+// target's namespace, and caller and target to share one for the subset rule.
 func mayAccess(caller, target taskStatus, targetDumpable bool) bool {
 	if caller.TGID == target.TGID {
 		return true
 	}
 	hasCap := caller.CapEff&(1<<capSysPtrace) != 0
+	if hasCap {
+		return true // every check below gives way to CAP_SYS_PTRACE
+	}
 	uid, gid := caller.UID[0], caller.GID[0]
 	sameCreds := uid == target.UID[0] && uid == target.UID[1] && uid == target.UID[2] &&
 		gid == target.GID[0] && gid == target.GID[1] && gid == target.GID[2]
-	if !sameCreds && !hasCap {
+	if !sameCreds {
 		return false
 	}
-	if target.HasMM && !targetDumpable && !hasCap {
+	if target.HasMM && !targetDumpable {
 		return false
 	}
-	return true
+	return target.CapPrm&^caller.CapPrm == 0 // cap_issubset(target permitted, caller permitted)
 }

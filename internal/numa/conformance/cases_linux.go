@@ -194,16 +194,33 @@ func ptraceAccess(c *caseRun) {
 	c.wantValue(c.helperCall(r, "get-same-uid-dumpable"), -1)
 	c.want(c.helperCall(r, "get-same-uid-not-dumpable"), "EPERM", 0)
 
-	// As root without CAP_SYS_PTRACE: just another uid.
+	// As root without CAP_SYS_PTRACE (dropped from its permitted and effective sets): just
+	// another uid to __ptrace_may_access, and the capability module's
+	// cap_ptrace_access_check refuses a target whose permitted set is not a subset of the
+	// caller's (permitted, as the mode is not FSCREDS): a root process holding
+	// CAP_SYS_PTRACE is out of reach.
 	calls = []callSpec{
 		{Label: "get-uid1000-process", Cmd: get, PID: userDumpable.pid, Target: "uid1000-sleeper", Ptr: numa.PointerValid},
 		{Label: "set-uid1000-process", Cmd: set, PID: userDumpable.pid, Target: "uid1000-sleeper", Nid: c.s.node, Ptr: numa.PointerNil},
 		{Label: "get-root-process", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: numa.PointerValid},
+		{Label: "set-root-process", Cmd: set, PID: root.pid, Target: "root-sleeper", Nid: c.s.node, Ptr: numa.PointerNil},
 	}
 	r = c.reportOf(c.helper(helperRequest{Role: roleCalls, Calls: calls, DropPtraceCap: true}, nil, "root-without-cap_sys_ptrace"), roleCalls)
 	c.want(c.helperCall(r, "get-uid1000-process"), "EPERM", 0)
 	c.want(c.helperCall(r, "set-uid1000-process"), "EPERM", 0)
+	c.want(c.helperCall(r, "get-root-process"), "EPERM", 0)
+	c.want(c.helperCall(r, "set-root-process"), "EPERM", 0)
+
+	// As root with CAP_SYS_PTRACE permitted but not effective: the uid check and the
+	// capability subset check (permitted sets) pass for a root target; a uid 1000 target
+	// still needs the effective capability.
+	calls = []callSpec{
+		{Label: "get-root-process", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: numa.PointerValid},
+		{Label: "get-uid1000-process", Cmd: get, PID: userDumpable.pid, Target: "uid1000-sleeper", Ptr: numa.PointerValid},
+	}
+	r = c.reportOf(c.helper(helperRequest{Role: roleCalls, Calls: calls, DropPtraceCapEffective: true}, nil, "root-with-cap_sys_ptrace-not-effective"), roleCalls)
 	c.wantValue(c.helperCall(r, "get-root-process"), -1)
+	c.want(c.helperCall(r, "get-uid1000-process"), "EPERM", 0)
 
 	// As root with CAP_SYS_PTRACE (this process).
 	c.wantValue(c.get("root-get-uid1000-process", userDumpable.pid, "uid1000-sleeper"), -1)

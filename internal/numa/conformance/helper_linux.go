@@ -60,7 +60,9 @@ type helperRequest struct {
 	Spawn         string     `json:"spawn,omitempty"`
 	Calls         []callSpec `json:"calls,omitempty"`
 	DropPtraceCap bool       `json:"dropPtraceCap,omitempty"`
-	NonDumpable   bool       `json:"nonDumpable,omitempty"`
+	// DropPtraceCapEffective drops CAP_SYS_PTRACE from the effective set only.
+	DropPtraceCapEffective bool `json:"dropPtraceCapEffective,omitempty"`
+	NonDumpable            bool `json:"nonDumpable,omitempty"`
 }
 
 type callSpec struct {
@@ -145,8 +147,8 @@ func emitResult(res helperResult) {
 }
 
 func helperRole(raw numa.Raw, req helperRequest, res *helperResult) error {
-	if req.DropPtraceCap {
-		if err := dropPtraceCap(); err != nil {
+	if req.DropPtraceCap || req.DropPtraceCapEffective {
+		if err := dropPtraceCap(req.DropPtraceCap); err != nil {
 			return err
 		}
 	}
@@ -310,16 +312,19 @@ func threadsRole(raw numa.Raw, res *helperResult) error {
 	return nil
 }
 
-// dropPtraceCap removes CAP_SYS_PTRACE from this thread's effective and permitted sets:
-// root without it is just another uid to ptrace_may_access.
-func dropPtraceCap() error {
+// dropPtraceCap removes CAP_SYS_PTRACE from this thread's effective set and, if permitted,
+// from its permitted set too: root without it in its effective set is just another uid to
+// ptrace_may_access, and the permitted set is what cap_ptrace_access_check compares.
+func dropPtraceCap(permitted bool) error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capget: %w", err)
 	}
 	data[0].Effective &^= 1 << unix.CAP_SYS_PTRACE
-	data[0].Permitted &^= 1 << unix.CAP_SYS_PTRACE
+	if permitted {
+		data[0].Permitted &^= 1 << unix.CAP_SYS_PTRACE
+	}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)
 	}
