@@ -38,7 +38,7 @@ verify: generate ## Fail when generated files are stale or code is unformatted.
 ##@ Test
 
 .PHONY: test
-test: verify chart-lint chart-test unit fuzz ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing.
+test: verify chart-lint chart-test unit fuzz kernel-lab ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing, kernel lab.
 
 .PHONY: chart-lint
 chart-lint: ## helm lint the chart; any warning fails.

@@ -33,7 +33,13 @@ type Emulator struct {
 	kcmpOK    bool
 
 	closeOnce sync.Once
+	// closeMu keeps Close from unmapping the shared page under a running call; after
+	// Close, calls fail with errEmulatorClosed instead of touching released state.
+	closeMu sync.RWMutex
+	closed  bool
 }
+
+var errEmulatorClosed = errors.New("emulator: closed")
 
 var _ PreferredNode = (*Emulator)(nil)
 var _ Raw = (*Emulator)(nil)
@@ -159,6 +165,9 @@ func (e *Emulator) sweep() error {
 func (e *Emulator) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
+		e.closeMu.Lock()
+		defer e.closeMu.Unlock()
+		e.closed = true
 		if e.listener != nil {
 			e.listener.stop()
 		}
@@ -180,6 +189,11 @@ func (e *Emulator) Set(tid, nid int) error { return setViaRaw(e, tid, nid) }
 
 // Call emulates prctl(PR_PREFERRED_NID, cmd, pid, nid, ptr), checks in the patch's order.
 func (e *Emulator) Call(cmd, pid, nid int, ptr UserPointer) (int, error) {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return PointerSentinel, errEmulatorClosed
+	}
 	if uint(cmd) >= 2 { // cmd is an unsigned long: PR_PREFERRED_NID_CMD_MAX
 		return PointerSentinel, unix.ERANGE
 	}
@@ -382,6 +396,11 @@ func (e *Emulator) assumeFreshLocked(tgid int, t Task, overwrite bool) error {
 // SchedNUMA returns the task's NUMA lines of /proc/<tid>/sched with the emulated
 // numa_preferred_nid_force, and the emulated numa_preferred_nid once the emulator set one.
 func (e *Emulator) SchedNUMA(tid int) (SchedNUMA, error) {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return SchedNUMA{}, errEmulatorClosed
+	}
 	t, err := e.readTarget(tid)
 	if err != nil {
 		return SchedNUMA{}, err
@@ -404,6 +423,11 @@ func (e *Emulator) SchedNUMA(tid int) (SchedNUMA, error) {
 
 // Support describes the emulator and how it learns about new tasks.
 func (e *Emulator) Support() Support {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return Support{Backend: "emulator", Reason: errEmulatorClosed.Error()}
+	}
 	var events string
 	switch {
 	case e.listener != nil:
@@ -423,6 +447,11 @@ func (e *Emulator) Support() Support {
 // Stats reports the emulator's counters.
 func (e *Emulator) Stats() EmulatorStats {
 	var s EmulatorStats
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return s
+	}
 	if m, err := e.store.readMeta(); err == nil {
 		s.AssumedFresh, s.Inherited = m.AssumedFresh, m.Inherited
 	}

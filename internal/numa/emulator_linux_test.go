@@ -514,3 +514,22 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+func TestEmulatorCallsAfterCloseFail(t *testing.T) {
+	e, err := NewEmulator(EmulatorOptions{StateDir: t.TempDir(), ForkEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Get(os.Getpid()); err != nil {
+		t.Fatalf("GET before Close: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Get(os.Getpid()); !errors.Is(err, errEmulatorClosed) {
+		t.Errorf("GET after Close = %v, want errEmulatorClosed", err)
+	}
+	if err := e.Set(os.Getpid(), 0); !errors.Is(err, errEmulatorClosed) {
+		t.Errorf("SET after Close = %v, want errEmulatorClosed", err)
+	}
+}
