@@ -38,7 +38,7 @@ verify: generate ## Fail when generated files are stale or code is unformatted.
 ##@ Test
 
 .PHONY: test
-test: verify chart-lint chart-test unit fuzz kernel-lab ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing, kernel lab.
+test: verify chart-lint unit fuzz kernel-lab ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing, kernel lab.
 
 .PHONY: chart-lint
 chart-lint: ## helm lint the chart; any warning fails.
@@ -55,7 +55,7 @@ k8s-binaries: ## Build kube-apiserver, etcd and kubectl from the module proxy (c
 	hack/k8s-binaries.sh >/dev/null
 
 .PHONY: unit
-unit: k8s-binaries ## Go tests: kernel layer, cgroups, engine, controllers against a real apiserver.
+unit: k8s-binaries tools ## Go tests: kernel layer, cgroups, engine, controllers (real apiserver), chart (helm).
 	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go test -count=1 ./...
 
 .PHONY: fuzz
