@@ -285,8 +285,12 @@ func (e *Engine) planContainer(key ContainerKey, d Desire) (ContainerResult, []p
 	entry := e.ledger[key]
 	changed := false
 	if entry == nil {
-		entry = &containerEntry{PodUID: string(key.PodUID), Container: key.Container, QOS: string(d.Ref.QOS),
-			ContainerID: d.Ref.ContainerID, CgroupsPath: d.Ref.CgroupsPath, Tasks: map[int]*taskEntry{}}
+		entry = &containerEntry{PodUID: string(key.PodUID), Container: key.Container, Tasks: map[int]*taskEntry{}}
+	}
+	if entry.Ref != d.Ref {
+		// New, or the container restarted under a new ID: undo must find this cgroup.
+		entry.Ref = d.Ref
+		changed = true
 	}
 	listed := make(map[int]bool, len(tids))
 	var sets []pendingSet

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -410,5 +411,34 @@ func TestEngineNodeNotPresent(t *testing.T) {
 	}
 	if v := el.values(t, w.Pid()); !allEqual(v, -1) {
 		t.Errorf("tasks changed: %v", v)
+	}
+}
+
+func TestEngineFollowsARestartedContainer(t *testing.T) {
+	el := newEngineLab(t)
+	old, _, d := el.container(t, "a", 0, 2)
+	e := el.engine(t, nil)
+	e.SetDesired([]Desire{d})
+	el.settle(t, e, 0, old.Pid())
+
+	// The kubelet restarts the container: same pod and name, a new container ID and cgroup.
+	old.Stop()
+	c, err := el.lab.Container(d.Ref.QOS, d.Ref.PodUID, strings.Repeat("ef", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.StartWorkload(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Ref.ContainerID = c.ContainerID
+	e.SetDesired([]Desire{d})
+	if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
+		t.Fatalf("restarted container not applied: %v", v)
+	}
+	e.SetDesired(nil)
+	e.Pass()
+	if v := el.values(t, w.Pid()); !allEqual(v, -1) {
+		t.Errorf("restarted container not undone: %v", v)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/numapref/numapref/internal/fsutil"
@@ -34,17 +33,15 @@ type taskEntry struct {
 
 // containerEntry is one container the agent acted on.
 type containerEntry struct {
-	PodUID      string             `json:"podUID"`
-	Container   string             `json:"container"`
-	QOS         string             `json:"qos,omitempty"`
-	ContainerID string             `json:"containerID"`
-	CgroupsPath string             `json:"cgroupsPath,omitempty"`
-	Tasks       map[int]*taskEntry `json:"tasks"`
+	// PodUID and Container are the key (the API's pod UID).
+	PodUID    string `json:"podUID"`
+	Container string `json:"container"`
+	// Ref locates its cgroup (for a static pod, with the kubelet's pod UID).
+	Ref   ContainerRef       `json:"ref"`
+	Tasks map[int]*taskEntry `json:"tasks"`
 }
 
-func (c *containerEntry) ref() ContainerRef {
-	return ContainerRef{PodUID: c.PodUID, QOS: corev1.PodQOSClass(c.QOS), ContainerID: c.ContainerID, CgroupsPath: c.CgroupsPath}
-}
+func (c *containerEntry) ref() ContainerRef { return c.Ref }
 
 type ledgerFile struct {
 	Version    int               `json:"version"`
