@@ -17,7 +17,7 @@ import (
 
 // Node labels the agent publishes, so users can target capable nodes.
 const (
-	LabelKernelSupport = "numapref.io/kernel-support" // prctl, emulated or unsupported
+	LabelKernelSupport = "numapref.io/kernel-support" // prctl, emulator or unsupported
 	LabelNUMABalancing = "numapref.io/numa-balancing" // disabled, normal, memory-tiering, normal-memory-tiering
 	LabelNUMANodes     = "numapref.io/numa-nodes"     // online NUMA node count
 )
