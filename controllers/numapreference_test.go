@@ -260,3 +260,18 @@ func expectPodEvent(ctx context.Context, pod *corev1.Pod, reason, text string) {
 		g.Expect(notes).To(ContainElement(ContainSubstring(text)))
 	}).Should(Succeed())
 }
+
+var _ = Describe("Node facts", func() {
+	ctx := context.Background()
+	It("labels the agent's node with its kernel facts", func() {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "facts-node", Labels: map[string]string{"keep": "me"}}}
+		Expect(k8sClient.Create(ctx, node)).To(Succeed())
+		facts := NodeFacts{KernelSupport: "unsupported", NUMABalancing: "disabled", NUMANodes: 2}
+		startAgent("facts-node", newScriptedEngine(nil), false, PublishNodeFacts(k8sClient, "facts-node", facts))
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
+			g.Expect(node.Labels).To(Equal(map[string]string{"keep": "me",
+				LabelKernelSupport: "unsupported", LabelNUMABalancing: "disabled", LabelNUMANodes: "2"}))
+		}).Should(Succeed())
+	})
+})
