@@ -71,9 +71,10 @@ type Engine struct {
 	changes chan struct{}
 	kick    chan struct{}
 
-	passMu sync.Mutex // one pass at a time; guards the fields below
-	ledger ledger
-	tgids  map[int]ContainerKey // process → container, from the last listing
+	passMu      sync.Mutex // one pass at a time; guards the fields below
+	ledger      ledger
+	ledgerDirty bool                 // changed since the last write
+	tgids       map[int]ContainerKey // process → container, from the last listing
 }
 
 // NewEngine makes an engine and loads its ledger. A damaged ledger is not fatal: the error
@@ -222,12 +223,19 @@ func (e *Engine) pass(only map[ContainerKey]bool) {
 			}
 		}
 	}
-	if len(sets) > 0 || dirty {
-		e.saveLedger() // write-ahead: the ledger names every value before it is set
-	}
+	// The ledger must name a value before the value is set (write-ahead). Every other
+	// change (tasks that inherited the value, tasks gone, outcomes of the SETs) waits for
+	// the next full pass: undo also restores inherited tasks and skips gone ones, so a
+	// crash before then loses nothing, and a fork costs one ledger write, not three.
+	e.ledgerDirty = e.ledgerDirty || dirty
 	if len(sets) > 0 {
-		e.applySets(sets, results)
 		e.saveLedger()
+		e.applySets(sets, results)
+		e.ledgerDirty = true
+	}
+	if only == nil && e.ledgerDirty {
+		e.saveLedger()
+		e.ledgerDirty = false
 	}
 
 	e.mu.Lock()
