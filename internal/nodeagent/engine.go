@@ -398,37 +398,48 @@ func (e *Engine) undo(key ContainerKey) bool {
 		delete(e.ledger, key) // the cgroup is gone, and its tasks with it
 		return true
 	}
-	var tids []TaskRef
-	if err == nil {
-		tids, err = e.cfg.Resolver.ListTIDs(cg)
-	}
 	if err != nil {
-		if errors.Is(err, ErrContainerNotFound) {
-			delete(e.ledger, key)
-			return true
-		}
-		e.cfg.Log.Error(err, "Listing tasks to undo", "container", key.String())
+		e.cfg.Log.Error(err, "Resolving container to undo", "container", key.String())
 		return false
 	}
 	var ours []int
 	for _, te := range entry.Tasks {
 		ours = append(ours, te.Values...)
 	}
+	// A task still holding the agent's value may create a thread while undo runs; the
+	// thread inherits the value. So list again after restoring, until a listing shows no
+	// task undo has not seen; if the container keeps growing, the entry stays for the next
+	// pass instead of being forgotten with forced tasks in it.
+	seen := map[int]bool{}
 	remaining := map[int]*taskEntry{}
-	for _, t := range tids {
-		te := entry.Tasks[t.TID]
-		if te == nil {
-			// Born since the last pass: a thread or CLONE_VM child inherited the value from
-			// a task the agent set. Restore it too, or it would keep the value for ever.
-			task, err := numa.ReadTask(e.cfg.Resolver.ProcRoot(), t.TID)
-			if err != nil {
+	const maxRounds = 4
+	for round := 0; ; round++ {
+		tids, err := e.cfg.Resolver.ListTIDs(cg)
+		if errors.Is(err, ErrContainerNotFound) {
+			delete(e.ledger, key)
+			return true
+		}
+		if err != nil {
+			e.cfg.Log.Error(err, "Listing tasks to undo", "container", key.String())
+			return false
+		}
+		fresh := 0
+		for _, t := range tids {
+			if seen[t.TID] {
 				continue
 			}
-			te = &taskEntry{Start: task.StartTime, Prev: numa.NoNode, Values: ours}
+			seen[t.TID] = true
+			fresh++
+			if te, err := e.restoreListed(key, entry, t.TID, ours); err != nil {
+				remaining[t.TID] = te // kept to retry
+			}
 		}
-		if err := e.restore(t.TID, te); err != nil {
-			remaining[t.TID] = te
-			e.cfg.Log.Error(err, "Undoing preferred node", "container", key.String(), "tid", t.TID)
+		if fresh == 0 {
+			break
+		}
+		if round == maxRounds {
+			e.cfg.Log.Info("Container keeps creating tasks during undo; finishing next pass", "container", key.String())
+			return true
 		}
 	}
 	if len(remaining) > 0 {
@@ -437,6 +448,25 @@ func (e *Engine) undo(key ContainerKey) bool {
 	}
 	delete(e.ledger, key)
 	return true
+}
+
+// restoreListed restores one listed task of a container being undone. A task the ledger
+// does not know was born since the last pass: a thread or CLONE_VM child that inherited
+// the value from a task the agent set; it is restored too, or it would keep the value.
+func (e *Engine) restoreListed(key ContainerKey, entry *containerEntry, tid int, ours []int) (*taskEntry, error) {
+	te := entry.Tasks[tid]
+	if te == nil {
+		task, err := numa.ReadTask(e.cfg.Resolver.ProcRoot(), tid)
+		if err != nil {
+			return nil, nil // gone
+		}
+		te = &taskEntry{Start: task.StartTime, Prev: numa.NoNode, Values: ours}
+	}
+	err := e.restore(tid, te)
+	if err != nil {
+		e.cfg.Log.Error(err, "Undoing preferred node", "container", key.String(), "tid", tid)
+	}
+	return te, err
 }
 
 // restore puts back the value a task had before the agent set it, when the task is the

@@ -31,6 +31,7 @@ type Emulator struct {
 	listener  *listener     // nil unless this emulator listens
 	listenWhy string        // why it does not
 	kcmpOK    bool
+	audit     *auditLog // nil unless AuditTo was called
 
 	closeOnce sync.Once
 	// closeMu keeps Close from unmapping the shared page under a running call; after
@@ -177,6 +178,9 @@ func (e *Emulator) Close() error {
 		if closeErr := e.store.close(); err == nil {
 			err = closeErr
 		}
+		if e.audit != nil {
+			e.audit.close()
+		}
 	})
 	return err
 }
@@ -238,7 +242,13 @@ func (e *Emulator) Call(cmd, pid, nid int, ptr UserPointer) (int, error) {
 	if n < NoNode || n >= e.numPossible {
 		return PointerSentinel, unix.EINVAL
 	}
-	return PointerSentinel, e.set(t, n)
+	if err := e.set(t, n); err != nil {
+		return PointerSentinel, err
+	}
+	if e.audit != nil {
+		e.audit.record(e.procRoot, t, n)
+	}
+	return PointerSentinel, nil
 }
 
 // target is what the emulator reads about the task a call names.

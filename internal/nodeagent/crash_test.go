@@ -1,0 +1,407 @@
+package nodeagent
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/numapref/numapref/internal/hostlab"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// The crash test runs the engine in a child process (this test binary re-executed with
+// crashHelperEnv naming a crashConfig file; TestCrashHelper is its entry point), shares the
+// emulator's state directory and the ledger with it, kills it with SIGKILL at seeded random
+// points of its apply and undo passes, restarts it, and checks the end state after every
+// restart.
+const crashHelperEnv = "NUMAPREF_CRASH_HELPER"
+
+// crashConfig is what the parent tells a child engine.
+type crashConfig struct {
+	// Mode is "cycle" (apply Apply, undo to Undo, again, until killed) or "converge" (set
+	// Final, run a few passes, exit 0).
+	Mode              string
+	Apply, Undo       []Desire
+	Final             []Desire
+	LedgerPath        string
+	KubeletCgroupRoot string
+	Emulator          numa.EmulatorOptions
+	// Audit is the emulator's audit log (shared, append-only); Markers gets one line per
+	// phase ("R|A|U <unix ns>") so the parent knows where its SIGKILL landed.
+	Audit, Markers string
+}
+
+// TestCrashHelper is the child engine of TestEngineCrashRestartConverges. It does nothing
+// in a normal test run.
+func TestCrashHelper(t *testing.T) {
+	path := os.Getenv(crashHelperEnv)
+	if path == "" {
+		t.Skip("helper of TestEngineCrashRestartConverges: runs only in the child process it starts (" + crashHelperEnv + " set)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg crashConfig
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	emu, err := numa.NewEmulator(cfg.Emulator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emu.Close()
+	if err := emu.AuditTo(cfg.Audit); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewResolver("/", ResolverOptions{Driver: DriverCgroupfs, KubeletCgroupRoot: cfg.KubeletCgroupRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(EngineConfig{Resolver: r, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0, 1},
+		LedgerPath: cfg.LedgerPath, RescanInterval: time.Hour, Log: testr.New(t)})
+	if err != nil {
+		fmt.Printf("LEDGER-ERROR %v\n", err) // the parent asserts there is none: writes are atomic
+	}
+	markers, err := os.OpenFile(cfg.Markers, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func(phase string) { fmt.Fprintf(markers, "%s %d\n", phase, time.Now().UnixNano()) }
+	switch cfg.Mode {
+	case "converge":
+		e.SetDesired(cfg.Final)
+		for range 3 {
+			e.Pass()
+		}
+	case "cycle":
+		mark("R")
+		deadline := time.Now().Add(30 * time.Second) // the parent kills it long before
+		for time.Now().Before(deadline) {
+			mark("A")
+			e.SetDesired(cfg.Apply)
+			e.Pass()
+			e.Pass()
+			mark("U")
+			e.SetDesired(cfg.Undo)
+			e.Pass()
+			e.Pass()
+		}
+		t.Fatal("cycle child was never killed")
+	default:
+		t.Fatalf("unknown mode %q", cfg.Mode)
+	}
+}
+
+// runCrashChild starts the child engine with cfg. Its output goes to out.
+func runCrashChild(t *testing.T, dir string, cfg crashConfig, out *bytes.Buffer) *exec.Cmd {
+	t.Helper()
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), crashHelperEnv+"="+path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// readMarkers returns the child's phase markers in order.
+func readMarkers(t *testing.T, path string) (phases []string, at []int64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		p, ns, ok := strings.Cut(sc.Text(), " ")
+		n, err := strconv.ParseInt(ns, 10, 64)
+		if !ok || err != nil {
+			continue // a line cut by SIGKILL: cannot happen with one write, but be safe
+		}
+		phases, at = append(phases, p), append(at, n)
+	}
+	return phases, at
+}
+
+// labContainer is one container of a test, its workload and what its tasks hold when the
+// agent leaves them alone.
+type labContainer struct {
+	name   string
+	id     string // 64-hex container id: a component of its cgroup path
+	desire Desire
+	pid    int
+	own    map[int]int // tid → the application's own value; every other task holds -1
+}
+
+// cgroupOf tells which of cs a task's /proc/<tid>/cgroup lines place it in ("" for none):
+// the container id is a component of the container's cgroup path (and of its sub-cgroups').
+func cgroupOf(lines []string, cs []*labContainer) string {
+	for _, l := range lines {
+		for _, c := range cs {
+			if strings.HasSuffix(l, "/"+c.id) || strings.Contains(l, "/"+c.id+"/") {
+				return c.name
+			}
+		}
+	}
+	return ""
+}
+
+func TestEngineCrashRestartConverges(t *testing.T) {
+	el := newEngineLab(t) // this process's emulator follows task creation for the children
+	seed := uint64(20240608)
+	if s := os.Getenv("NUMAPREF_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	rng := rand.New(rand.NewPCG(seed, 8))
+	iterations := 60
+	t.Logf("seed %d, %d iterations", seed, iterations)
+
+	var cs []*labContainer
+	for _, spec := range []struct {
+		name    string
+		threads int
+	}{{"a", 4}, {"b", 3}, {"bystander", 2}} {
+		w, c, d := el.container(t, spec.name, 0, spec.threads)
+		cs = append(cs, &labContainer{name: spec.name, id: strings.TrimPrefix(c.ContainerID, "containerd://"),
+			desire: d, pid: w.Pid(), own: map[int]int{}})
+	}
+	a, b := cs[0], cs[1] // cs[2] is a bystander, never selected
+	// The application in b chose node 1 for one of its threads itself: the agent may
+	// override it while b is selected, and must give it back afterwards.
+	tids, err := hostlab.TasksOf(b.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.own[tids[len(tids)-1]] = 1
+	if err := el.emu.Set(tids[len(tids)-1], 1); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	audit := filepath.Join(dir, "audit.jsonl")
+	base := crashConfig{LedgerPath: el.ledger, KubeletCgroupRoot: el.lab.KubeletCgroupRoot(),
+		Emulator: el.emuOpts, Audit: audit, Apply: []Desire{a.desire, b.desire}}
+	base.Emulator.ForkEvents = false // the parent listens; a child that dies must not be the listener
+
+	// check compares every task of every container with what final selects.
+	check := func(i int, final []*labContainer) {
+		t.Helper()
+		for _, c := range cs {
+			selected := slices.Contains(final, c)
+			for tid, v := range el.values(t, c.pid) {
+				want, own := c.own[tid]
+				if !own {
+					want = -1
+				}
+				if selected {
+					want = 0
+				}
+				if v != want {
+					t.Fatalf("iteration %d: task %d of %s (selected: %v) holds %d, want %d", i, tid, c.name, selected, v, want)
+				}
+			}
+		}
+		l, err := loadLedger(el.ledger)
+		if err != nil {
+			t.Fatalf("iteration %d: ledger: %v", i, err)
+		}
+		for _, c := range cs {
+			if _, in := l[c.desire.Key()]; in != slices.Contains(final, c) {
+				t.Fatalf("iteration %d: ledger has %s: %v, want %v", i, c.name, in, !in)
+			}
+		}
+	}
+
+	// Calibrate: how long a child takes to start, and one apply+undo cycle.
+	markers := filepath.Join(dir, "markers")
+	var out bytes.Buffer
+	cfg := base
+	cfg.Mode, cfg.Markers = "cycle", markers
+	start := time.Now()
+	child := runCrashChild(t, dir, cfg, &out)
+	waitFor(t, "the calibration child completes 3 cycles", func() bool {
+		p, _ := readMarkers(t, markers)
+		return len(p) >= 7
+	})
+	child.Process.Kill()
+	child.Wait()
+	_, at := readMarkers(t, markers)
+	ready := time.Duration(at[0] - start.UnixNano())
+	cycle := time.Duration(at[6]-at[1]) / 3
+	t.Logf("calibration: child ready after %v, one apply+undo cycle %v", ready, cycle)
+
+	killed := map[string]int{}
+	began := time.Now()
+	for i := range iterations {
+		undo := subset(rng, a, b)
+		final := subset(rng, a, b)
+		if i == iterations-1 {
+			final = nil // everything deleted
+		}
+		os.Remove(markers)
+		out.Reset()
+		cfg := base
+		cfg.Mode, cfg.Markers, cfg.Undo = "cycle", markers, desires(undo)
+		// From half-way through start-up to three cycles in: most kills land in a pass.
+		delay := ready/2 + time.Duration(rng.Int64N(int64(ready/2+3*cycle)))
+		start := time.Now()
+		child := runCrashChild(t, dir, cfg, &out)
+		time.Sleep(time.Until(start.Add(delay)))
+		child.Process.Signal(syscall.SIGKILL)
+		killedAt := time.Now().UnixNano()
+		child.Wait()
+		phases, at := readMarkers(t, markers)
+		phase := "startup"
+		for j := range phases {
+			if at[j] <= killedAt {
+				phase = map[string]string{"R": "startup", "A": "apply", "U": "undo"}[phases[j]]
+			}
+		}
+		killed[phase]++
+
+		out.Reset()
+		cfg = base
+		cfg.Mode, cfg.Markers, cfg.Final = "converge", markers, desires(final)
+		child = runCrashChild(t, dir, cfg, &out)
+		if err := child.Wait(); err != nil {
+			t.Fatalf("iteration %d: converging child: %v\n%s", i, err, out.String())
+		}
+		if strings.Contains(out.String(), "LEDGER-ERROR") {
+			t.Fatalf("iteration %d: the ledger was damaged by a SIGKILL (writes must be atomic):\n%s", i, out.String())
+		}
+		check(i, final)
+	}
+	t.Logf("%d kills in %v: %v", iterations, time.Since(began).Round(time.Millisecond), killed)
+	if killed["apply"] < iterations/10 || killed["undo"] < iterations/10 {
+		t.Errorf("kills landed %v: want at least %d in apply and in undo", killed, iterations/10)
+	}
+
+	// Final state: nothing the agent set is left (the application's own value is back),
+	// the ledger is empty, and every SET any child made was on a task of a or b.
+	check(iterations, nil)
+	if l, err := loadLedger(el.ledger); err != nil || len(l) != 0 {
+		t.Errorf("final ledger = %v, %v; want empty", l, err)
+	}
+	recs, err := numa.ReadAudit(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, gone := auditSets(t, recs, cs, map[string][]int{"a": {0, -1}, "b": {0, -1, 1}})
+	t.Logf("audit: %d SETs, %d on tasks gone before their cgroup was read, 0 misapplied", n, gone)
+}
+
+// subset returns a seeded random subset of cs.
+func subset(rng *rand.Rand, cs ...*labContainer) []*labContainer {
+	var out []*labContainer
+	for _, c := range cs {
+		if rng.IntN(2) == 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func desires(cs []*labContainer) []Desire {
+	out := []Desire{}
+	for _, c := range cs {
+		out = append(out, c.desire)
+	}
+	return out
+}
+
+// auditSets checks every SET of the emulator's audit log: each must be on a task that was,
+// at SET time, in one of the containers named in allowed, with one of the values allowed
+// for that container. It returns the number of SETs and of those that cannot be
+// attributed (the task exited before its cgroup could be read).
+func auditSets(t *testing.T, recs []numa.AuditRecord, cs []*labContainer, allowed map[string][]int) (n, gone int) {
+	t.Helper()
+	misapplied := 0
+	for _, r := range recs {
+		if r.Gone {
+			gone++
+			continue
+		}
+		c := cgroupOf(r.Cgroup, cs)
+		if vals, ok := allowed[c]; !ok || !slices.Contains(vals, r.NID) {
+			misapplied++
+			if misapplied <= 10 {
+				t.Errorf("misapplied SET: node %d on task %d (tgid %d, start %d) in %q, cgroups %v", r.NID, r.TID, r.TGID, r.Start, c, r.Cgroup)
+			}
+		}
+	}
+	if misapplied > 0 {
+		t.Errorf("%d of %d SETs misapplied", misapplied, len(recs))
+	}
+	if len(recs) == 0 {
+		t.Error("the audit log holds no SET at all")
+	}
+	return len(recs), gone
+}
+
+// TestEngineRecoversFromGarbageLedgers: whatever a ledger file holds, the engine starts,
+// reports what was wrong (nothing for a well-formed one), never panics, and rebuilds it.
+func TestEngineRecoversFromGarbageLedgers(t *testing.T) {
+	el := newEngineLab(t)
+	w, _, d := el.container(t, "a", 0, 1)
+	rng := rand.New(rand.NewPCG(8, 8))
+	random := make([]byte, 512)
+	for i := range random {
+		random[i] = byte(rng.UintN(256))
+	}
+	for name, c := range map[string]struct {
+		content string
+		damaged bool
+	}{
+		"empty":         {"", true},
+		"truncated":     {`{"version":1,"containers":[{"podUID":"x","container":"main","tasks":{"12":{"start":`, true},
+		"random bytes":  {string(random), true},
+		"wrong version": {`{"version":99,"containers":[]}`, true},
+		"wrong types":   {`{"version":1,"containers":[{"podUID":7,"tasks":[]}]}`, true},
+		"null entries":  {`{"version":1,"containers":[null,{"podUID":"","container":""},{"podUID":"p","container":"c","tasks":null}]}`, false},
+		"bad tids":      {`{"version":1,"containers":[{"podUID":"p","container":"c","containerID":"containerd://0","tasks":{"-1":null,"0":{"start":1,"prev":-7,"values":[99]}}}]}`, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			writeFile(t, el.ledger, c.content)
+			e, err := NewEngine(EngineConfig{Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(),
+				OnlineNodes: []int{0, 1}, LedgerPath: el.ledger, Log: testr.New(t)})
+			if (err != nil) != c.damaged {
+				t.Errorf("NewEngine error = %v, want damaged: %v", err, c.damaged)
+			}
+			e.SetDesired([]Desire{d})
+			if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
+				t.Fatalf("not applied: %v", v)
+			}
+			if l, err := loadLedger(el.ledger); err != nil || l[d.Key()] == nil {
+				t.Errorf("ledger not rebuilt: %v, %v", l, err)
+			}
+			e.SetDesired(nil)
+			e.Pass()
+			if v := el.values(t, w.Pid()); !allEqual(v, -1) {
+				t.Errorf("after undo: %v, want all -1", v)
+			}
+		})
+	}
+}

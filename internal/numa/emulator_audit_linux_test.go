@@ -1,0 +1,56 @@
+//go:build linux
+
+package numa
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestEmulatorAudit: every successful SET, and only those, is logged with the target's
+// identity and its cgroups read at SET time; a target gone or exiting when its cgroups
+// were read is logged as gone; GETs and refused calls are not logged.
+func TestEmulatorAudit(t *testing.T) {
+	proc := newFakeProc(t)
+	proc.task(100, 100, 500, 0, true)
+	writeFile(t, filepath.Join(proc.root, "100", "cgroup"), "4:pids:/lab/kubepods/podA/c1\n1:cpuset:/lab/kubepods/podA/c1\n")
+	proc.task(101, 100, 501, 0, true) // no cgroup file: exited before it was read
+	// Exiting (PF_EXITING in stat's flags): the kernel shows it in the root of every v1
+	// hierarchy, which says nothing about where it was.
+	proc.task(102, 100, 502, 0, true)
+	writeFile(t, filepath.Join(proc.root, "102", "stat"), strings.Replace(statLine("task", "502"), " 4194560 ", " 4194564 ", 1))
+	writeFile(t, filepath.Join(proc.root, "102", "cgroup"), "4:pids:/\n")
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	e.Set(100, 0) // before AuditTo: not logged
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := e.AuditTo(path); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ tid, nid int }{{100, 1}, {101, 0}, {102, 1}, {100, 5}, {999, 0}, {100, -1}} {
+		e.Set(c.tid, c.nid) // 5: EINVAL, 999: ESRCH: not logged
+	}
+	if _, err := e.Get(100); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	got, err := ReadAudit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := []string{"4:pids:/lab/kubepods/podA/c1", "1:cpuset:/lab/kubepods/podA/c1"}
+	want := []AuditRecord{
+		{TID: 100, TGID: 100, Start: 500, NID: 1, Cgroup: cg},
+		{TID: 101, TGID: 100, Start: 501, NID: 0, Gone: true},
+		{TID: 102, TGID: 100, Start: 502, NID: 1, Gone: true},
+		{TID: 100, TGID: 100, Start: 500, NID: -1, Cgroup: cg},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("audit log (-want +got):\n%s", d)
+	}
+	if err := e.AuditTo(path); err == nil {
+		t.Error("AuditTo after Close succeeded")
+	}
+}
