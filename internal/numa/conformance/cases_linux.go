@@ -63,7 +63,7 @@ func pidZeroIsThread(c *caseRun) {
 	tid := unix.Gettid()
 	other := startOtherThread(c.T)
 	c.wantOK(c.set("set-pid-0", 0, "self", c.s.node))
-	var fromOther, otherSelf callResult
+	var fromOther, otherSelf CallResult
 	other.do(func() {
 		otherSelf = c.get("other-thread-get-pid-0", 0, "other-thread")
 		fromOther = c.get("other-thread-get-first-thread", tid, "first-thread")

@@ -74,42 +74,28 @@ type callSpec struct {
 	Ptr    numa.UserPointer `json:"ptr"`
 }
 
-// callResult is one call as reported: the same for every backend, pids named, not numbered.
-type callResult struct {
-	Label  string `json:"label"`
-	Cmd    int    `json:"cmd"`
-	Target string `json:"target"`
-	Nid    int    `json:"nid"`
-	Ptr    string `json:"ptr"`
-	Ret    int    `json:"ret"`
-	Errno  string `json:"errno"`
-	// Stored says the call left a value at the pointer; Value is that value.
-	Stored bool `json:"stored"`
-	Value  int  `json:"value"`
-}
-
 type helperResult struct {
 	Role     string          `json:"role"`
 	PID      int             `json:"pid"`
 	TID      int             `json:"tid"`
-	Calls    []callResult    `json:"calls,omitempty"`
+	Calls    []CallResult    `json:"calls,omitempty"`
 	Sched    *numa.SchedNUMA `json:"sched,omitempty"`
 	Observed map[string]int  `json:"observed,omitempty"`
 	Error    string          `json:"error,omitempty"`
 }
 
-func (r helperResult) call(label string) (callResult, bool) {
+func (r helperResult) call(label string) (CallResult, bool) {
 	for _, c := range r.Calls {
 		if c.Label == label {
 			return c, true
 		}
 	}
-	return callResult{}, false
+	return CallResult{}, false
 }
 
-func doCall(raw numa.Raw, spec callSpec) callResult {
+func doCall(raw numa.Raw, spec callSpec) CallResult {
 	v, err := raw.Call(spec.Cmd, spec.PID, spec.Nid, spec.Ptr)
-	r := callResult{Label: spec.Label, Cmd: spec.Cmd, Target: spec.Target, Nid: spec.Nid, Ptr: spec.Ptr.String(),
+	r := CallResult{Label: spec.Label, Cmd: spec.Cmd, Target: spec.Target, Nid: spec.Nid, Ptr: spec.Ptr.String(),
 		Stored: v != numa.PointerSentinel, Value: v}
 	if err != nil {
 		r.Ret, r.Errno = -1, errnoName(err)
@@ -280,7 +266,7 @@ func threadsRole(raw numa.Raw, res *helperResult) error {
 	}
 	type thread struct {
 		tid  int
-		self callResult
+		self CallResult
 	}
 	started := make(chan thread)
 	stop := make(chan struct{})

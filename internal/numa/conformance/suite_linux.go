@@ -131,7 +131,7 @@ type testCase struct {
 type caseRun struct {
 	*testing.T
 	s        *suite
-	calls    []callResult
+	calls    []CallResult
 	observed map[string]int
 	notes    []string
 }
@@ -151,15 +151,8 @@ func (s *suite) writeReport(name string, c *caseRun) {
 	if s.report == nil {
 		return
 	}
-	line, _ := json.Marshal(struct {
-		Case     string         `json:"case"`
-		Backend  string         `json:"backend"`
-		Pass     bool           `json:"pass"`
-		Skipped  bool           `json:"skipped,omitempty"`
-		Calls    []callResult   `json:"calls"`
-		Observed map[string]int `json:"observed,omitempty"`
-		Notes    []string       `json:"notes,omitempty"`
-	}{name, s.backend, !c.Failed(), c.Skipped(), c.calls, c.observed, c.notes})
+	line, _ := json.Marshal(CaseReport{Case: name, Backend: s.backend, Pass: !c.Failed(), Skipped: c.Skipped(),
+		Calls: c.calls, Observed: c.observed, Notes: c.notes})
 	s.reportMu.Lock()
 	defer s.reportMu.Unlock()
 	fmt.Fprintf(s.report, "%s\n", line)
@@ -168,23 +161,23 @@ func (s *suite) writeReport(name string, c *caseRun) {
 func (c *caseRun) raw() numa.Raw { return c.s.target.Raw }
 
 // call issues one call on the calling thread and records it.
-func (c *caseRun) call(label string, cmd, pid int, target string, nid int, ptr numa.UserPointer) callResult {
+func (c *caseRun) call(label string, cmd, pid int, target string, nid int, ptr numa.UserPointer) CallResult {
 	r := doCall(c.raw(), callSpec{Label: label, Cmd: cmd, PID: pid, Target: target, Nid: nid, Ptr: ptr})
 	c.calls = append(c.calls, r)
 	return r
 }
 
-func (c *caseRun) get(label string, pid int, target string) callResult {
+func (c *caseRun) get(label string, pid int, target string) CallResult {
 	return c.call(label, numa.CmdGet, pid, target, 0, numa.PointerValid)
 }
 
-func (c *caseRun) set(label string, pid int, target string, nid int) callResult {
+func (c *caseRun) set(label string, pid int, target string, nid int) CallResult {
 	return c.call(label, numa.CmdSet, pid, target, nid, numa.PointerNil)
 }
 
 // want checks a call's errno ("" for success) and, for a successful GET, its value.
 // A failed call must leave the pointer untouched.
-func (c *caseRun) want(r callResult, errno string, value int) {
+func (c *caseRun) want(r CallResult, errno string, value int) {
 	c.Helper()
 	switch {
 	case r.Errno != errno:
@@ -196,8 +189,8 @@ func (c *caseRun) want(r callResult, errno string, value int) {
 	}
 }
 
-func (c *caseRun) wantOK(r callResult)               { c.Helper(); c.want(r, "", 0) }
-func (c *caseRun) wantValue(r callResult, value int) { c.Helper(); c.want(r, "", value) }
+func (c *caseRun) wantOK(r CallResult)               { c.Helper(); c.want(r, "", 0) }
+func (c *caseRun) wantValue(r CallResult, value int) { c.Helper(); c.want(r, "", value) }
 
 // wantSched checks the task's numa_preferred_nid_force and numa_preferred_nid lines.
 func (c *caseRun) wantSched(label string, tid, force, preferred int) {
@@ -225,7 +218,7 @@ func (c *caseRun) checkSched(label string, s numa.SchedNUMA, force, preferred in
 
 // wantInherited checks a value that the kernel inherits. A backend that may assume a task
 // fresh passes with -1 if its count of such assumptions rose (strict: never).
-func (c *caseRun) wantInherited(r callResult, value int, strict bool, countBefore uint64) {
+func (c *caseRun) wantInherited(r CallResult, value int, strict bool, countBefore uint64) {
 	c.Helper()
 	if r.Errno == "" && r.Value == numa.NoNode && value != numa.NoNode && !strict && c.s.target.AssumedFresh != nil {
 		if c.s.target.AssumedFresh() > countBefore {
@@ -277,7 +270,7 @@ func (c *caseRun) reportOf(results []helperResult, role string) helperResult {
 	return helperResult{}
 }
 
-func (c *caseRun) helperCall(r helperResult, label string) callResult {
+func (c *caseRun) helperCall(r helperResult, label string) CallResult {
 	c.Helper()
 	call, ok := r.call(label)
 	if !ok {

@@ -20,17 +20,25 @@ const (
 	prGetName = 16
 )
 
-// Main runs the tests (use it as TestMain's body: os.Exit(conformance.Main(m))). On the
-// kernel lab's control kernel (KERNELLAB_KERNEL=control) it has the kernel record every
-// prctl with PR_PREFERRED_NID's option number issued meanwhile, by any task, and fails the
-// binary if there was one: on a kernel without the patch that number may be another prctl
-// (PR_FUTEX_HASH since ~6.16), so the suite must never issue it there. Helper processes
-// (the binary re-executed by Run) run their part without a witness of their own.
+// Main runs the tests (use it as TestMain's body: os.Exit(conformance.Main(m))), with the
+// prctl witness on the kernel lab's control kernel (see RunWithPrctlWitness). Helper
+// processes (the binary re-executed by Run) run their part without a witness of their own.
 func Main(m *testing.M) int {
+	if os.Getenv(envRequest) != "" {
+		return m.Run()
+	}
+	return RunWithPrctlWitness(m, prctlOptionFromEnv())
+}
+
+// RunWithPrctlWitness runs m. On the kernel lab's control kernel (KERNELLAB_KERNEL=control)
+// it has the kernel record every prctl with the given option number issued meanwhile, by
+// any task, and fails the binary if there was one: on a kernel without the patch that
+// number may be another prctl (PR_FUTEX_HASH since ~6.16), so nothing may issue it there.
+func RunWithPrctlWitness(m *testing.M, option int) int {
 	var w *prctlWitness
-	if os.Getenv("KERNELLAB_KERNEL") == "control" && os.Getenv(envRequest) == "" {
+	if os.Getenv("KERNELLAB_KERNEL") == "control" {
 		var err error
-		if w, err = startPrctlWitness(tracingRoot, prctlOptionFromEnv()); err != nil {
+		if w, err = startPrctlWitness(tracingRoot, option); err != nil {
 			fmt.Printf("FAIL: prctl witness: not available: %v\n", err)
 			return 1
 		}
@@ -113,7 +121,7 @@ func (w *prctlWitness) stop() error {
 	if len(forbidden) > 0 {
 		return fmt.Errorf("prctl %d was issued on the control kernel:\n%s", w.option, strings.Join(forbidden, "\n"))
 	}
-	fmt.Printf("prctl witness: the kernel traced %d canary prctl(%d) call(s) and no prctl(%d) during the suite\n",
+	fmt.Printf("prctl witness: the kernel traced %d canary prctl(%d) call(s) and no prctl(%d) while the tests ran\n",
 		canary, prGetName, w.option)
 	return nil
 }

@@ -34,31 +34,15 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/numapref/numapref/internal/numa/conformance"
 )
 
-// record is one case as the conformance suite reports it.
-type record struct {
-	Case     string         `json:"case"`
-	Backend  string         `json:"backend"`
-	Pass     bool           `json:"pass"`
-	Skipped  bool           `json:"skipped"`
-	Calls    []call         `json:"calls"`
-	Observed map[string]int `json:"observed"`
-	Notes    []string       `json:"notes"`
-}
-
-// call is one prctl (or emulated) call as reported.
-type call struct {
-	Label  string `json:"label"`
-	Cmd    int    `json:"cmd"`
-	Target string `json:"target"`
-	Nid    int    `json:"nid"`
-	Ptr    string `json:"ptr"`
-	Ret    int    `json:"ret"`
-	Errno  string `json:"errno"`
-	Stored bool   `json:"stored"`
-	Value  int    `json:"value"`
-}
+// record is one case as the conformance suite reports it; call is one call in it.
+type (
+	record = conformance.CaseReport
+	call   = conformance.CallResult
+)
 
 // report is one side: its cases in file order.
 type report struct {

@@ -3,106 +3,15 @@
 package smoke
 
 import (
-	"bufio"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"unsafe"
+
+	"github.com/numapref/numapref/internal/numa/conformance"
 )
 
-const (
-	tracingRoot = "/sys/kernel/tracing"
-	// prGetName is the canary: a harmless prctl the witness must see, so
-	// that seeing no prctl 78 means something.
-	prGetName = 16
-)
-
-// TestMain runs the tests; on the control kernel it also has the kernel
-// record every prctl(78) issued meanwhile (by any task), and fails the binary
-// if there was one: on a kernel without the patch, 78 may be another prctl
-// (PR_FUTEX_HASH since ~6.16), so the tests must never issue it there.
+// TestMain runs the tests; on the control kernel the conformance suite's prctl witness has
+// the kernel record every prctl(78) issued meanwhile, by any task, and fails the binary if
+// there was one.
 func TestMain(m *testing.M) {
-	var w *prctlWitness
-	if os.Getenv("KERNELLAB_KERNEL") == "control" {
-		var err error
-		if w, err = startPrctlWitness(tracingRoot); err != nil {
-			fmt.Printf("prctl witness: not available: %v\n", err)
-		}
-	}
-	code := m.Run()
-	if w != nil {
-		if err := w.stop(); err != nil {
-			fmt.Printf("FAIL: prctl witness: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// prctlWitness is the sys_enter_prctl trace event, filtered to option 78 and
-// the canary.
-type prctlWitness struct {
-	root  string
-	event string
-}
-
-func startPrctlWitness(root string) (*prctlWitness, error) {
-	w := &prctlWitness{root: root, event: filepath.Join(root, "events/syscalls/sys_enter_prctl")}
-	if _, err := os.Stat(w.event); err != nil {
-		return nil, fmt.Errorf("no syscall trace events: %w", err)
-	}
-	writes := []struct{ file, value string }{
-		{filepath.Join(w.event, "filter"), fmt.Sprintf("option == %d || option == %d", prPreferredNID, prGetName)},
-		{filepath.Join(root, "trace"), ""}, // clears the buffer
-		{filepath.Join(w.event, "enable"), "1"},
-	}
-	for _, wr := range writes {
-		if err := os.WriteFile(wr.file, []byte(wr.value), 0o644); err != nil {
-			return nil, fmt.Errorf("writing %q to %s: %w", wr.value, wr.file, err)
-		}
-	}
-	return w, nil
-}
-
-// stop issues the canary, stops recording and checks the trace: the canary
-// must be there, prctl 78 must not.
-func (w *prctlWitness) stop() error {
-	var name [16]byte
-	if _, _, errno := syscall.Syscall(syscall.SYS_PRCTL, prGetName, uintptr(unsafe.Pointer(&name[0])), 0); errno != 0 {
-		return fmt.Errorf("canary prctl(PR_GET_NAME): %w", errno)
-	}
-	if err := os.WriteFile(filepath.Join(w.event, "enable"), []byte("0"), 0o644); err != nil {
-		return fmt.Errorf("disabling sys_enter_prctl: %w", err)
-	}
-	f, err := os.Open(filepath.Join(w.root, "trace"))
-	if err != nil {
-		return fmt.Errorf("reading the trace: %w", err)
-	}
-	defer f.Close()
-	canary, forbidden := 0, []string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.Contains(line, fmt.Sprintf("sys_prctl(option: %x,", prPreferredNID)):
-			forbidden = append(forbidden, line)
-		case strings.Contains(line, fmt.Sprintf("sys_prctl(option: %x,", prGetName)):
-			canary++
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading the trace: %w", err)
-	}
-	if canary == 0 {
-		return fmt.Errorf("the trace missed the canary prctl(%d): it proves nothing", prGetName)
-	}
-	if len(forbidden) > 0 {
-		return fmt.Errorf("prctl %d was issued on the control kernel:\n%s", prPreferredNID, strings.Join(forbidden, "\n"))
-	}
-	fmt.Printf("prctl witness: the kernel traced %d canary prctl(%d) call(s) and no prctl(%d) during the tests\n",
-		canary, prGetName, prPreferredNID)
-	return nil
+	os.Exit(conformance.RunWithPrctlWitness(m, prPreferredNID))
 }
