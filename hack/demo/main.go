@@ -171,7 +171,7 @@ func run(agentBin string) error {
 	}
 	step("kubectl get numapref")
 	d.kubectlRun("get", "numapref", "-n", "default")
-	step("kubectl get node %s --show-labels (kernel facts the agent published)", nodeName)
+	step("kubectl get node %s -L numapref.io/... (kernel facts the agent published as labels)", nodeName)
 	d.kubectlRun("get", "node", nodeName, "-L", "numapref.io/kernel-support,numapref.io/numa-balancing,numapref.io/numa-nodes")
 	step("Events on the pods")
 	d.kubectlRun("get", "events.events.k8s.io", "-n", "default", "-o", "custom-columns=OBJECT:.regarding.name,REASON:.reason,NOTE:.note")
