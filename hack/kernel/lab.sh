@@ -3,13 +3,16 @@
 #
 #   1. hack/kernel/build.sh: installs the packages it needs, builds (or reuses
 #      the cached) patched 6.12 kernel and fetches Debian's unpatched control.
-#   2. One boot of the patched kernel runs the smoke test and the conformance
+#   2. One boot of the patched kernel runs the smoke test, the conformance
 #      test binary twice: against the real prctl (NUMAPREF_CONFORMANCE_IMPL=prctl)
-#      and against the emulator (=emulator), each writing its JSON-lines report.
+#      and against the emulator (=emulator), each writing its JSON-lines report,
+#      and the node engine test (test/kernellab/engine: hostlab cgroups with
+#      cpuset, apply, fork events, undo, all on the real prctl).
 #   3. test/kernellab/diffreport compares the two reports call by call.
-#   4. One boot of the control kernel runs the smoke test and the conformance
-#      suite's prctl case, which must skip as unsupported; a kernel trace witness
-#      in each binary fails it if any prctl 78 was issued.
+#   4. One boot of the control kernel runs the smoke test, the conformance
+#      suite's prctl case, which must skip as unsupported, and the engine test,
+#      whose engine must report KernelUnsupported; a kernel trace witness in each
+#      binary fails it if any prctl 78 was issued.
 #
 # Usage: hack/kernel/lab.sh [--out DIR] [--strict]
 #   --out DIR   results directory (default: a new /tmp/kernellab.XXXXXX);
@@ -68,6 +71,7 @@ log "compiling the test binaries"
 (cd "$repo" &&
 	CGO_ENABLED=0 go test -c -trimpath -o "$bins/conformance.test" ./internal/numa/conformance &&
 	CGO_ENABLED=0 go test -c -trimpath -o "$bins/smoke.test" ./test/kernellab/smoke &&
+	CGO_ENABLED=0 go test -c -trimpath -o "$bins/engine.test" ./test/kernellab/engine &&
 	go build -trimpath -o "$bins/diffreport" ./test/kernellab/diffreport)
 
 # run_vm KIND ARGS...: run.sh, quietly, into $out/KIND; prints its summary.
@@ -84,8 +88,9 @@ rc=0
 run_vm patched \
 	--test-env prctl:NUMAPREF_CONFORMANCE_IMPL=prctl \
 	--test-env emulator:NUMAPREF_CONFORMANCE_IMPL=emulator \
-	smoke="$bins/smoke.test" prctl="$bins/conformance.test" emulator="$bins/conformance.test" || rc=$?
-for t in smoke prctl emulator; do
+	smoke="$bins/smoke.test" prctl="$bins/conformance.test" emulator="$bins/conformance.test" \
+	engine="$bins/engine.test" || rc=$?
+for t in smoke prctl emulator engine; do
 	line="$(awk -v n="$t" '$1 == n { print $2, "exit=" $3, $4 }' "$out/patched/results")"
 	if [[ "$line" == pass* ]]; then
 		step "patched: $t" ok "$line"
@@ -102,6 +107,13 @@ if [[ -s "$prctl_report" ]] && ! grep -q '"skipped":true' "$prctl_report"; then
 	step "patched: prctl cases ran" ok "$(wc -l <"$prctl_report") cases, none skipped"
 else
 	step "patched: prctl cases ran" FAIL "report missing, empty or with skipped cases: $prctl_report"
+fi
+# The engine's case must have run, not skipped.
+elog="$out/patched/tests/engine.log"
+if grep -q -- '--- PASS: TestEngineRealPrctl' "$elog" 2>/dev/null; then
+	step "patched: engine on the real prctl" ok "A Applied, B MemoryPinnedElsewhere, C untouched, fork event, undo"
+else
+	step "patched: engine on the real prctl" FAIL "TestEngineRealPrctl did not pass ($elog)"
 fi
 
 # --- 3. the differential report -------------------------------------------------------
@@ -123,8 +135,8 @@ fi
 rc=0
 run_vm control \
 	--test-env conformance:NUMAPREF_CONFORMANCE_IMPL=prctl \
-	smoke="$bins/smoke.test" conformance="$bins/conformance.test" || rc=$?
-for t in smoke conformance; do
+	smoke="$bins/smoke.test" conformance="$bins/conformance.test" engine="$bins/engine.test" || rc=$?
+for t in smoke conformance engine; do
 	line="$(awk -v n="$t" '$1 == n { print $2, "exit=" $3, $4 }' "$out/control/results")"
 	if [[ "$line" == pass* ]]; then
 		step "control: $t" ok "$line"
@@ -140,7 +152,12 @@ if grep -q -- '--- SKIP: TestPrctl' "$clog" 2>/dev/null && grep -q 'SKIP (precon
 else
 	step "control: prctl case unsupported" FAIL "TestPrctl did not skip as unsupported ($clog)"
 fi
-for t in smoke conformance; do
+if grep -q -- '--- PASS: TestEngineKernelUnsupported' "$out/control/tests/engine.log" 2>/dev/null; then
+	step "control: engine unsupported" ok "NewPrctl unsupported, A reports KernelUnsupported"
+else
+	step "control: engine unsupported" FAIL "TestEngineKernelUnsupported did not pass ($out/control/tests/engine.log)"
+fi
+for t in smoke conformance engine; do
 	if grep -q '^prctl witness: the kernel traced [0-9]* canary' "$out/control/tests/$t.log" 2>/dev/null; then
 		step "control: no prctl 78 ($t)" ok "$(grep -o 'traced.*' "$out/control/tests/$t.log" | head -n1)"
 	else

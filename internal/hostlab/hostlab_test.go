@@ -78,8 +78,15 @@ func TestLabOnRealCgroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	raw, err := w.RawFork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Threads(1); err != nil {
+		t.Fatal(err) // the workload still answers after forking
+	}
 	procs := readIDs(t, filepath.Join(lab.hiers[0], c.path, "cgroup.procs"))
-	for _, pid := range []int{shell, forked} {
+	for _, pid := range []int{shell, forked, raw} {
 		if !slices.Contains(procs, pid) {
 			t.Errorf("forked pid %d is not in the container's cgroup.procs %v", pid, procs)
 		}
@@ -93,7 +100,9 @@ func TestLabOnRealCgroups(t *testing.T) {
 			t.Errorf("lab cgroup %s left behind (%v)", filepath.Join(h, lab.name), err)
 		}
 	}
-	if Running(forked) {
-		t.Errorf("forked child %d still runs after Close", forked)
+	for _, pid := range []int{forked, raw} {
+		if Running(pid) {
+			t.Errorf("forked child %d still runs after Close", pid)
+		}
 	}
 }

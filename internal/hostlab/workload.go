@@ -24,6 +24,9 @@ const workloadEnv = "NUMAPREF_HOSTLAB_WORKLOAD"
 //	threads N   start N more OS threads (each locked and idle); answers "ok"
 //	fork        start `sh -c 'sleep 600 & echo $!; wait'`: sh is a CLONE_VM child (Go's
 //	            exec), sleep a real fork() child of sh; answers "pids <sh> <sleep>"
+//	rawfork     fork() this process with a raw clone(SIGCHLD) (no exec, no shell: the
+//	            kernel lab's initramfs has no /bin/sh); the child only pauses until killed
+//	            (or until the workload's forking thread dies); answers "pid <child>"
 //	exit        exit
 func RunWorkloadIfAsked() {
 	if os.Getenv(workloadEnv) != "1" {
@@ -35,10 +38,16 @@ func RunWorkloadIfAsked() {
 
 func runWorkload(in io.Reader, out io.Writer) {
 	var children []*exec.Cmd
+	var rawChildren []int
 	defer func() {
 		for _, c := range children {
 			c.Process.Kill()
 			c.Wait()
+		}
+		for _, pid := range rawChildren {
+			syscall.Kill(pid, syscall.SIGKILL)
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, 0, nil)
 		}
 	}()
 	block := make(chan struct{})
@@ -77,10 +86,41 @@ func runWorkload(in io.Reader, out io.Writer) {
 				continue
 			}
 			fmt.Fprintf(out, "pids %d %s\n", c.Process.Pid, strings.TrimSpace(line))
+		case "rawfork":
+			// The child's parent-death signal follows the forking thread: keep this
+			// goroutine on it for good, so the child lives as long as the workload.
+			runtime.LockOSThread()
+			pid, errno := rawFork()
+			if errno != 0 {
+				fmt.Fprintln(out, "error fork:", errno)
+				continue
+			}
+			rawChildren = append(rawChildren, pid)
+			fmt.Fprintf(out, "pid %d\n", pid)
 		case "exit":
 			return
 		}
 	}
+}
+
+// rawFork is fork(): clone(SIGCHLD) without CLONE_VM, which Go's own exec never does. The
+// child is a copy of this process with one thread and runs only raw system calls (nosplit,
+// no allocation, no scheduler): it asks for SIGKILL when its parent thread dies and pauses.
+//
+//go:nosplit
+//go:norace
+func rawFork() (int, syscall.Errno) {
+	pid, _, errno := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	if pid == 0 {
+		syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0)
+		for {
+			syscall.RawSyscall6(syscall.SYS_PPOLL, 0, 0, 0, 0, 0, 0) // no fds, no timeout: sleeps until killed
+		}
+	}
+	return int(pid), 0
 }
 
 // Workload is a running workload process.
@@ -146,6 +186,26 @@ func (w *Workload) Fork() (shell, forked int, err error) {
 		return 0, 0, fmt.Errorf("workload answered %q: %w", line, err)
 	}
 	return shell, forked, nil
+}
+
+// Threads makes the workload start n more OS threads (each locked and idle).
+func (w *Workload) Threads(n int) error {
+	_, err := w.do(fmt.Sprintf("threads %d", n))
+	return err
+}
+
+// RawFork makes the workload fork() a child with a raw clone(SIGCHLD) (Go only, no shell),
+// which pauses until the workload ends; it returns the child's pid.
+func (w *Workload) RawFork() (int, error) {
+	line, err := w.do("rawfork")
+	if err != nil {
+		return 0, err
+	}
+	var pid int
+	if _, err := fmt.Sscanf(line, "pid %d", &pid); err != nil {
+		return 0, fmt.Errorf("workload answered %q: %w", line, err)
+	}
+	return pid, nil
 }
 
 func (w *Workload) do(cmd string) (string, error) {
