@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -29,57 +31,14 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 	)
 
 	BeforeAll(func() {
-		Expect(os.Geteuid()).To(BeZero(), "needs root: makes cgroups and acts on processes (CI runs as root)")
-		var err error
-		lab, err = hostlab.New("/sys/fs/cgroup")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(lab.Close)
-		emu, err = numa.NewEmulator(numa.EmulatorOptions{StateDir: GinkgoT().TempDir(), ForkEvents: true})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(emu.Close)
-		resolver, err := nodeagent.NewResolver("/", nodeagent.ResolverOptions{
-			Driver: nodeagent.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
-		Expect(err).NotTo(HaveOccurred())
-		pe, err := numa.OpenProcEvents()
-		Expect(err).NotTo(HaveOccurred(), "the proc connector needs CAP_NET_ADMIN")
-		DeferCleanup(pe.Close)
-		engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
-			Resolver: resolver, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0},
-			LedgerPath: filepath.Join(GinkgoT().TempDir(), "ledger.json"), ProcEvents: pe.Events(),
-			Log: log.Log.WithName("engine"),
-		})
-		Expect(err).NotTo(HaveOccurred())
-		startAgent("node-real", engine, true, engine)
+		lab, emu = startRealAgent(cfg, "node-real")
 		ns = newNamespace(ctx)
 	})
 
-	// startPod creates a pod on node-real, its container cgroup and a workload in it.
 	startPod := func(name string, labels map[string]string, threads int) *hostlab.Workload {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-			Spec: corev1.PodSpec{NodeName: "node-real", Containers: []corev1.Container{{Name: "main", Image: "example.invalid/app"}}}}
-		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-		c, err := lab.Container(pod.Status.QOSClass, string(pod.UID), fakeContainerID(pod, "main")[len("containerd://"):])
-		Expect(err).NotTo(HaveOccurred())
-		w, err := c.StartWorkload(threads)
-		Expect(err).NotTo(HaveOccurred())
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", ContainerID: c.ContainerID,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
-		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
-		return w
+		return startLabPod(ctx, lab, ns, "node-real", name, labels, threads)
 	}
-	nodesOf := func(g Gomega, pids ...int) []int {
-		var out []int
-		for _, pid := range pids {
-			tids, err := hostlab.TasksOf(pid)
-			g.Expect(err).NotTo(HaveOccurred())
-			for _, tid := range tids {
-				v, err := emu.Get(tid)
-				g.Expect(err).NotTo(HaveOccurred())
-				out = append(out, v)
-			}
-		}
-		return out
-	}
+	nodesOf := func(g Gomega, pids ...int) []int { return emulatedNodes(g, emu, pids...) }
 
 	It("applies a NumaPreference to every task, keeps it across forks, reports it, and undoes it on delete", func() {
 		db := startPod("db-0", map[string]string{"app": "db"}, 5)
@@ -105,3 +64,62 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 		Eventually(func(g Gomega) { g.Expect(nodesOf(g, db.Pid(), shell, forked)).To(HaveEach(-1)) }).Should(Succeed())
 	})
 })
+
+// startRealAgent runs the whole agent for node against the apiserver at c: the real engine
+// on lab cgroups of this host, fork events, the emulated kernel.
+func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *numa.Emulator) {
+	GinkgoHelper()
+	Expect(os.Geteuid()).To(BeZero(), "needs root: makes cgroups and acts on processes (CI runs as root)")
+	lab, err := hostlab.New("/sys/fs/cgroup")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(lab.Close)
+	emu, err := numa.NewEmulator(numa.EmulatorOptions{StateDir: GinkgoT().TempDir(), ForkEvents: true})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(emu.Close)
+	resolver, err := nodeagent.NewResolver("/", nodeagent.ResolverOptions{
+		Driver: nodeagent.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
+	Expect(err).NotTo(HaveOccurred())
+	pe, err := numa.OpenProcEvents()
+	Expect(err).NotTo(HaveOccurred(), "the proc connector needs CAP_NET_ADMIN")
+	DeferCleanup(pe.Close)
+	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
+		Resolver: resolver, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0},
+		LedgerPath: filepath.Join(GinkgoT().TempDir(), "ledger.json"), ProcEvents: pe.Events(),
+		RescanInterval: time.Hour, Log: log.Log.WithName("engine"),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	startAgentVia(c, node, engine, true, engine)
+	return lab, emu
+}
+
+// startLabPod creates a pod on node, its container cgroup in lab and a workload in it, and
+// reports the container running: the kubelet's part.
+func startLabPod(ctx context.Context, lab *hostlab.Lab, ns, node, name string, labels map[string]string, threads int) *hostlab.Workload {
+	GinkgoHelper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "example.invalid/app"}}}}
+	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	c, err := lab.Container(pod.Status.QOSClass, string(pod.UID), fakeContainerID(pod, "main")[len("containerd://"):])
+	Expect(err).NotTo(HaveOccurred())
+	w, err := c.StartWorkload(threads)
+	Expect(err).NotTo(HaveOccurred())
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", ContainerID: c.ContainerID,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+	return w
+}
+
+// emulatedNodes reads every task of pids through the emulator.
+func emulatedNodes(g Gomega, emu *numa.Emulator, pids ...int) []int {
+	var out []int
+	for _, pid := range pids {
+		tids, err := hostlab.TasksOf(pid)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, tid := range tids {
+			v, err := emu.Get(tid)
+			g.Expect(err).NotTo(HaveOccurred())
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -3,9 +3,11 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -41,7 +43,12 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine) error {
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("nodeagent").
-		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 1}).
+		WithOptions(controller.Options{
+			NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 1,
+			// One key for the whole node: after an apiserver outage its status must catch up
+			// within seconds, not after the default limiter's backoff of up to 16 minutes.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxStatusRetryDelay),
+		}).
 		Watches(&corev1.Pod{}, toNode).
 		Watches(&numav1.NumaPreference{}, toNode, builder.WithPredicates(preferenceChanged(nodeName))).
 		WatchesRawSource(source.Channel(changes, toNode)).
@@ -51,6 +58,9 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine) error {
 	}
 	return nil
 }
+
+// maxStatusRetryDelay bounds the node agent controller's backoff after failures.
+const maxStatusRetryDelay = 10 * time.Second
 
 // preferenceChanged passes the NumaPreference events this node must react to: spec or
 // lifecycle changes, and changes of its own status entry (not other nodes' entries,

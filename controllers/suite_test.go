@@ -79,7 +79,12 @@ var _ = AfterSuite(func() {
 // startAgent runs a manager like the agent's for one node, with the given engine, and
 // the summary controller when summarize is set. It stops when the spec ends.
 func startAgent(node string, engine Engine, summarize bool, runnables ...manager.Runnable) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	startAgentVia(cfg, node, engine, summarize, runnables...)
+}
+
+// startAgentVia is startAgent with the agent reaching the apiserver through c.
+func startAgentVia(c *rest.Config, node string, engine Engine, summarize bool, runnables ...manager.Runnable) {
+	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme:  scheme,
 		Cache:   NodeCacheOptions(node),
 		Metrics: metricsserver.Options{BindAddress: "0"},
