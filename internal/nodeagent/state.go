@@ -55,24 +55,38 @@ type ledger map[ContainerKey]*containerEntry
 // be parsed yields an empty ledger and an error saying so: the agent starts anyway, and its
 // next passes record again every task that has the value it wants.
 func loadLedger(path string) (ledger, error) {
-	l := ledger{}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return l, nil
+		return ledger{}, nil
 	}
 	if err != nil {
-		return l, fmt.Errorf("reading ledger %s: %w", path, err)
+		return ledger{}, fmt.Errorf("reading ledger %s: %w", path, err)
 	}
-	var f ledgerFile
-	if err := json.Unmarshal(data, &f); err != nil {
+	l, err := decodeLedger(data)
+	if err != nil {
 		return l, fmt.Errorf("ledger %s is damaged, starting from an empty one: %w", path, err)
 	}
+	return l, nil
+}
+
+// decodeLedger parses a ledger file; on error it returns an empty ledger.
+func decodeLedger(data []byte) (ledger, error) {
+	l := ledger{}
+	var f ledgerFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return l, err
+	}
 	if f.Version != ledgerVersion {
-		return l, fmt.Errorf("ledger %s has version %d, want %d; starting from an empty one", path, f.Version, ledgerVersion)
+		return l, fmt.Errorf("version %d, want %d", f.Version, ledgerVersion)
 	}
 	for _, c := range f.Containers {
 		if c == nil || c.PodUID == "" || c.Container == "" {
 			continue
+		}
+		for tid, t := range c.Tasks {
+			if t == nil || tid <= 0 {
+				delete(c.Tasks, tid)
+			}
 		}
 		if c.Tasks == nil {
 			c.Tasks = map[int]*taskEntry{}
@@ -84,6 +98,14 @@ func loadLedger(path string) (ledger, error) {
 
 // save writes the ledger atomically.
 func (l ledger) save(path string) error {
+	data, err := l.encode()
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(path, data, 0o600)
+}
+
+func (l ledger) encode() ([]byte, error) {
 	f := ledgerFile{Version: ledgerVersion}
 	for _, c := range l {
 		f.Containers = append(f.Containers, c)
@@ -94,7 +116,7 @@ func (l ledger) save(path string) error {
 	})
 	data, err := json.Marshal(f)
 	if err != nil {
-		return fmt.Errorf("encoding ledger: %w", err)
+		return nil, fmt.Errorf("encoding ledger: %w", err)
 	}
-	return fsutil.WriteFileAtomic(path, data, 0o600)
+	return data, nil
 }
