@@ -7,7 +7,9 @@
 #      test binary twice: against the real prctl (NUMAPREF_CONFORMANCE_IMPL=prctl)
 #      and against the emulator (=emulator), each writing its JSON-lines report,
 #      and the node engine test (test/kernellab/engine: hostlab cgroups with
-#      cpuset, apply, fork events, undo, all on the real prctl).
+#      cpuset, apply, fork events, undo, all on the real prctl; and fork-to-applied
+#      latency of 50 fork()ed children with fork events and with 100 ms rescans,
+#      whose `latency mode=...` lines the summary prints: informational, no threshold).
 #   3. test/kernellab/diffreport compares the two reports call by call.
 #   4. One boot of the control kernel runs the smoke test, the conformance
 #      suite's prctl case, which must skip as unsupported, and the engine test,
@@ -115,6 +117,15 @@ if grep -q -- '--- PASS: TestEngineRealPrctl' "$elog" 2>/dev/null; then
 else
 	step "patched: engine on the real prctl" FAIL "TestEngineRealPrctl did not pass ($elog)"
 fi
+# Fork-to-applied latency (TestForkToAppliedLatency): informational figures, TCG-slow and
+# only relative; the test fails only when a child is not applied within 5 s.
+latency="$(grep -E '^latency mode=' "$elog" 2>/dev/null || true)"
+if grep -q -- '--- PASS: TestForkToAppliedLatency' "$elog" 2>/dev/null &&
+	grep -q '^latency mode=events ' <<<"$latency" && grep -q '^latency mode=rescan100ms ' <<<"$latency"; then
+	step "patched: fork->applied latency" ok "$(awk '{ for (i = 2; i <= NF; i++) if ($i ~ /^(mode|missed|p50_ms|p99_ms)=/) printf "%s ", $i; printf "; " }' <<<"$latency" | sed 's/ ; $//; s/ ;/;/g')"
+else
+	step "patched: fork->applied latency" FAIL "TestForkToAppliedLatency did not pass or printed no figures ($elog)"
+fi
 
 # --- 3. the differential report -------------------------------------------------------
 diff_args=()
@@ -173,6 +184,10 @@ elapsed=$(printf '%.0f' "$(echo "$(date +%s.%N) - $start" | bc)")
 	printf '  %s\n' "${steps[@]}"
 	echo "  differential report: $out/diffreport.txt"
 	sed -n '/^[0-9]*\/[0-9]* cases agree/,$p' "$out/diffreport.txt" | sed 's/^/    /'
+	if [[ -n "$latency" ]]; then
+		echo "  fork->applied on the real prctl (patched VM, qemu TCG: relative figures; ms from the fork request):"
+		sed 's/^/    /' <<<"$latency"
+	fi
 	if ((failed)); then echo "KERNEL LAB: FAIL"; else echo "KERNEL LAB: PASS"; fi
 } | tee "$out/summary"
 # A passing run in a directory of its own leaves nothing behind (~65 MB of logs, initramfs).

@@ -160,6 +160,10 @@ func (e *Engine) Start(ctx context.Context) error {
 func (e *Engine) NeedLeaderElection() bool { return false }
 
 func (e *Engine) onProcEvent(ev numa.ProcEvent) {
+	if ev.Kind == numa.ProcEventLost {
+		e.Pass() // the socket overflowed: any fork may be among the lost events
+		return
+	}
 	if ev.Kind != numa.ProcEventFork {
 		return
 	}
