@@ -23,6 +23,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/conformance"
+	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
 // prPreferredNID is the patch's prctl option; on the control kernel a trace witness fails
@@ -32,19 +33,6 @@ const prPreferredNID = 78
 func TestMain(m *testing.M) {
 	hostlab.RunWorkloadIfAsked()
 	os.Exit(conformance.RunWithPrctlWitness(m, prPreferredNID))
-}
-
-func labKernel(t *testing.T) string {
-	t.Helper()
-	switch k := os.Getenv("KERNELLAB_KERNEL"); k {
-	case "patched", "control":
-		return k
-	case "":
-		t.Skip("runs inside the kernel lab VM: hack/kernel/run.sh --kernel patched|control ./test/kernellab/engine")
-	default:
-		t.Fatalf("KERNELLAB_KERNEL=%q, want patched or control", k)
-	}
-	return ""
 }
 
 // lab is a hostlab root on the VM's cgroup2 with a resolver pointed at it.
@@ -187,7 +175,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestEngineRealPrctl(t *testing.T) {
-	if labKernel(t) != "patched" {
+	if labenv.Kernel(t) != "patched" {
 		t.Skip("the patched kernel's test; the control kernel runs TestEngineKernelUnsupported")
 	}
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
@@ -301,7 +289,7 @@ func TestEngineRealPrctl(t *testing.T) {
 }
 
 func TestEngineKernelUnsupported(t *testing.T) {
-	if labKernel(t) != "control" {
+	if labenv.Kernel(t) != "control" {
 		t.Skip("the control kernel's test")
 	}
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")

@@ -19,6 +19,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
 // Fork-to-applied latency on the real prctl: a container's workload fork()s latencyForks
@@ -45,7 +46,7 @@ const (
 )
 
 func TestForkToAppliedLatency(t *testing.T) {
-	if labKernel(t) != "patched" {
+	if labenv.Kernel(t) != "patched" {
 		t.Skip("the patched kernel's test")
 	}
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")

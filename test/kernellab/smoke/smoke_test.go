@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
 // The proposed prctl, as the patched lab kernel defines it (v1/v2 of the
@@ -37,23 +39,8 @@ const (
 	sysRoot  = "/sys"
 )
 
-// labKernel returns which kernel run.sh booted ("patched" or "control") and
-// skips the test outside the lab VM.
-func labKernel(t *testing.T) string {
-	t.Helper()
-	switch k := os.Getenv("KERNELLAB_KERNEL"); k {
-	case "patched", "control":
-		return k
-	case "":
-		t.Skip("runs inside the kernel lab VM: hack/kernel/run.sh --kernel patched|control")
-	default:
-		t.Fatalf("KERNELLAB_KERNEL=%q, want patched or control", k)
-	}
-	return ""
-}
-
 func TestTwoNUMANodes(t *testing.T) {
-	labKernel(t)
+	labenv.Kernel(t)
 	nodeDir := filepath.Join(sysRoot, "devices/system/node")
 
 	online, err := os.ReadFile(filepath.Join(nodeDir, "online"))
@@ -85,7 +72,7 @@ func TestTwoNUMANodes(t *testing.T) {
 // TestKernelFeatures checks the system calls that numapref's own code needs
 // and tinyconfig leaves out unless hack/kernel/config.fragment asks for them.
 func TestKernelFeatures(t *testing.T) {
-	labKernel(t)
+	labenv.Kernel(t)
 	const kcmpVM = 1 // KCMP_VM in linux/kcmp.h
 	tests := map[string]func() error{
 		"flock (FILE_LOCKING)": func() error {
@@ -139,7 +126,7 @@ func TestKernelFeatures(t *testing.T) {
 }
 
 func TestNUMABalancingEnabled(t *testing.T) {
-	labKernel(t)
+	labenv.Kernel(t)
 	b, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/numa_balancing"))
 	if err != nil {
 		t.Fatalf("reading kernel.numa_balancing: %v", err)
@@ -152,7 +139,7 @@ func TestNUMABalancingEnabled(t *testing.T) {
 // TestCpusetSkipTracepoint tells whether the cpuset-skip series is in: it adds
 // the sched_skip_cpuset_numa trace event, which 6.12 lacks.
 func TestCpusetSkipTracepoint(t *testing.T) {
-	kernel := labKernel(t)
+	kernel := labenv.Kernel(t)
 	_, err := os.Stat(filepath.Join(sysRoot, "kernel/tracing/events/sched/sched_skip_cpuset_numa"))
 	present := err == nil
 	t.Logf("sched_skip_cpuset_numa trace event present: %v", present)
@@ -162,7 +149,7 @@ func TestCpusetSkipTracepoint(t *testing.T) {
 }
 
 func TestPreferredNIDSupportProof(t *testing.T) {
-	kernel := labKernel(t)
+	kernel := labenv.Kernel(t)
 	release, _ := os.ReadFile(filepath.Join(procRoot, "sys/kernel/osrelease"))
 	supported := hasForceField(t)
 	t.Logf("kernel %s (%s): /proc/self/sched has %s: %v", strings.TrimSpace(string(release)), kernel, forceField, supported)
@@ -180,7 +167,7 @@ func TestPreferredNIDSupportProof(t *testing.T) {
 }
 
 func TestPreferredNIDSetGet(t *testing.T) {
-	kernel := labKernel(t)
+	kernel := labenv.Kernel(t)
 	if !hasForceField(t) {
 		if kernel == "control" {
 			t.Skipf("no %s in /proc/self/sched: prctl %d is not issued", forceField, prPreferredNID)
