@@ -66,6 +66,10 @@ type prctlWitness struct {
 	root   string
 	event  string
 	option int
+	// wasOn: the event was enabled before (trace_event= on the kernel command line). The
+	// witness then never switches it: switching patches kernel text under running threads,
+	// which crashed a kernel under qemu TCG.
+	wasOn bool
 }
 
 func startPrctlWitness(root string, option int) (*prctlWitness, error) {
@@ -73,10 +77,17 @@ func startPrctlWitness(root string, option int) (*prctlWitness, error) {
 	if _, err := os.Stat(w.event); err != nil {
 		return nil, fmt.Errorf("no syscall trace events: %w", err)
 	}
+	on, err := os.ReadFile(filepath.Join(w.event, "enable"))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", filepath.Join(w.event, "enable"), err)
+	}
+	w.wasOn = strings.TrimSpace(string(on)) == "1"
 	writes := []struct{ file, value string }{
 		{filepath.Join(w.event, "filter"), fmt.Sprintf("option == %d || option == %d", option, prGetName)},
 		{filepath.Join(root, "trace"), ""}, // clears the buffer
-		{filepath.Join(w.event, "enable"), "1"},
+	}
+	if !w.wasOn {
+		writes = append(writes, struct{ file, value string }{filepath.Join(w.event, "enable"), "1"})
 	}
 	for _, wr := range writes {
 		if err := os.WriteFile(wr.file, []byte(wr.value), 0o644); err != nil {
@@ -93,8 +104,10 @@ func (w *prctlWitness) stop() error {
 	if _, _, errno := syscall.Syscall(syscall.SYS_PRCTL, prGetName, uintptr(unsafe.Pointer(&name[0])), 0); errno != 0 {
 		return fmt.Errorf("canary prctl(PR_GET_NAME): %w", errno)
 	}
-	if err := os.WriteFile(filepath.Join(w.event, "enable"), []byte("0"), 0o644); err != nil {
-		return fmt.Errorf("disabling sys_enter_prctl: %w", err)
+	if !w.wasOn {
+		if err := os.WriteFile(filepath.Join(w.event, "enable"), []byte("0"), 0o644); err != nil {
+			return fmt.Errorf("disabling sys_enter_prctl: %w", err)
+		}
 	}
 	f, err := os.Open(filepath.Join(w.root, "trace"))
 	if err != nil {
