@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/numapref/numapref/internal/rawfork"
 )
 
 // The workload is this same binary, re-executed with workloadEnv set: every binary that
@@ -90,7 +92,7 @@ func runWorkload(in io.Reader, out io.Writer) {
 			// The child's parent-death signal follows the forking thread: keep this
 			// goroutine on it for good, so the child lives as long as the workload.
 			runtime.LockOSThread()
-			pid, errno := rawFork()
+			pid, errno := rawfork.Fork()
 			if errno != 0 {
 				fmt.Fprintln(out, "error fork:", errno)
 				continue
@@ -101,26 +103,6 @@ func runWorkload(in io.Reader, out io.Writer) {
 			return
 		}
 	}
-}
-
-// rawFork is fork(): clone(SIGCHLD) without CLONE_VM, which Go's own exec never does. The
-// child is a copy of this process with one thread and runs only raw system calls (nosplit,
-// no allocation, no scheduler): it asks for SIGKILL when its parent thread dies and pauses.
-//
-//go:nosplit
-//go:norace
-func rawFork() (int, syscall.Errno) {
-	pid, _, errno := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	if pid == 0 {
-		syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0)
-		for {
-			syscall.RawSyscall6(syscall.SYS_PPOLL, 0, 0, 0, 0, 0, 0) // no fds, no timeout: sleeps until killed
-		}
-	}
-	return int(pid), 0
 }
 
 // Workload is a running workload process.
