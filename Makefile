@@ -70,6 +70,21 @@ bench: ## Benchmarks (benchstat-friendly).
 kernel-lab: ## Kernel lab: build/reuse kernels, conformance prctl vs emulator in the patched VM, diff, control VM.
 	hack/kernel/lab.sh $(if $(KERNEL_LAB_OUT),--out $(KERNEL_LAB_OUT)) $(if $(filter 1,$(KERNEL_LAB_STRICT)),--strict)
 
+##@ Local node (a real single-node cluster on this machine; needs root)
+
+.PHONY: local-up
+local-up: tools ## Bring up the local node (etcd, control plane, containerd, kubelet) with the images built.
+	go run ./hack/localnode up -bin-dir $$(hack/k8s-binaries.sh all)
+
+.PHONY: local-down
+local-down: ## Tear the local node down and put the host back.
+	go run ./hack/localnode down
+
+.PHONY: e2e
+e2e: tools ## e2e specs: helm install on a real local node (E2E_PROVIDER=kind where Docker exists).
+	E2E_BIN_DIR=$$(hack/k8s-binaries.sh all) KUBECTL=$$(hack/k8s-binaries.sh all)/kubectl HELM=$(HELM) \
+	  go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/ -ginkgo.v $(E2E_ARGS)
+
 ##@ Demo
 
 .PHONY: demo

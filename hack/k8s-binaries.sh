@@ -3,7 +3,9 @@
 # tarballs can be downloaded here. The build lives in a cache dir outside the tracked tree,
 # keyed by version, so a warm run only re-links what is missing.
 #
-#   hack/k8s-binaries.sh [binary...]     default: kube-apiserver etcd kubectl
+#   hack/k8s-binaries.sh [binary...]     default: kube-apiserver etcd kubectl (envtest)
+#   hack/k8s-binaries.sh all             those plus kube-controller-manager, kube-scheduler,
+#                                        kubelet (the local node)
 #   prints the directory that holds the binaries (use it as KUBEBUILDER_ASSETS).
 set -euo pipefail
 
@@ -14,6 +16,7 @@ WORK="$CACHE/k8s-v$K8S_VERSION-etcd-v$ETCD_VERSION"
 BIN="$WORK/bin"
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(kube-apiserver etcd kubectl)
+[ "${targets[*]}" != all ] || targets=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kubelet)
 
 missing=()
 for t in "${targets[@]}"; do [ -x "$BIN/$t" ] || missing+=("$t"); done

@@ -1,0 +1,87 @@
+// Command localnode brings a real single-node Kubernetes cluster up on this machine and
+// tears it down again (test/e2e/localnode does the work). Needs root.
+//
+//	go run ./hack/localnode up   -bin-dir $(hack/k8s-binaries.sh all)   (make local-up)
+//	go run ./hack/localnode down                                         (make local-down)
+//	go run ./hack/localnode leftovers
+//
+// up builds the pause, workload and agent images and imports them, then prints the
+// admin kubeconfig's path.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/numapref/numapref/test/e2e/localnode"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: localnode up|down|leftovers [flags]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	dir := fs.String("dir", localnode.DefaultDir, "the node's directory")
+	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (hack/k8s-binaries.sh all)")
+	fs.Parse(os.Args[2:])
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = up(ctx, *dir, *binDir, logf)
+	case "down":
+		var n *localnode.Node
+		if n, err = localnode.Load(*dir); err == nil {
+			err = n.Down(logf)
+		} else if os.IsNotExist(err) {
+			logf("localnode: no node recorded in %s", *dir)
+			err = nil
+		}
+	case "leftovers":
+		var n *localnode.Node
+		if n, err = localnode.Load(*dir); err == nil {
+			if left := n.Leftovers(); len(left) > 0 {
+				fmt.Println(strings.Join(left, "\n"))
+			}
+		}
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "localnode:", err)
+		os.Exit(1)
+	}
+}
+
+func up(ctx context.Context, dir, binDir string, logf func(string, ...any)) error {
+	if binDir == "" {
+		return fmt.Errorf("-bin-dir is required")
+	}
+	repo, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "numapref-images-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	images, err := localnode.BuildImages(ctx, repo, tmp)
+	if err != nil {
+		return err
+	}
+	n, err := localnode.Up(ctx, dir, binDir, images, logf)
+	if err != nil {
+		return err
+	}
+	fmt.Println(n.Kubeconfig())
+	return nil
+}

@@ -1,0 +1,168 @@
+package localnode
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The node's fixed addresses: every listener on 127.0.0.1.
+const (
+	etcdClientPort = 23790
+	etcdPeerPort   = 23800
+	apiserverPort  = 6443
+	bridgeName     = "numapref0"
+	podSubnet      = "10.244.77.0/24"
+	serviceRange   = "10.0.0.0/24"
+)
+
+// identities are the token users of the control plane and of the person running tests.
+// The controller manager runs its controllers under its own identity, which only
+// system:masters covers without per-controller service accounts; this is a throwaway
+// single-node cluster.
+var identities = []struct {
+	name, user string
+	groups     []string
+}{
+	{"admin", "numapref-admin", []string{"system:masters"}},
+	{"kube-controller-manager", "system:kube-controller-manager", []string{"system:masters"}},
+	{"kube-scheduler", "system:kube-scheduler", nil},
+	{"kubelet", "system:node:" + NodeName, []string{"system:nodes"}},
+}
+
+func (n *Node) writeConfig(hostIP string) error {
+	d := n.Dir
+	for _, sub := range []string{"logs", "etcd", "kubelet/root", "kubelet/pod-logs", "containerd/root", "containerd/state", "cni/net.d", "cni/ipam"} {
+		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	var tokens strings.Builder
+	for _, id := range identities {
+		tok, err := randomToken()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&tokens, "%s,%s,%s,%q\n", tok, id.user, id.user, strings.Join(id.groups, ","))
+		if err := writeFile(filepath.Join(d, id.name+".kubeconfig"), kubeconfig(filepath.Join(d, "pki/ca.crt"), tok)); err != nil {
+			return err
+		}
+	}
+	if err := writeFile(filepath.Join(d, "tokens.csv"), tokens.String()); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"containerd/config.toml": containerdConfig(d),
+		"kubelet/config.yaml":    kubeletConfig(d),
+		"cni/net.d/10-numapref.conflist": fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "numapref-local",
+  "plugins": [
+    {"type": "bridge", "bridge": %q, "isGateway": false, "ipMasq": false, "hairpinMode": false,
+     "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]]}},
+    {"type": "loopback"}
+  ]
+}
+`, bridgeName, filepath.Join(d, "cni/ipam"), podSubnet),
+	}
+	for name, content := range files {
+		if err := writeFile(filepath.Join(d, name), content); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+func kubeconfig(caFile, token string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:%d
+    certificate-authority: %s
+users:
+- name: local
+  user:
+    token: %s
+contexts:
+- name: local
+  context: {cluster: local, user: local}
+current-context: local
+`, apiserverPort, caFile, token)
+}
+
+// containerdConfig keeps containerd's root, state and sockets under the node's directory.
+// restrict_oom_score_adj: this VM has no CAP_SYS_RESOURCE, so runc may not lower
+// oom_score_adj; without it every sandbox fails ("can't get final child's PID from pipe").
+func containerdConfig(d string) string {
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[5]q
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %[6]q
+`, filepath.Join(d, "containerd/root"), filepath.Join(d, "containerd/state"), n(d).containerdSocket(),
+		n(d).containerdSocket()+".ttrpc", PauseImage, filepath.Join(d, "cni/net.d"))
+}
+
+// kubeletConfig: the settings these machines need (LAB-NOTES): cgroupfs on the cgroup v1
+// host (failCgroupV1: false, or 1.35+ refuses to start), oomScoreAdj 0 (no
+// CAP_SYS_RESOURCE), no iptables utility chains, listeners on 127.0.0.1, and webhook
+// authentication and authorization against the apiserver.
+func kubeletConfig(d string) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: 10250
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+readOnlyPort: 0
+cgroupDriver: cgroupfs
+cgroupsPerQOS: true
+failSwapOn: false
+failCgroupV1: false
+oomScoreAdj: 0
+makeIPTablesUtilChains: false
+containerRuntimeEndpoint: unix://%s
+podLogsDir: %s
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %s}
+authorization: {mode: Webhook}
+evictionHard: {memory.available: "100Mi", nodefs.available: "2%%", imagefs.available: "2%%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+maxPods: 250
+`, n(d).containerdSocket(), filepath.Join(d, "kubelet/pod-logs"), filepath.Join(d, "pki/ca.crt"))
+}
+
+// n makes a Node value for path helpers that only need the directory.
+func n(d string) *Node { return &Node{Dir: d} }
+
+func (n *Node) containerdSocket() string { return filepath.Join(n.Dir, "containerd/containerd.sock") }

@@ -1,0 +1,426 @@
+// Package localnode runs a real single-node Kubernetes cluster on this machine, without
+// Docker: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet built
+// from k8s.io/kubernetes (hack/k8s-binaries.sh), containerd, runc and the CNI plugins
+// from Debian, and images built from static binaries. Everything listens on 127.0.0.1 and
+// keeps its files under one directory; Down stops every process it started (by pid) and
+// puts back what kubelet and containerd change on the host, and Leftovers checks that
+// nothing stayed. One node per machine.
+package localnode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// NodeName is the local node's name.
+const NodeName = "numapref-local"
+
+// PauseImage is the sandbox image every pod runs (a static binary; see test/e2e/workload).
+const PauseImage = "numapref.local/pause:e2e"
+
+// DefaultDir is where a node keeps its files unless told otherwise.
+const DefaultDir = "/var/tmp/numapref-local"
+
+// Node is a running (or half-started) local node. Its record lives in <Dir>/node.json, so a
+// later process can tear it down.
+type Node struct {
+	Dir    string         `json:"dir"`
+	BinDir string         `json:"binDir"`
+	Pids   map[string]int `json:"pids"`
+	Before *hostState     `json:"before"`
+	HostIP string         `json:"hostIP"`
+}
+
+// Kubeconfig is the admin kubeconfig (system:masters).
+func (n *Node) Kubeconfig() string { return filepath.Join(n.Dir, "admin.kubeconfig") }
+
+// PodLogsDir is where kubelet keeps container logs: <ns>_<pod>_<uid>/<container>/<n>.log.
+func (n *Node) PodLogsDir() string { return filepath.Join(n.Dir, "kubelet/pod-logs") }
+
+// prefixes are the paths whose mounts belong to a node.
+func (n *Node) prefixes() []string {
+	return []string{n.Dir, "/run/containerd", "/var/lib/kubelet", netnsDir}
+}
+
+// Up starts a node in dir with the binaries of binDir and imports the image tarballs
+// before kubelet starts (the pause image among them). It fails if a node already runs; on
+// any error it tears down what it started.
+func Up(ctx context.Context, dir, binDir string, images []string, logf func(string, ...any)) (n *Node, err error) {
+	if _, err := os.Stat(filepath.Join(dir, "node.json")); err == nil {
+		return nil, fmt.Errorf("a local node is already recorded in %s: run down first", dir)
+	}
+	if pids := processesNaming(dir); len(pids) > 0 {
+		return nil, fmt.Errorf("node processes of %s still run: %v", dir, pids)
+	}
+	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "/usr/lib/cni/bridge"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("%s is missing (hack/install-deps.sh installs it): %w", tool, err)
+		}
+	}
+	before, err := snapshotHost()
+	if err != nil {
+		return nil, err
+	}
+	hostIP, err := hostAddress()
+	if err != nil {
+		return nil, err
+	}
+	n = &Node{Dir: dir, BinDir: binDir, Pids: map[string]int{}, Before: before, HostIP: hostIP}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := n.save(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			logf("localnode: start failed, tearing down: %v", err)
+			if derr := n.Down(logf); derr != nil {
+				err = errors.Join(err, derr)
+			}
+		}
+	}()
+	start := time.Now()
+	if err := writePKI(filepath.Join(dir, "pki"), []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(hostIP), net.ParseIP("10.0.0.1")}); err != nil {
+		return n, err
+	}
+	if err := n.writeConfig(hostIP); err != nil {
+		return n, err
+	}
+	pki := func(f string) string { return filepath.Join(dir, "pki", f) }
+	if err := n.start("etcd", filepath.Join(binDir, "etcd"),
+		"--name=local", "--data-dir="+filepath.Join(dir, "etcd"),
+		fmt.Sprintf("--listen-client-urls=http://127.0.0.1:%d", etcdClientPort),
+		fmt.Sprintf("--advertise-client-urls=http://127.0.0.1:%d", etcdClientPort),
+		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", etcdPeerPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", etcdPeerPort),
+		fmt.Sprintf("--initial-cluster=local=http://127.0.0.1:%d", etcdPeerPort),
+		"--log-level=warn"); err != nil {
+		return n, err
+	}
+	if err := n.start("kube-apiserver", filepath.Join(binDir, "kube-apiserver"),
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClientPort),
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiserverPort),
+		// kube-apiserver refuses a loopback address to advertise; nothing listens there
+		// (no kube-proxy): in-cluster clients on the host network use 127.0.0.1.
+		"--advertise-address="+hostIP,
+		"--service-cluster-ip-range="+serviceRange,
+		"--tls-cert-file="+pki("apiserver.crt"), "--tls-private-key-file="+pki("apiserver.key"),
+		"--client-ca-file="+pki("ca.crt"), "--token-auth-file="+filepath.Join(dir, "tokens.csv"),
+		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+pki("sa.pub"), "--service-account-signing-key-file="+pki("sa.key"),
+		"--kubelet-client-certificate="+pki("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key="+pki("apiserver-kubelet-client.key"),
+		"--allow-privileged=true", // the agent's DaemonSet needs hostPID
+		"--profiling=false"); err != nil {
+		return n, err
+	}
+	cs, err := n.Client()
+	if err != nil {
+		return n, err
+	}
+	if err := waitFor(ctx, 60*time.Second, "the apiserver to be ready", func() error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}); err != nil {
+		return n, err
+	}
+	logf("localnode: apiserver ready after %s", time.Since(start).Round(time.Millisecond))
+	if err := n.start("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"),
+		"--kubeconfig="+filepath.Join(dir, "kube-controller-manager.kubeconfig"),
+		"--bind-address=127.0.0.1", "--secure-port=10257", "--leader-elect=false",
+		"--root-ca-file="+pki("ca.crt"), "--service-account-private-key-file="+pki("sa.key"),
+		"--cluster-name=numapref-local", "--profiling=false"); err != nil {
+		return n, err
+	}
+	if err := n.start("kube-scheduler", filepath.Join(binDir, "kube-scheduler"),
+		"--kubeconfig="+filepath.Join(dir, "kube-scheduler.kubeconfig"),
+		"--bind-address=127.0.0.1", "--secure-port=10259", "--leader-elect=false", "--profiling=false"); err != nil {
+		return n, err
+	}
+	if err := n.start("containerd", "containerd", "--config="+filepath.Join(dir, "containerd/config.toml")); err != nil {
+		return n, err
+	}
+	if err := waitFor(ctx, 30*time.Second, "containerd", func() error {
+		return exec.CommandContext(ctx, "ctr", "--address", n.containerdSocket(), "version").Run()
+	}); err != nil {
+		return n, err
+	}
+	for _, img := range images {
+		if err := n.ImportImage(ctx, img); err != nil {
+			return n, err
+		}
+	}
+	if err := n.start("kubelet", filepath.Join(binDir, "kubelet"),
+		"--config="+filepath.Join(dir, "kubelet/config.yaml"),
+		"--kubeconfig="+filepath.Join(dir, "kubelet.kubeconfig"),
+		"--root-dir="+filepath.Join(dir, "kubelet/root"),
+		"--hostname-override="+NodeName, "--node-ip="+hostIP); err != nil {
+		return n, err
+	}
+	if err := waitFor(ctx, 120*time.Second, "node "+NodeName+" to be Ready", func() error {
+		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("node not Ready")
+	}); err != nil {
+		return n, err
+	}
+	logf("localnode: node %s Ready after %s", NodeName, time.Since(start).Round(time.Millisecond))
+	return n, nil
+}
+
+// Load reads the record of a node started earlier.
+func Load(dir string) (*Node, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "node.json"))
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{}
+	if err := json.Unmarshal(b, n); err != nil {
+		return nil, fmt.Errorf("reading %s/node.json: %w", dir, err)
+	}
+	return n, nil
+}
+
+func (n *Node) save() error {
+	b, err := json.MarshalIndent(n, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(n.Dir, "node.json"), b, 0o600)
+}
+
+// Client returns an admin clientset.
+func (n *Node) Client() (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", n.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// ImportImage imports an image tarball into containerd's k8s.io namespace, where kubelet
+// finds it (pods use imagePullPolicy: Never).
+func (n *Node) ImportImage(ctx context.Context, tarball string) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.containerdSocket(), "-n", "k8s.io",
+		"images", "import", tarball).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("importing %s: %v: %s", tarball, err, out)
+	}
+	return nil
+}
+
+// start runs a daemon in its own session with its output in logs/<name>.log and records
+// its pid before anything else can fail.
+func (n *Node) start(name, bin string, args ...string) error {
+	log, err := os.OpenFile(filepath.Join(n.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	go cmd.Wait() // reaps it when this process outlives it; harmless otherwise
+	n.Pids[name] = cmd.Process.Pid
+	return n.save()
+}
+
+// stopOrder stops kubelet first (so it makes nothing new), the control plane last.
+var stopOrder = []string{"kubelet", "containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"}
+
+// Down stops every process of the node, removes its containers, mounts, network and
+// cgroups, puts the host's sysctls and iptables back, and deletes its directory. It
+// carries on past errors and returns them all; what it could not undo shows in Leftovers.
+func (n *Node) Down(logf func(string, ...any)) error {
+	var errs []error
+	stop := func(name string) {
+		if pid, ok := n.Pids[name]; ok {
+			errs = append(errs, stopProcess(pid, n.Dir, 20*time.Second))
+		}
+	}
+	stop("kubelet")
+	// Containers: every process in the pods' cgroups, then containerd's shims.
+	killPodProcesses()
+	for _, pid := range processesNaming(n.Dir) {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); filepath.Base(exe) == "containerd-shim-runc-v2" {
+			errs = append(errs, stopProcess(pid, n.Dir, 5*time.Second))
+		}
+	}
+	for _, name := range stopOrder[1:] {
+		stop(name)
+	}
+	// Anything else that still names the directory (a daemon started by an earlier,
+	// crashed run of Up whose pid was not recorded).
+	for _, pid := range processesNaming(n.Dir) {
+		errs = append(errs, stopProcess(pid, n.Dir, 5*time.Second))
+	}
+	if n.Before != nil {
+		errs = append(errs, n.Before.restore(n.prefixes()))
+	}
+	errs = append(errs, os.RemoveAll(n.Dir))
+	err := errors.Join(errs...)
+	if left := n.Leftovers(); len(left) > 0 {
+		err = errors.Join(err, fmt.Errorf("left on the host: %s", strings.Join(left, "; ")))
+	}
+	if err == nil {
+		logf("localnode: torn down, nothing left")
+	}
+	return err
+}
+
+// Leftovers lists what a node left on the host compared with the snapshot taken before it
+// started: empty after a complete teardown.
+func (n *Node) Leftovers() []string {
+	if n.Before == nil {
+		return []string{"no snapshot of the host"}
+	}
+	return n.Before.leftovers(n.Dir, n.prefixes())
+}
+
+// stopProcess sends SIGTERM, then SIGKILL after grace, to pid if it still is one of the
+// node's daemons (a recycled pid is left alone), and waits until it is gone.
+func stopProcess(pid int, dir string, grace time.Duration) error {
+	if !isNodeDaemon(pid, dir) {
+		return nil
+	}
+	syscall.Kill(pid, syscall.SIGTERM)
+	if gone(pid, dir, grace) {
+		return nil
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	if gone(pid, dir, 10*time.Second) {
+		return nil
+	}
+	return fmt.Errorf("process %d survives SIGKILL", pid)
+}
+
+func gone(pid int, dir string, within time.Duration) bool {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if !isNodeDaemon(pid, dir) {
+			return true
+		}
+	}
+	return !isNodeDaemon(pid, dir)
+}
+
+// isNodeDaemon tells whether pid is alive (not a zombie) and one of the node's daemons.
+func isNodeDaemon(pid int, dir string) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		return false
+	}
+	for _, p := range processesNaming(dir) {
+		if p == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// killPodProcesses SIGKILLs every process in a kubepods cgroup (the node's containers; one
+// node per machine) until none is left.
+func killPodProcesses() {
+	hiers, _ := cgroupHierarchies()
+	for range 50 {
+		found := false
+		for _, h := range hiers {
+			filepath.WalkDir(filepath.Join(h, "kubepods"), func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+					return nil
+				}
+				b, _ := os.ReadFile(p)
+				for _, f := range strings.Fields(string(b)) {
+					var pid int
+					if _, err := fmt.Sscanf(f, "%d", &pid); err == nil {
+						syscall.Kill(pid, syscall.SIGKILL)
+						found = true
+					}
+				}
+				return nil
+			})
+		}
+		if !found {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// hostAddress is the machine's first non-loopback IPv4 address: kube-apiserver and
+// kubelet refuse loopback as the address they advertise.
+func hostAddress() (string, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", err
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return ipn.IP.String(), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no non-loopback IPv4 address on this machine")
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// waitFor polls f until it succeeds, ctx ends or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

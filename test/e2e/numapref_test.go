@@ -1,0 +1,376 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/test/e2e/localnode"
+)
+
+const ns = "default"
+
+// task is one task of a container as the node shows it: /proc for the task, the
+// emulator's view for its forced preferred node (-1 when the view has no live entry).
+type task struct {
+	PID, TID, Force int
+}
+
+// containerTasks lists every task of a container, found through /proc/<pid>/cgroup (the
+// container ID is in its cgroup path on every driver), with its forced preferred node from
+// the emulator's task view. A view entry counts only if its start time matches the task's,
+// so a recycled tid is never mistaken for a placed one.
+func containerTasks(ctx context.Context, containerID string) ([]task, error) {
+	_, id, ok := strings.Cut(containerID, "://")
+	if !ok || id == "" {
+		return nil, fmt.Errorf("container ID %q", containerID)
+	}
+	// Builtins only, but for one grep: this runs in tight polling loops.
+	script := fmt.Sprintf("id=%s; view=%s\n", id, emulatorView) + `for p in $(grep -l "$id" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3); do
+  for d in /proc/$p/task/*; do
+    t=${d##*/}
+    read -r stat < $d/stat 2>/dev/null || continue
+    set -- ${stat##*') '}
+    st=${20}
+    force=-1
+    v=$view/$p/task/$t/sched
+    if [ -r $v ]; then
+      f=; vst=
+      while IFS=: read -r k val; do
+        case $k in numa_preferred_nid_force*) f=$val ;; start_time*) vst=$val ;; esac
+      done < $v
+      set -- $f; f=$1; set -- $vst; vst=$1
+      [ -n "$f" ] && [ "$vst" = "$st" ] && force=$f
+    fi
+    echo "$p $t $force"
+  done
+done`
+	out, err := prov.nodeShell(ctx, script)
+	if err != nil {
+		return nil, fmt.Errorf("reading tasks of %s: %w: %s", id, err, out)
+	}
+	var tasks []task
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		var t task
+		var errs [3]error
+		t.PID, errs[0] = strconv.Atoi(f[0])
+		t.TID, errs[1] = strconv.Atoi(f[1])
+		t.Force, errs[2] = strconv.Atoi(f[2])
+		if errs[0] != nil || errs[1] != nil || errs[2] != nil {
+			return nil, fmt.Errorf("bad task line %q", line)
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
+func processes(tasks []task) []int {
+	var pids []int
+	for _, t := range tasks {
+		if !slices.Contains(pids, t.PID) {
+			pids = append(pids, t.PID)
+		}
+	}
+	return pids
+}
+
+// allPrefer checks that a container has at least minTasks tasks and every one of them has
+// node forced.
+func allPrefer(ctx context.Context, containerID string, node, minTasks int) func(Gomega) {
+	return func(g Gomega) {
+		tasks, err := containerTasks(ctx, containerID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(len(tasks)).To(BeNumerically(">=", minTasks), "tasks of %s", containerID)
+		for _, t := range tasks {
+			g.Expect(t.Force).To(Equal(node), "task %d of process %d", t.TID, t.PID)
+		}
+	}
+}
+
+func workloadPod(name string, labels, annotations map[string]string, containers ...string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations}}
+	for _, c := range containers {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
+			Name: c, Image: localnode.WorkloadImage, ImagePullPolicy: corev1.PullNever,
+			Args: []string{"work", "-threads", "8"},
+		})
+	}
+	return p
+}
+
+var _ = Describe("numapref installed with Helm on a real node", Ordered, func() {
+	var (
+		cl       client.Client
+		ids      map[string]string // container name -> ID of the selected pod
+		scraper  string            // a token allowed to GET /metrics
+		agentSel = "app.kubernetes.io/name=numapref,app.kubernetes.io/component=agent"
+	)
+
+	podIDs := func(ctx context.Context, name string) map[string]string {
+		GinkgoHelper()
+		pod := &corev1.Pod{}
+		Eventually(func(g Gomega) {
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
+			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(pod.Status.ContainerStatuses).To(HaveLen(len(pod.Spec.Containers)))
+			for _, s := range pod.Status.ContainerStatuses {
+				g.Expect(s.Ready).To(BeTrue(), s.Name)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		out := map[string]string{}
+		for _, s := range pod.Status.ContainerStatuses {
+			out[s.Name] = s.ContainerID
+		}
+		return out
+	}
+
+	signalWorkload := func(ctx context.Context, containerID, sig string) {
+		GinkgoHelper()
+		tasks, err := containerTasks(ctx, containerID)
+		Expect(err).NotTo(HaveOccurred())
+		// The container's first process is the workload itself (pid 1 in its namespace).
+		main := slices.Min(processes(tasks))
+		out, err := prov.nodeShell(ctx, fmt.Sprintf("kill -%s %d", sig, main))
+		Expect(err).NotTo(HaveOccurred(), out)
+	}
+
+	BeforeAll(func(ctx SpecContext) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		Expect(err).NotTo(HaveOccurred())
+		scheme := runtime.NewScheme()
+		Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+		Expect(numav1.AddToScheme(scheme)).To(Succeed())
+		cl, err = client.New(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	AfterAll(func(ctx SpecContext) {
+		kubectl(ctx, "delete", "numapref", "--all", "-n", ns, "--wait=true")
+		kubectl(ctx, "delete", "pod", "--all", "-n", ns, "--grace-period=1", "--wait=true")
+		out, err := helm(ctx, "uninstall", release, "-n", agentNamespace, "--wait")
+		Expect(err).NotTo(HaveOccurred(), out)
+	}, NodeTimeout(2*time.Minute))
+
+	It("installs the agent with Helm, which labels the node", func(ctx SpecContext) {
+		args := []string{"install", release, "../../charts/numapref", "-n", agentNamespace, "--create-namespace",
+			"--wait", "--timeout", "2m",
+			"--set", "image.repository=" + strings.Split(localnode.AgentImage, ":")[0],
+			"--set", "image.tag=" + strings.Split(localnode.AgentImage, ":")[1],
+			"--set", "image.pullPolicy=Never", "--set", "kernel=emulated", "--set", "rescanInterval=2s"}
+		for _, v := range prov.values() {
+			args = append(args, "--set", v)
+		}
+		start := time.Now()
+		out, err := helm(ctx, args...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		logf("helm install --wait: %s", time.Since(start).Round(time.Millisecond))
+		Eventually(func(g Gomega) {
+			node := &corev1.Node{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: localnode.NodeName}, node)).To(Succeed())
+			g.Expect(node.Labels).To(HaveKeyWithValue("numapref.io/kernel-support", "emulator"))
+			g.Expect(node.Labels).To(HaveKey("numapref.io/numa-nodes"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
+	It("refuses invalid NumaPreferences with a clear message", func(ctx SpecContext) {
+		for manifest, want := range map[string]string{
+			"spec: {selector: {matchLabels: {app: x}}, node: -1}":                 "spec.node",
+			"spec: {selector: {}, node: 0}":                                       "selector",
+			"spec: {selector: {matchLabels: {app: x}}, node: 0, mode: Sometimes}": "spec.mode",
+		} {
+			out, err := kubectlIn(ctx, "apiVersion: numa.numapref.io/v1alpha1\nkind: NumaPreference\nmetadata: {name: bad, namespace: default}\n"+manifest, "apply", "-f", "-")
+			Expect(err).To(HaveOccurred(), "accepted: %s", manifest)
+			Expect(out).To(ContainSubstring(want), manifest)
+		}
+	})
+
+	It("gives every task of a selected multi-threaded pod its preferred node", func(ctx SpecContext) {
+		Expect(cl.Create(ctx, workloadPod("work", map[string]string{"app": "e2e-work"}, nil, "work", "helper"))).To(Succeed())
+		ids = podIDs(ctx, "work")
+		start := time.Now()
+		out, err := kubectlIn(ctx, `apiVersion: numa.numapref.io/v1alpha1
+kind: NumaPreference
+metadata: {name: e2e-work, namespace: default}
+spec:
+  selector: {matchLabels: {app: e2e-work}}
+  node: 0
+`, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		for _, id := range ids {
+			// The workload's 8 threads plus the Go runtime's own.
+			Eventually(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+		logf("NumaPreference applied to every task in %s", time.Since(start).Round(time.Millisecond))
+
+		// The pod's sandbox is not a selected container: its task stays untouched.
+		pod := &corev1.Pod{}
+		Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "work"}, pod)).To(Succeed())
+		sandbox, err := prov.nodeShell(ctx, fmt.Sprintf(`grep -l "pod%s" /proc/[0-9]*/cgroup | cut -d/ -f3`, pod.UID))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.Fields(sandbox)).NotTo(BeEmpty())
+		for _, p := range strings.Fields(sandbox) {
+			pid, _ := strconv.Atoi(p)
+			if slices.ContainsFunc(slices.Collect(maps.Values(ids)), func(id string) bool {
+				ts, _ := containerTasks(ctx, id)
+				return slices.Contains(processes(ts), pid)
+			}) {
+				continue
+			}
+			view, _ := prov.nodeShell(ctx, fmt.Sprintf("cat %s/%d/task/%d/sched 2>/dev/null || echo none", emulatorView, pid, pid))
+			Expect(view).To(Or(Equal("none\n"), ContainSubstring("numa_preferred_nid_force : -1")), "sandbox process %d", pid)
+		}
+
+		Eventually(func(g Gomega) {
+			out, err := kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns, "--no-headers", "-o", "wide")
+			g.Expect(err).NotTo(HaveOccurred())
+			f := strings.Fields(out)
+			g.Expect(f).To(HaveLen(6), out) // NAME NODE-ID PODS TASKS READY AGE
+			g.Expect(f[1:3]).To(Equal([]string{"0", "1"}), out)
+			tasks, _ := strconv.Atoi(f[3])
+			g.Expect(tasks).To(BeNumerically(">=", 18), out)
+			g.Expect(f[4]).To(Equal("True"), out)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		out, err = kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns)
+		Expect(err).NotTo(HaveOccurred())
+		logf("kubectl get numapref:\n%s", out)
+		Eventually(func(g Gomega) {
+			out, err := kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=work,reason=Applied")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("prefer NUMA node 0 (NumaPreference e2e-work)"))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("places children a container forks after it started", func(ctx SpecContext) {
+		id := ids["work"]
+		before, err := containerTasks(ctx, id)
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		signalWorkload(ctx, id, "USR1") // fork(): the kernel resets the child to -1
+		signalWorkload(ctx, id, "USR2") // os/exec: a CLONE_VM child, inherits across exec
+		Eventually(func(g Gomega) {
+			tasks, err := containerTasks(ctx, id)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(len(processes(tasks))).To(Equal(len(processes(before))+2), "two new processes")
+			allPrefer(ctx, id, 0, len(before)+2)(g)
+		}).WithContext(ctx).WithTimeout(15 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
+		logf("forked children placed within %s (fork events on, rescan 2s)", time.Since(start).Round(time.Millisecond))
+	}, SpecTimeout(time.Minute))
+
+	It("follows the pod annotation without any NumaPreference", func(ctx SpecContext) {
+		Expect(cl.Create(ctx, workloadPod("annotated", nil, map[string]string{"numapref.io/preferred-node": "0"}, "app"))).To(Succeed())
+		id := podIDs(ctx, "annotated")["app"]
+		Eventually(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Eventually(func(g Gomega) {
+			out, err := kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=annotated,reason=Applied")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("annotation"))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("converges after its agent pod is deleted mid-way", func(ctx SpecContext) {
+		id := ids["work"]
+		before, err := containerTasks(ctx, id)
+		Expect(err).NotTo(HaveOccurred())
+		out, err := kubectl(ctx, "delete", "pod", "-n", agentNamespace, "-l", agentSel, "--wait=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+		signalWorkload(ctx, id, "USR1") // forked while no agent runs: the child holds -1
+		Eventually(func(g Gomega) {
+			tasks, err := containerTasks(ctx, id)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(len(processes(tasks))).To(Equal(len(processes(before)) + 1))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		out, err = kubectl(ctx, "rollout", "status", "daemonset", "-n", agentNamespace, "--timeout=90s")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(allPrefer(ctx, id, 0, len(before)+1)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Eventually(func(g Gomega) {
+			np := &numav1.NumaPreference{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "e2e-work"}, np)).To(Succeed())
+			g.Expect(np.Status.Summary.Tasks).To(BeNumerically(">=", int32(len(before)+1)))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
+	It("serves authenticated metrics that show the work", func(ctx SpecContext) {
+		for _, args := range [][]string{
+			{"create", "serviceaccount", "e2e-scraper", "-n", ns},
+			{"create", "clusterrolebinding", "e2e-scraper", "--clusterrole=" + release + "-metrics-reader", "--serviceaccount=" + ns + ":e2e-scraper"},
+		} {
+			out, err := kubectl(ctx, args...)
+			Expect(err).NotTo(HaveOccurred(), out)
+		}
+		out, err := kubectl(ctx, "create", "token", "e2e-scraper", "-n", ns)
+		Expect(err).NotTo(HaveOccurred(), out)
+		scraper = strings.TrimSpace(out)
+		scrape := func(token string) (string, error) {
+			return prov.nodeShell(ctx, fmt.Sprintf(`curl -sk -w '\nHTTP %%{http_code}\n' -H "Authorization: Bearer %s" https://127.0.0.1:8443/metrics`, token))
+		}
+		Eventually(func(g Gomega) {
+			body, err := scrape(scraper)
+			g.Expect(err).NotTo(HaveOccurred(), body)
+			g.Expect(body).To(ContainSubstring("HTTP 200"))
+			g.Expect(metricValue(body, `numapref_managed_tasks`)).To(BeNumerically(">=", 27))
+			// Counters start again with each agent pod: this one has placed at least the child
+			// forked while no agent ran.
+			g.Expect(metricValue(body, `numapref_task_sets_total{result="Applied"}`)).To(BeNumerically(">=", 1))
+			g.Expect(metricValue(body, `numapref_kernel_supported{backend="emulator"}`)).To(Equal(1.0))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		// A token the API server does not know: controller-runtime's filter answers 500
+		// "Authentication failed" (the TokenReview reports an error), never metrics.
+		body, err := scrape("not-a-token")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(body).To(ContainSubstring("Authentication failed"))
+		Expect(body).NotTo(ContainSubstring("numapref_"))
+		// A valid identity without the metrics-reader role: 403.
+		out, err = kubectl(ctx, "create", "serviceaccount", "e2e-nobody", "-n", ns)
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = kubectl(ctx, "create", "token", "e2e-nobody", "-n", ns)
+		Expect(err).NotTo(HaveOccurred(), out)
+		body, err = scrape(strings.TrimSpace(out))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(body).To(ContainSubstring("HTTP 403"))
+		Expect(body).NotTo(ContainSubstring("numapref_"))
+	}, SpecTimeout(time.Minute))
+
+	It("undoes the preference when the NumaPreference is deleted", func(ctx SpecContext) {
+		out, err := kubectl(ctx, "delete", "numapref", "e2e-work", "-n", ns)
+		Expect(err).NotTo(HaveOccurred(), out)
+		for _, id := range ids {
+			Eventually(allPrefer(ctx, id, -1, 9)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+		// The annotated pod keeps its own preference.
+		id := podIDs(ctx, "annotated")["app"]
+		Consistently(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(3 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+})
+
+// metricValue returns the value of the sample line starting with series, or -1.
+func metricValue(body, series string) float64 {
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
