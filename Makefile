@@ -38,7 +38,7 @@ verify: generate ## Fail when generated files are stale or code is unformatted.
 ##@ Test
 
 .PHONY: test
-test: verify chart-lint unit fuzz kernel-lab ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing, kernel lab.
+test: verify chart-lint unit fuzz kernel-lab e2e ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing, kernel lab, e2e on a real local node.
 
 .PHONY: chart-lint
 chart-lint: ## helm lint the chart; any warning fails.
@@ -88,8 +88,8 @@ e2e: tools ## e2e specs: helm install on a real local node (E2E_PROVIDER=kind wh
 ##@ Demo
 
 .PHONY: demo
-demo: k8s-binaries build ## The main job on this machine: agent + apiserver + real processes.
-	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go run ./hack/demo
+demo: tools ## The main job: a real local node, helm install, a pod, the sample NumaPreference, kubectl get numapref (KEEP=1 leaves it up).
+	go run ./hack/demo -bin-dir $$(hack/k8s-binaries.sh all) -helm $(HELM) $(if $(filter 1,$(KEEP)),-keep)
 
 .PHONY: help
 help:

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need, when missing. Idempotent; needs root.
 set -euo pipefail
-pkgs=(make git procps iproute2)
+pkgs=(make git procps iproute2 curl
+  # The local node (test/e2e/localnode): container runtime, CNI plugins, iptables for the
+  # chains kubelet makes and teardown removes.
+  containerd runc containernetworking-plugins iptables)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
