@@ -145,6 +145,9 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 			if res.Reason == numav1.ReasonContainerNotRunning {
 				continue // transient and expected: no Event
 			}
+			if res.Reason == numav1.ReasonContainerNotFound && p.pod.DeletionTimestamp != nil {
+				continue // the runtime removed a terminating pod's cgroups before kubelet said so
+			}
 			r.recorder.Eventf(p.pod, nil, corev1.EventTypeWarning, res.Reason, "SetPreferredNode",
 				"container %s: %s", d.Container, res.Message)
 		}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -143,6 +144,52 @@ var _ = Describe("Node agent controller", func() {
 			g.Expect(d.Skip).To(Equal(numav1.ReasonInvalidAnnotation))
 		}).Should(Succeed())
 		expectPodEvent(ctx, pod, numav1.ReasonInvalidAnnotation, `"one" is not a NUMA node id`)
+	})
+
+	It("warns when a running container's cgroup is missing, but not while its pod terminates", func() {
+		// gone-0's cgroup is missing while it runs: a Warning. gone-1 is applied until its
+		// deletion starts; then the runtime removes its cgroups before kubelet reports the
+		// container stopped, which is expected and gets no Warning.
+		var terminating atomic.Bool
+		engine := newScriptedEngine(func(d nodeagent.Desire) nodeagent.ContainerResult {
+			if d.Pod.Name == "gone-0" || terminating.Load() {
+				return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonContainerNotFound, Message: "container cgroup not found"}
+			}
+			return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: 2}
+		})
+		startAgent("node-a", engine, false)
+		ann := map[string]string{numav1.AnnotationPreferredNode: "0"}
+		running := createRunningPod(ctx, ns, "gone-0", "node-a", nil, ann, "main")
+		expectPodEvent(ctx, running, numav1.ReasonContainerNotFound, "container cgroup not found")
+
+		pod := createRunningPod(ctx, ns, "gone-1", "node-a", nil, ann, "main")
+		expectPodEvent(ctx, pod, numav1.ReasonApplied, "2 tasks prefer NUMA node 0")
+		pod.Finalizers = []string{"numapref.io/test-hold"}
+		Expect(k8sClient.Update(ctx, pod)).To(Succeed())
+		Eventually(engine.calls.Load).Should(BeNumerically(">", 0))
+		calls := engine.calls.Load()
+		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			pod.Finalizers = nil
+			Expect(k8sClient.Update(ctx, pod)).To(Succeed())
+		})
+		// The agent has seen the deletion: now its cgroups go.
+		Eventually(engine.calls.Load).Should(BeNumerically(">", calls))
+		terminating.Store(true)
+		calls = engine.calls.Load()
+		engine.changes <- struct{}{}
+		Eventually(engine.calls.Load).Should(BeNumerically(">", calls))
+		d, ok := engine.Desired(pod, "main")
+		Expect(ok).To(BeTrue(), "the agent still plans the terminating pod")
+		Expect(d.Ref.ContainerID).NotTo(BeEmpty())
+		Consistently(func(g Gomega) {
+			var list eventsv1.EventList
+			g.Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			for _, e := range list.Items {
+				g.Expect(e.Regarding.UID == pod.UID && e.Reason == numav1.ReasonContainerNotFound).To(BeFalse(), e.Note)
+			}
+		}, "2s", "100ms").Should(Succeed())
 	})
 
 	It("reports a container pinned to another node as Degraded, with a pod Event", func() {
