@@ -55,6 +55,10 @@ type ContainerResult struct {
 	Tasks int
 	// Failed counts tasks the kernel refused, by reason.
 	Failed map[string]int
+	// Skipped counts the tasks left without the preference when the container is skipped
+	// after its tasks were listed (MemoryPinnedElsewhere); 0 for the other reasons, whose
+	// containers are skipped before any task is read. Only metrics use it.
+	Skipped int
 }
 
 // Engine applies the desired preferred nodes to the tasks of this host's containers, keeps
@@ -63,10 +67,13 @@ type Engine struct {
 	cfg    EngineConfig
 	online map[int]bool
 
-	mu      sync.Mutex // guards desired, synced, results
+	mu      sync.Mutex // guards desired, synced, results, managed
 	desired map[ContainerKey]Desire
 	synced  bool
 	results map[ContainerKey]ContainerResult
+	// managed is the listing of the last pass, published for Managed (view.go); it is
+	// never modified once published.
+	managed map[ContainerKey]containerListing
 
 	changes chan struct{}
 	kick    chan struct{}
@@ -75,6 +82,29 @@ type Engine struct {
 	ledger      ledger
 	ledgerDirty bool                 // changed since the last write
 	tgids       map[int]ContainerKey // process → container, from the last listing
+	listing     map[ContainerKey]containerListing
+	// forkSets holds when fork passes set tasks other than the one their event named:
+	// tasks whose own fork event is still queued. Cleared by full passes.
+	forkSets map[int]setMark
+}
+
+// containerListing is the cgroup and tasks a pass found for a container it acted on.
+type containerListing struct {
+	cgroup *ContainerCgroup
+	tasks  []TaskRef
+}
+
+// forkMark is the fork event a one-container pass runs for.
+type forkMark struct {
+	tid      int
+	kernelNs uint64 // the event's kernel timestamp (CLOCK_MONOTONIC), 0 if none
+	arrival  time.Time
+}
+
+// setMark is when a SET returned, on CLOCK_MONOTONIC (0 if unreadable) and the wall clock.
+type setMark struct {
+	mono uint64
+	at   time.Time
 }
 
 // NewEngine makes an engine and loads its ledger. A damaged ledger is not fatal: the error
@@ -88,16 +118,21 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	e := &Engine{
-		cfg:     cfg,
-		online:  make(map[int]bool),
-		desired: make(map[ContainerKey]Desire),
-		results: make(map[ContainerKey]ContainerResult),
-		changes: make(chan struct{}, 1),
-		kick:    make(chan struct{}, 1),
-		tgids:   make(map[int]ContainerKey),
+		cfg:      cfg,
+		online:   make(map[int]bool),
+		desired:  make(map[ContainerKey]Desire),
+		results:  make(map[ContainerKey]ContainerResult),
+		changes:  make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
+		tgids:    make(map[int]ContainerKey),
+		listing:  make(map[ContainerKey]containerListing),
+		forkSets: make(map[int]setMark),
 	}
 	for _, n := range cfg.OnlineNodes {
 		e.online[n] = true
+	}
+	if cfg.Resolver != nil {
+		cfg.Metrics.reportBalancing(cfg.Resolver.ProcRoot())
 	}
 	l, err := loadLedger(cfg.LedgerPath)
 	e.ledger = l
@@ -160,6 +195,7 @@ func (e *Engine) Start(ctx context.Context) error {
 func (e *Engine) NeedLeaderElection() bool { return false }
 
 func (e *Engine) onProcEvent(ev numa.ProcEvent) {
+	arrival := time.Now()
 	if ev.Kind == numa.ProcEventLost {
 		e.Pass() // the socket overflowed: any fork may be among the lost events
 		return
@@ -169,19 +205,25 @@ func (e *Engine) onProcEvent(ev numa.ProcEvent) {
 	}
 	// A new thread's event names its process as child TGID (and the process's parent as
 	// parent: threads share real_parent); a new process's names its creator as parent.
+	fork := &forkMark{tid: ev.ChildTID, kernelNs: ev.TimestampNs, arrival: arrival}
 	e.passMu.Lock()
 	key, ok := e.tgids[ev.ChildTGID]
 	if !ok {
 		key, ok = e.tgids[ev.ParentTGID]
 	}
+	if set, done := e.forkSets[ev.ChildTID]; done {
+		// An earlier event's pass listed and set this task before its own event came.
+		delete(e.forkSets, ev.ChildTID)
+		e.cfg.Metrics.reportForkLag(fork, set, false)
+	}
 	e.passMu.Unlock()
 	if ok {
-		e.pass(map[ContainerKey]bool{key: true})
+		e.pass(map[ContainerKey]bool{key: true}, fork)
 	}
 }
 
 // Pass checks every desired container once and undoes what is no longer desired.
-func (e *Engine) Pass() { e.pass(nil) }
+func (e *Engine) Pass() { e.pass(nil, nil) }
 
 // pendingSet is a kernel SET the pass decided on.
 type pendingSet struct {
@@ -191,7 +233,8 @@ type pendingSet struct {
 }
 
 // pass runs over the containers in only, or over all and undoes orphans when only is nil.
-func (e *Engine) pass(only map[ContainerKey]bool) {
+// fork, when not nil, is the fork event the pass runs for.
+func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
 	start := time.Now()
@@ -210,6 +253,10 @@ func (e *Engine) pass(only map[ContainerKey]bool) {
 	if only == nil {
 		results = make(map[ContainerKey]ContainerResult, len(desired))
 		e.tgids = make(map[int]ContainerKey)
+		e.listing = make(map[ContainerKey]containerListing, len(desired))
+		clear(e.forkSets)
+	} else {
+		e.listing = maps.Clone(e.listing) // the previous one is published
 	}
 	for key, d := range desired {
 		if only != nil && !only[key] {
@@ -234,7 +281,7 @@ func (e *Engine) pass(only map[ContainerKey]bool) {
 	e.ledgerDirty = e.ledgerDirty || dirty
 	if len(sets) > 0 {
 		e.saveLedger()
-		e.applySets(sets, results)
+		e.applySets(sets, results, fork)
 		e.ledgerDirty = true
 	}
 	if only == nil && e.ledgerDirty {
@@ -245,6 +292,7 @@ func (e *Engine) pass(only map[ContainerKey]bool) {
 	e.mu.Lock()
 	changed := !maps.EqualFunc(results, e.results, resultEqual)
 	e.results = results
+	e.managed = e.listing
 	e.mu.Unlock()
 	if changed {
 		signal(e.changes)
@@ -253,6 +301,7 @@ func (e *Engine) pass(only map[ContainerKey]bool) {
 	if only == nil {
 		kind = "full"
 		e.cfg.Metrics.reportResults(results)
+		e.cfg.Metrics.reportBalancing(e.cfg.Resolver.ProcRoot())
 	}
 	e.cfg.Metrics.reportPass(kind, time.Since(start))
 }
@@ -265,6 +314,7 @@ func (e *Engine) planContainer(key ContainerKey, d Desire) (ContainerResult, []p
 	// when the host could not be read (a passing cgroup error must not churn the tasks).
 	skip := func(reason, msg string) (ContainerResult, []pendingSet, bool) {
 		r.Reason, r.Message = reason, msg
+		delete(e.listing, key)
 		if reason == numav1.ReasonCgroupError {
 			return r, nil, false
 		}
@@ -287,12 +337,16 @@ func (e *Engine) planContainer(key ContainerKey, d Desire) (ContainerResult, []p
 		return skip(cgroupReason(err), err.Error())
 	}
 	if len(cs.Mems) > 0 && !slices.Contains(cs.Mems, d.Node) {
+		if tids, err := e.cfg.Resolver.ListTIDs(cg); err == nil {
+			r.Skipped = len(tids) // for metrics only: a cgroup read, no kernel call
+		}
 		return skip(numav1.ReasonMemoryPinnedElsewhere, fmt.Sprintf("cpuset.mems of the container is %s; NUMA node %d would fight it", numa.FormatList(cs.Mems), d.Node))
 	}
 	tids, err := e.cfg.Resolver.ListTIDs(cg)
 	if err != nil {
 		return skip(cgroupReason(err), err.Error())
 	}
+	e.listing[key] = containerListing{cgroup: cg, tasks: tids}
 
 	entry := e.ledger[key]
 	changed := false
@@ -359,8 +413,9 @@ func (e *Engine) planContainer(key ContainerKey, d Desire) (ContainerResult, []p
 	return r, sets, changed
 }
 
-// applySets issues the planned SETs and settles the ledger with their outcome.
-func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]ContainerResult) {
+// applySets issues the planned SETs and settles the ledger with their outcome. fork, when
+// not nil, is the fork event the pass runs for: the SET of its new task reports the lag.
+func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
 	for _, s := range sets {
 		r := results[s.key]
 		t := e.ledger[s.key].Tasks[s.tid]
@@ -370,6 +425,9 @@ func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]Container
 			t.Values = []int{s.node}
 			r.Tasks++
 			e.cfg.Metrics.reportSet(numav1.ReasonApplied)
+			if fork != nil {
+				e.noteForkSet(fork, s.tid)
+			}
 		case errors.Is(err, unix.ESRCH):
 			delete(e.ledger[s.key].Tasks, s.tid) // exited before the SET
 		default:
@@ -385,6 +443,18 @@ func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]Container
 			results[key] = r
 		}
 	}
+}
+
+// noteForkSet reports the fork-to-SET lag of tid, just set by the pass for fork's event:
+// now when the event named tid, else when tid's own event comes.
+func (e *Engine) noteForkSet(fork *forkMark, tid int) {
+	set := setMark{at: time.Now()}
+	set.mono, _ = monotonicNs()
+	if tid == fork.tid {
+		e.cfg.Metrics.reportForkLag(fork, set, true)
+		return
+	}
+	e.forkSets[tid] = set
 }
 
 // undo restores, in the container's tasks, every value the agent set that is still there,

@@ -1,9 +1,15 @@
 package nodeagent
 
 import (
+	"errors"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // Metrics are the engine's Prometheus metrics. Labels are bounded: reasons are the API's
@@ -15,7 +21,22 @@ type Metrics struct {
 	tasks       prometheus.Gauge
 	passSeconds *prometheus.HistogramVec
 	kernel      *prometheus.GaugeVec
+	taskStates  *prometheus.GaugeVec
+	balancing   *prometheus.GaugeVec
+	forkLag     *prometheus.HistogramVec
 }
+
+// Values of the since label of numapref_fork_apply_lag_seconds.
+const (
+	lagSinceEvent   = "event"
+	lagSinceArrival = "arrival"
+)
+
+// Values of the mode label of numapref_numa_balancing besides numa.BalancingMode.Label's.
+const (
+	balancingUnavailable = "unavailable" // the kernel has no NUMA balancing (no sysctl)
+	balancingUnreadable  = "unreadable"  // the sysctl could not be read or parsed
+)
 
 // NewMetrics makes the engine's metrics; Register exposes them.
 func NewMetrics() *Metrics {
@@ -45,12 +66,32 @@ func NewMetrics() *Metrics {
 			Namespace: "numapref", Name: "kernel_supported",
 			Help: "1 when the agent's kernel backend can set preferred nodes, by backend.",
 		}, []string{"backend"}),
+		taskStates: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "numapref", Name: "tasks",
+			Help: "Tasks of selected containers after the last full pass, by reason: Applied (have the preferred node), " +
+				"PermissionDenied or KernelError (the kernel refused), MemoryPinnedElsewhere (the container was skipped). " +
+				"Containers skipped before their tasks are read (e.g. KernelUnsupported, NodeNotPresent) count in numapref_containers only.",
+		}, []string{"reason"}),
+		balancing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "numapref", Name: "numa_balancing",
+			Help: "1 for the kernel.numa_balancing mode of this node (disabled, normal, memory-tiering, normal-memory-tiering; " +
+				"unavailable without the sysctl, unreadable when it cannot be read). Read at start and on every full pass.",
+		}, []string{"mode"}),
+		forkLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "numapref", Name: "fork_apply_lag_seconds",
+			Help: "Time from a fork event to the return of the SET that gives the new task its preferred node, for tasks " +
+				"set by a fork-event pass (their own event's, or an earlier event's that listed them first; tasks a full pass " +
+				"sets are not observed). since=event: from the kernel's timestamp of the event (CLOCK_MONOTONIC at fork, " +
+				"so it includes the wait in the socket and behind other passes); since=arrival: from the event's arrival in " +
+				"the engine, for events without a usable timestamp (own pass only).",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
+		}, []string{"since"}),
 	}
 }
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel} {
+	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -66,15 +107,59 @@ func (m *Metrics) reportSet(result string) { m.sets.WithLabelValues(result).Inc(
 
 func (m *Metrics) reportRestore() { m.restores.Inc() }
 
+// reportForkLag observes the lag from fork's event to the SET of its task. ownPass says
+// the SET was made by the pass for this very event (else by an earlier event's pass,
+// before this event arrived: only the kernel's timestamp measures that).
+func (m *Metrics) reportForkLag(f *forkMark, set setMark, ownPass bool) {
+	switch {
+	case f.kernelNs != 0 && set.mono >= f.kernelNs:
+		m.forkLag.WithLabelValues(lagSinceEvent).Observe(float64(set.mono-f.kernelNs) / 1e9)
+	case ownPass:
+		m.forkLag.WithLabelValues(lagSinceArrival).Observe(set.at.Sub(f.arrival).Seconds())
+	}
+}
+
+// monotonicNs reads CLOCK_MONOTONIC, the clock of the proc connector's timestamps
+// (ktime_get_ns).
+func monotonicNs() (uint64, bool) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0, false
+	}
+	return uint64(ts.Nano()), true
+}
+
+// reportBalancing sets the numa_balancing gauge from procRoot/sys/kernel/numa_balancing.
+func (m *Metrics) reportBalancing(procRoot string) {
+	mode, err := numa.ReadBalancing(procRoot)
+	label := mode.Label()
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		label = balancingUnavailable
+	case err != nil:
+		label = balancingUnreadable
+	}
+	m.balancing.Reset()
+	m.balancing.WithLabelValues(label).Set(1)
+}
+
 // reportResults sets the gauges from a full pass's results.
 func (m *Metrics) reportResults(results map[ContainerKey]ContainerResult) {
 	m.containers.Reset()
+	m.taskStates.Reset()
 	tasks := 0
 	for _, r := range results {
 		m.containers.WithLabelValues(r.Reason).Inc()
 		tasks += r.Tasks
+		for reason, n := range r.Failed {
+			m.taskStates.WithLabelValues(reason).Add(float64(n))
+		}
+		if r.Skipped > 0 {
+			m.taskStates.WithLabelValues(r.Reason).Add(float64(r.Skipped))
+		}
 	}
 	m.tasks.Set(float64(tasks))
+	m.taskStates.WithLabelValues(numav1.ReasonApplied).Set(float64(tasks))
 }
 
 func (m *Metrics) reportKernel(backend string, supported bool) {

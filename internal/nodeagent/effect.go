@@ -1,0 +1,342 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// managedLister gives the selected containers to report on; *Engine is one.
+type managedLister interface {
+	Managed() []ManagedContainer
+}
+
+// Sources of numapref_effect_read_errors_total.
+const (
+	effectSourceSched    = "sched"
+	effectSourceNumaStat = "numa_stat"
+	effectSourceNumaMaps = "numa_maps"
+)
+
+// EffectCollector reports, at scrape time, what the preference does to each selected
+// container: NUMA hinting faults and page migrations of its tasks, where its memory is,
+// and how much of it is on the preferred node. It reads the host only when scraped, so
+// the engine's passes pay nothing for it. Series exist only for containers whose tasks
+// the engine listed on its last pass.
+type EffectCollector struct {
+	view          managedLister
+	procRoot      string
+	cgroupVersion int
+	pageSize      uint64
+
+	faults, migrated, memory, locality, readErrors *prometheus.Desc
+	errCounts                                      map[string]*atomic.Uint64
+}
+
+var _ prometheus.Collector = (*EffectCollector)(nil)
+
+// NewEffectCollector makes a collector for the containers view reports. procRoot is the
+// host's /proc; cgroupVersion (Resolver.Layout().Version) picks the memory source:
+// memory.numa_stat of the container's cgroup on v2, /proc/<pid>/numa_maps of its
+// processes on v1 (whose memory.numa_stat counts pages of the whole hierarchy in a format
+// that differs by kernel).
+func NewEffectCollector(view managedLister, procRoot string, cgroupVersion int) *EffectCollector {
+	labels := []string{"namespace", "pod", "container"}
+	c := &EffectCollector{
+		view: view, procRoot: procRoot, cgroupVersion: cgroupVersion, pageSize: uint64(os.Getpagesize()),
+		faults: prometheus.NewDesc("numapref_container_numa_faults",
+			"NUMA hinting faults of the container's tasks: the sum of total_numa_faults in /proc/<tid>/sched over the tasks "+
+				"the agent listed last. The kernel decays each task's count, and exited tasks drop out, so this is a gauge.",
+			labels, nil),
+		migrated: prometheus.NewDesc("numapref_container_numa_pages_migrated",
+			"Pages NUMA balancing migrated for the container's tasks: the sum of numa_pages_migrated in /proc/<tid>/sched "+
+				"over the tasks the agent listed last (drops when tasks exit).",
+			labels, nil),
+		memory: prometheus.NewDesc("numapref_container_memory_bytes",
+			"Memory of the container on each NUMA node: anon+file of memory.numa_stat on cgroup v2; on cgroup v1 the pages "+
+				"mapped by its processes (/proc/<pid>/numa_maps, each process once, shared pages in every process mapping them).",
+			append(labels, "numa_node"), nil),
+		locality: prometheus.NewDesc("numapref_container_memory_locality_ratio",
+			"Share of the container's memory (numapref_container_memory_bytes) on its preferred NUMA node, 0 to 1.",
+			labels, nil),
+		readErrors: prometheus.NewDesc("numapref_effect_read_errors_total",
+			"Reads the effect metrics skipped because a file of a live task or cgroup could not be read or parsed, by source.",
+			[]string{"source"}, nil),
+		errCounts: map[string]*atomic.Uint64{},
+	}
+	for _, s := range []string{effectSourceSched, effectSourceNumaStat, effectSourceNumaMaps} {
+		c.errCounts[s] = &atomic.Uint64{}
+	}
+	return c
+}
+
+// Describe sends the fixed descriptions of the collector's metrics.
+func (c *EffectCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.faults, c.migrated, c.memory, c.locality, c.readErrors} {
+		ch <- d
+	}
+}
+
+// Collect reads the host for every listed container and sends its series.
+func (c *EffectCollector) Collect(ch chan<- prometheus.Metric) {
+	seen := map[[3]string]bool{}
+	for _, mc := range c.view.Managed() {
+		key := [3]string{mc.PodNamespace, mc.PodName, mc.Container}
+		if mc.CgroupDir == "" || seen[key] {
+			continue // not listed, or an older pod of the same name still going away
+		}
+		seen[key] = true
+		c.collectContainer(ch, mc)
+	}
+	for _, s := range []string{effectSourceNumaMaps, effectSourceNumaStat, effectSourceSched} {
+		ch <- prometheus.MustNewConstMetric(c.readErrors, prometheus.CounterValue, float64(c.errCounts[s].Load()), s)
+	}
+}
+
+func (c *EffectCollector) collectContainer(ch chan<- prometheus.Metric, mc ManagedContainer) {
+	labels := []string{mc.PodNamespace, mc.PodName, mc.Container}
+	if faults, migrated, ok := c.schedTotals(mc.TIDs); ok {
+		ch <- prometheus.MustNewConstMetric(c.faults, prometheus.GaugeValue, float64(faults), labels...)
+		ch <- prometheus.MustNewConstMetric(c.migrated, prometheus.GaugeValue, float64(migrated), labels...)
+	}
+	var perNode map[int]uint64
+	var err error
+	if c.cgroupVersion == 2 {
+		perNode, err = readNumaStatMemory(filepath.Join(mc.CgroupDir, "memory.numa_stat"))
+		c.countError(effectSourceNumaStat, err)
+	} else {
+		perNode = c.numaMapsMemory(mc.PIDs)
+	}
+	if len(perNode) == 0 {
+		return
+	}
+	var total uint64
+	for _, node := range slices.Sorted(maps.Keys(perNode)) {
+		total += perNode[node]
+		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(perNode[node]),
+			append(labels, strconv.Itoa(node))...)
+	}
+	if total > 0 {
+		ch <- prometheus.MustNewConstMetric(c.locality, prometheus.GaugeValue,
+			float64(perNode[mc.Node])/float64(total), labels...)
+	}
+}
+
+// schedTotals sums the NUMA counters of tids; ok is false when no task reported them
+// (a kernel without NUMA balancing statistics, or every task gone).
+func (c *EffectCollector) schedTotals(tids []int) (faults, migrated uint64, ok bool) {
+	for _, tid := range tids {
+		s, err := numa.ReadSchedNUMA(c.procRoot, tid)
+		if errors.Is(err, numa.ErrTaskGone) {
+			continue
+		}
+		if err != nil {
+			c.countError(effectSourceSched, err)
+			continue
+		}
+		if !s.Present {
+			continue
+		}
+		faults += s.TotalFaults
+		migrated += s.PagesMigrated
+		ok = true
+	}
+	return faults, migrated, ok
+}
+
+// numaMapsMemory sums the bytes each process of pids maps, per node.
+func (c *EffectCollector) numaMapsMemory(pids []int) map[int]uint64 {
+	perNode := map[int]uint64{}
+	for _, pid := range pids {
+		data, err := fsutil.ReadFileInto(filepath.Join(c.procRoot, strconv.Itoa(pid), "numa_maps"), nil)
+		if isGone(err) {
+			continue
+		}
+		var proc map[int]uint64
+		if err == nil {
+			proc, err = parseNumaMaps(string(data), c.pageSize)
+		}
+		if err == nil {
+			err = addBytes(perNode, proc)
+		}
+		if err != nil {
+			c.countError(effectSourceNumaMaps, fmt.Errorf("process %d: %w", pid, err))
+		}
+	}
+	return perNode
+}
+
+// countError counts err unless it is nil or says the cgroup or task is gone (normal: a
+// listing is a snapshot) or that the file does not exist (a memory controller that is
+// not enabled for the cgroup).
+func (c *EffectCollector) countError(source string, err error) {
+	if err == nil || isGone(err) || errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	c.errCounts[source].Add(1)
+}
+
+// readNumaStatMemory reads a cgroup v2 memory.numa_stat and returns anon+file bytes per
+// node: the container's anonymous memory and page cache (file includes shmem and tmpfs).
+func readNumaStatMemory(path string) (map[int]uint64, error) {
+	data, err := fsutil.ReadFileInto(path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	stat, err := parseNumaStat(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	perNode := map[int]uint64{}
+	for _, item := range []string{"anon", "file"} {
+		for node, v := range stat[item] {
+			perNode[node] += v
+		}
+	}
+	return perNode, nil
+}
+
+// parseNumaStat parses the cgroup v2 memory.numa_stat format: one line per item, the
+// item's name then "N<node>=<bytes>" for every node:
+//
+//	anon N0=1327104 N1=0
+//	file N0=4096 N1=0
+//
+// A line in any other shape (the v1 "total=<pages> N0=..." lines included) is an error.
+func parseNumaStat(text string) (map[string]map[int]uint64, error) {
+	stat := map[string]map[int]uint64{}
+	for line := range strings.Lines(text) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		name := fields[0]
+		if strings.Contains(name, "=") {
+			return nil, fmt.Errorf("line %q: item name %q has '=': not the cgroup v2 format", strings.TrimSpace(line), name)
+		}
+		if _, dup := stat[name]; dup {
+			return nil, fmt.Errorf("item %q appears twice", name)
+		}
+		nodes := make(map[int]uint64, len(fields)-1)
+		for _, f := range fields[1:] {
+			node, v, err := parseNodeValue(f)
+			if err != nil {
+				return nil, fmt.Errorf("line %q: %w", strings.TrimSpace(line), err)
+			}
+			if _, dup := nodes[node]; dup {
+				return nil, fmt.Errorf("line %q: node %d appears twice", strings.TrimSpace(line), node)
+			}
+			nodes[node] = v
+		}
+		stat[name] = nodes
+	}
+	return stat, nil
+}
+
+// maxNodeID bounds node ids the parsers accept (the kernel's MAX_NUMNODES is 1<<10).
+const maxNodeID = 1 << 16
+
+// parseNodeValue parses "N<node>=<value>".
+func parseNodeValue(field string) (node int, v uint64, err error) {
+	key, value, ok := strings.Cut(field, "=")
+	if !ok || len(key) < 2 || key[0] != 'N' {
+		return 0, 0, fmt.Errorf("field %q is not N<node>=<value>", field)
+	}
+	n, err := strconv.ParseUint(key[1:], 10, 32)
+	if err != nil || n > maxNodeID {
+		return 0, 0, fmt.Errorf("field %q: invalid node", field)
+	}
+	if v, err = strconv.ParseUint(value, 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("field %q: invalid value", field)
+	}
+	return int(n), v, nil
+}
+
+// parseNumaMaps returns the bytes on each node of every mapping in the text of a
+// /proc/<pid>/numa_maps file. Pages are counted at the mapping's kernelpagesize_kB
+// (huge pages for hugetlb mappings), or pageSize when the line has none.
+func parseNumaMaps(text string, pageSize uint64) (map[int]uint64, error) {
+	perNode := map[int]uint64{}
+	for line := range strings.Lines(text) {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if err := addNumaMapsLine(perNode, line, pageSize); err != nil {
+			return nil, err
+		}
+	}
+	return perNode, nil
+}
+
+// addBytes adds src's bytes per node to dst; a sum that would overflow is an error and
+// leaves dst unchanged.
+func addBytes(dst, src map[int]uint64) error {
+	for node, b := range src {
+		if dst[node] > ^uint64(0)-b {
+			return fmt.Errorf("bytes on node %d overflow", node)
+		}
+	}
+	for node, b := range src {
+		dst[node] += b
+	}
+	return nil
+}
+
+// addNumaMapsLine handles one mapping:
+//
+//	7f6c2a400000 default file=/usr/lib/libc.so.6 mapped=38 mapmax=3 N0=38 kernelpagesize_kB=4
+//
+// Only the address, the N<node>=<pages> fields and kernelpagesize_kB are read; other
+// fields (policies such as "prefer (many):0-1", file names with escaped spaces) are
+// skipped. Sums that would overflow are errors.
+func addNumaMapsLine(perNode map[int]uint64, line string, pageSize uint64) error {
+	fields := strings.Fields(line)
+	if _, err := strconv.ParseUint(fields[0], 16, 64); err != nil {
+		return fmt.Errorf("numa_maps line %q: address %q is not hex", strings.TrimSpace(line), fields[0])
+	}
+	type nodePages struct {
+		node  int
+		pages uint64
+	}
+	var pages []nodePages
+	size := pageSize
+	for _, f := range fields[1:] {
+		switch {
+		case strings.HasPrefix(f, "kernelpagesize_kB="):
+			kb, err := strconv.ParseUint(strings.TrimPrefix(f, "kernelpagesize_kB="), 10, 64)
+			if err != nil || kb == 0 || kb > 1<<30 {
+				return fmt.Errorf("numa_maps line %q: invalid %q", strings.TrimSpace(line), f)
+			}
+			size = kb << 10
+		case len(f) > 1 && f[0] == 'N' && f[1] >= '0' && f[1] <= '9':
+			node, n, err := parseNodeValue(f)
+			if err != nil {
+				return fmt.Errorf("numa_maps line %q: %w", strings.TrimSpace(line), err)
+			}
+			pages = append(pages, nodePages{node, n})
+		}
+	}
+	for _, p := range pages {
+		if p.pages > 0 && size > ^uint64(0)/p.pages {
+			return fmt.Errorf("numa_maps line %q: %d pages of %d bytes overflow", strings.TrimSpace(line), p.pages, size)
+		}
+		b := p.pages * size
+		if perNode[p.node] > ^uint64(0)-b {
+			return fmt.Errorf("numa_maps line %q: bytes on node %d overflow", strings.TrimSpace(line), p.node)
+		}
+		perNode[p.node] += b
+	}
+	return nil
+}

@@ -1,0 +1,382 @@
+package nodeagent
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// fixedView is a managedLister with a fixed answer.
+type fixedView []ManagedContainer
+
+func (v fixedView) Managed() []ManagedContainer { return v }
+
+const effectV2Dir = "testdata/effect/v2/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234.slice/cri-containerd-abc.scope"
+
+// On cgroup v2 the memory comes from the container's memory.numa_stat (anon+file per
+// node) and the faults from the sched files of its listed tasks; tasks gone are skipped,
+// a damaged sched file is counted as a read error, and only listed containers get series.
+func TestEffectCollectorCgroupV2Fixture(t *testing.T) {
+	view := fixedView{
+		{PodNamespace: "ns", PodName: "db", Container: "main", Node: 1, Reason: numav1.ReasonApplied,
+			CgroupDir: effectV2Dir, TIDs: []int{700, 701, 702, 703}, PIDs: []int{700}},
+		// The same names again (an older pod still going away): reported once.
+		{PodNamespace: "ns", PodName: "db", Container: "main", Node: 0, Reason: numav1.ReasonApplied,
+			CgroupDir: effectV2Dir, TIDs: []int{700}, PIDs: []int{700}},
+		// Skipped before listing: no series at all.
+		{PodNamespace: "ns", PodName: "idle", Container: "main", Node: 1, Reason: numav1.ReasonNodeNotPresent},
+	}
+	c := NewEffectCollector(view, "testdata/effect/proc", 2)
+	want := `
+# HELP numapref_container_memory_bytes Memory of the container on each NUMA node: anon+file of memory.numa_stat on cgroup v2; on cgroup v1 the pages mapped by its processes (/proc/<pid>/numa_maps, each process once, shared pages in every process mapping them).
+# TYPE numapref_container_memory_bytes gauge
+numapref_container_memory_bytes{container="main",namespace="ns",numa_node="0",pod="db"} 1.572864e+06
+numapref_container_memory_bytes{container="main",namespace="ns",numa_node="1",pod="db"} 3.145728e+06
+# HELP numapref_container_memory_locality_ratio Share of the container's memory (numapref_container_memory_bytes) on its preferred NUMA node, 0 to 1.
+# TYPE numapref_container_memory_locality_ratio gauge
+numapref_container_memory_locality_ratio{container="main",namespace="ns",pod="db"} 0.6666666666666666
+# HELP numapref_container_numa_faults NUMA hinting faults of the container's tasks: the sum of total_numa_faults in /proc/<tid>/sched over the tasks the agent listed last. The kernel decays each task's count, and exited tasks drop out, so this is a gauge.
+# TYPE numapref_container_numa_faults gauge
+numapref_container_numa_faults{container="main",namespace="ns",pod="db"} 42
+# HELP numapref_container_numa_pages_migrated Pages NUMA balancing migrated for the container's tasks: the sum of numa_pages_migrated in /proc/<tid>/sched over the tasks the agent listed last (drops when tasks exit).
+# TYPE numapref_container_numa_pages_migrated gauge
+numapref_container_numa_pages_migrated{container="main",namespace="ns",pod="db"} 125
+# HELP numapref_effect_read_errors_total Reads the effect metrics skipped because a file of a live task or cgroup could not be read or parsed, by source.
+# TYPE numapref_effect_read_errors_total counter
+numapref_effect_read_errors_total{source="numa_maps"} 0
+numapref_effect_read_errors_total{source="numa_stat"} 0
+numapref_effect_read_errors_total{source="sched"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	// The collector passes the registry's consistency checks and the metric lint.
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Errorf("gathering: %v", err)
+	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// A container whose cgroup has no memory.numa_stat (memory controller not enabled) or a
+// damaged one gets no memory series; only the damaged one is a read error.
+func TestEffectCollectorCgroupV2WithoutNumaStat(t *testing.T) {
+	damaged := t.TempDir()
+	writeFile(t, filepath.Join(damaged, "memory.numa_stat"), "total=12 N0=12\n") // the v1 format
+	view := fixedView{
+		{PodNamespace: "ns", PodName: "a", Container: "c", CgroupDir: t.TempDir(), TIDs: []int{700}},
+		{PodNamespace: "ns", PodName: "b", Container: "c", CgroupDir: damaged, TIDs: []int{701}},
+	}
+	c := NewEffectCollector(view, "testdata/effect/proc", 2)
+	if n := testutil.CollectAndCount(c, "numapref_container_memory_bytes", "numapref_container_memory_locality_ratio"); n != 0 {
+		t.Errorf("%d memory series without a readable memory.numa_stat, want 0", n)
+	}
+	if n := testutil.CollectAndCount(c, "numapref_container_numa_faults"); n != 2 {
+		t.Errorf("%d fault series, want 2 (the sched files are there)", n)
+	}
+	if v := readErrors(t, c, effectSourceNumaStat); v != 3 { // the damaged file, once per collection
+		t.Errorf("numa_stat read errors = %v, want 3", v)
+	}
+}
+
+// readErrors returns numapref_effect_read_errors_total{source} from one collection.
+func readErrors(t *testing.T, c prometheus.Collector, source string) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	v := math.NaN()
+	for m := range ch {
+		if !strings.Contains(m.Desc().String(), `"numapref_effect_read_errors_total"`) {
+			continue
+		}
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		if pb.GetLabel()[0].GetValue() == source {
+			v = pb.GetCounter().GetValue()
+		}
+	}
+	return v
+}
+
+// On this host (cgroup v1) the memory comes from the numa_maps of the container's real
+// processes, each counted once however many threads it has: the sum must match the
+// processes' resident set sizes, which the kernel counts independently.
+func TestEffectCollectorRealProcessesCgroupV1(t *testing.T) {
+	el := newEngineLab(t)
+	if el.lab.Version() != 1 {
+		t.Skip("numa_maps is the cgroup v1 source; this host has cgroup v2 (the fixture test covers it)")
+	}
+	w, _, d := el.container(t, "a", 0, 4)
+	shell, forked, err := w.Fork() // two more processes in the container
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := el.engine(t, nil)
+	e.SetDesired([]Desire{d})
+	el.settle(t, e, 0, w.Pid(), shell, forked)
+
+	managed := e.Managed()
+	if len(managed) != 1 {
+		t.Fatalf("Managed() = %+v, want one container", managed)
+	}
+	mc := managed[0]
+	if want := []int{w.Pid(), shell, forked}; !sameSet(mc.PIDs, want) {
+		t.Fatalf("Managed PIDs = %v, want %v", mc.PIDs, want)
+	}
+	c := NewEffectCollector(e, el.resolver.ProcRoot(), 1)
+
+	var rss uint64
+	for _, pid := range mc.PIDs {
+		rss += vmRSS(t, pid)
+	}
+	got := gaugeValue(t, c, "numapref_container_memory_bytes", map[string]string{"namespace": "ns", "pod": "a", "container": "main", "numa_node": "0"})
+	// Pages mapped (numa_maps) and resident pages (VmRSS) are counted by different kernel
+	// code; both move as the processes run, so allow a small difference. Counting every
+	// thread's process again would multiply the sum by at least 5.
+	if diff := math.Abs(got - float64(rss)); diff > 0.1*float64(rss) {
+		t.Errorf("memory on node 0 = %.0f bytes, want about the processes' VmRSS %d", got, rss)
+	}
+	if got := gaugeValue(t, c, "numapref_container_memory_locality_ratio", map[string]string{"pod": "a"}); got != 1 {
+		t.Errorf("locality on a one-node host = %v, want 1", got)
+	}
+	var faults uint64
+	for _, tid := range mc.TIDs {
+		if s, err := numa.ReadSchedNUMA("/proc", tid); err == nil {
+			faults += s.TotalFaults
+		}
+	}
+	if got := gaugeValue(t, c, "numapref_container_numa_faults", map[string]string{"pod": "a"}); got < float64(faults) {
+		t.Errorf("numa faults = %v, want at least %d (the kernel's sum a moment before)", got, faults)
+	}
+	if v := readErrors(t, c, effectSourceNumaMaps); v != 0 {
+		t.Errorf("numa_maps read errors = %v, want 0", v)
+	}
+}
+
+// gaugeValue collects c and returns the value of the one series of name whose labels
+// include want.
+func gaugeValue(t *testing.T, c prometheus.Collector, name string, want map[string]string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if v, ok := want[lp.GetName()]; ok && v != lp.GetValue() {
+					continue metrics
+				}
+			}
+			found = append(found, m.GetGauge().GetValue())
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d series of %s with %v, want 1", len(found), name, want)
+	}
+	return found[0]
+}
+
+func vmRSS(t *testing.T, pid int) uint64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmRSS for %d", pid)
+	return 0
+}
+
+func sameSet(a, b []int) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+func TestParseNumaStat(t *testing.T) {
+	tests := map[string]struct {
+		text    string
+		want    map[string]map[int]uint64
+		wantErr bool
+	}{
+		"two nodes": {
+			text: "anon N0=4096 N1=8192\nfile N0=0 N1=12288\n",
+			want: map[string]map[int]uint64{"anon": {0: 4096, 1: 8192}, "file": {0: 0, 1: 12288}},
+		},
+		"empty":           {text: "", want: map[string]map[int]uint64{}},
+		"v1 format":       {text: "total=3 N0=3\n", wantErr: true},
+		"bad value":       {text: "anon N0=x\n", wantErr: true},
+		"negative":        {text: "anon N0=-1\n", wantErr: true},
+		"no node":         {text: "anon N=1\n", wantErr: true},
+		"not a node":      {text: "anon X0=1\n", wantErr: true},
+		"huge node":       {text: "anon N99999999=1\n", wantErr: true},
+		"node twice":      {text: "anon N0=1 N0=2\n", wantErr: true},
+		"item twice":      {text: "anon N0=1\nanon N0=2\n", wantErr: true},
+		"missing equals":  {text: "anon N0\n", wantErr: true},
+		"value too large": {text: "anon N0=18446744073709551616\n", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseNumaStat(tc.text)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error = %v, want error %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReadNumaStatMemoryFixture(t *testing.T) {
+	got, err := readNumaStatMemory(filepath.Join(effectV2Dir, "memory.numa_stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// anon+file; shmem is part of file, kernel memory and page tables are not counted.
+	if diff := cmp.Diff(map[int]uint64{0: 1048576 + 524288, 1: 3145728}, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
+	}
+}
+
+func TestParseNumaMaps(t *testing.T) {
+	tests := map[string]struct {
+		text    string
+		want    map[int]uint64
+		wantErr bool
+	}{
+		"file and anon": {
+			text: "55d0c8a00000 default file=/usr/bin/app mapped=3 N0=3 kernelpagesize_kB=4\n" +
+				"55d0c8c00000 default anon=5 dirty=5 N0=2 N1=3 kernelpagesize_kB=4\n",
+			want: map[int]uint64{0: 5 * 4096, 1: 3 * 4096},
+		},
+		"hugetlb pages": {
+			text: "7f0000000000 default file=/anon_hugepage\\040(deleted) huge anon=2 dirty=2 N1=2 kernelpagesize_kB=2048\n",
+			want: map[int]uint64{1: 2 * 2 << 20},
+		},
+		"no page size: the system's": {
+			text: "7f0000000000 bind:1 anon=1 N1=1\n",
+			want: map[int]uint64{1: 4096},
+		},
+		"policy with a space, no pages": {
+			text: "7f0000000000 prefer (many):0-1 stack\n7f0000001000 interleave:0-1 heap anon=4 N0=4 kernelpagesize_kB=4\n",
+			want: map[int]uint64{0: 4 * 4096},
+		},
+		"empty":          {text: "", want: map[int]uint64{}},
+		"bad address":    {text: "zz default N0=1\n", wantErr: true},
+		"bad pages":      {text: "1000 default N0=x kernelpagesize_kB=4\n", wantErr: true},
+		"bad page size":  {text: "1000 default N0=1 kernelpagesize_kB=0\n", wantErr: true},
+		"huge node":      {text: "1000 default N4294967296=1\n", wantErr: true},
+		"overflow":       {text: "1000 default N0=18446744073709551615 kernelpagesize_kB=4\n", wantErr: true},
+		"sum overflow":   {text: "1000 default N0=4503599627370495 kernelpagesize_kB=4\n2000 default N0=4503599627370495 kernelpagesize_kB=4\n", wantErr: true},
+		"field no value": {text: "1000 default N0\n", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseNumaMaps(tc.text, 4096)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error = %v, want error %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+		})
+	}
+}
+
+// FuzzParseNumaMaps: any text gives bytes or an error, never a panic; bytes are whole
+// pages of 4 KiB at least.
+func FuzzParseNumaMaps(f *testing.F) {
+	f.Add("55d0c8c00000 default anon=5 dirty=5 N0=2 N1=3 kernelpagesize_kB=4\n")
+	f.Add("7f0000000000 prefer (many):0-1 huge N1=2 kernelpagesize_kB=2048\n")
+	f.Add("1000 default N0=18446744073709551615 kernelpagesize_kB=4\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		got, err := parseNumaMaps(text, 4096)
+		if err != nil {
+			if got != nil {
+				t.Errorf("bytes %v beside error %v", got, err)
+			}
+			return
+		}
+		for node, b := range got {
+			if node < 0 || node > maxNodeID || b%1024 != 0 {
+				t.Errorf("node %d has %d bytes", node, b)
+			}
+		}
+	})
+}
+
+// FuzzParseNumaStat: any text gives items or an error, never a panic; a parsed file
+// parses the same when printed back.
+func FuzzParseNumaStat(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join(effectV2Dir, "memory.numa_stat"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(data))
+	f.Add("total=3 N0=3\n")
+	f.Add("anon N0=1 N0=2\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		got, err := parseNumaStat(text)
+		if err != nil {
+			return
+		}
+		var b strings.Builder
+		for name, nodes := range got {
+			b.WriteString(name)
+			for node, v := range nodes {
+				fmt.Fprintf(&b, " N%d=%d", node, v)
+			}
+			b.WriteString("\n")
+		}
+		again, err := parseNumaStat(b.String())
+		if err != nil {
+			t.Fatalf("reparsing %q: %v", b.String(), err)
+		}
+		if diff := cmp.Diff(got, again); diff != "" {
+			t.Errorf("(-first +reparsed)\n%s", diff)
+		}
+	})
+}

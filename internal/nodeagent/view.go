@@ -1,0 +1,86 @@
+package nodeagent
+
+import (
+	"cmp"
+	"slices"
+)
+
+// ManagedContainer is a read-only view of one selected container (one the desired state
+// names) as the engine's last pass left it. It is a copy: changing it changes nothing.
+type ManagedContainer struct {
+	PodNamespace string
+	PodName      string
+	// PodUID is the API's pod UID.
+	PodUID    string
+	Container string
+	// Node is the preferred NUMA node the container should have.
+	Node int
+	// Preference names the NumaPreference the node comes from; "" for an annotation.
+	Preference string
+	// Reason is Applied, or why the container was skipped or failed (the API's reasons);
+	// Message says more.
+	Reason  string
+	Message string
+	// Tasks counts the tasks that have the preferred node.
+	Tasks int
+	// CgroupPath is the container's cgroup path relative to a hierarchy root, as
+	// /proc/<pid>/cgroup shows it; CgroupDir is the absolute directory (under the
+	// resolver's cgroup root; on cgroup v1, in the first task hierarchy that holds it)
+	// whose task files the engine read. Both are "" when the engine did not list the
+	// container's tasks on its last pass (a skipped container).
+	CgroupPath string
+	CgroupDir  string
+	// TIDs are the container's tasks as the last pass listed them, and PIDs their
+	// distinct processes (thread group ids), both sorted. A listing is a snapshot: tasks
+	// may have exited or been born since.
+	TIDs []int
+	PIDs []int
+}
+
+// Managed returns the containers the engine was last asked to act on, sorted by pod
+// namespace, pod name and container. It holds the engine's lock only to copy references
+// (never during a pass's host reads), so it is cheap to call while passes run. Before
+// the first SetDesired, and before the first pass after it, it returns what the engine
+// knows then: nothing, or the previous pass's view.
+func (e *Engine) Managed() []ManagedContainer {
+	e.mu.Lock()
+	results := make([]ContainerResult, 0, len(e.results))
+	listings := make([]containerListing, 0, len(e.results))
+	for key, r := range e.results {
+		results = append(results, r)
+		listings = append(listings, e.managed[key]) // published listings are never modified
+	}
+	e.mu.Unlock()
+
+	out := make([]ManagedContainer, len(results))
+	for i, r := range results {
+		d := r.Desire
+		mc := ManagedContainer{
+			PodNamespace: d.Pod.Namespace, PodName: d.Pod.Name, PodUID: string(d.PodUID), Container: d.Container,
+			Node: d.Node, Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks,
+		}
+		if l := listings[i]; l.cgroup != nil {
+			mc.CgroupPath, mc.CgroupDir = l.cgroup.Path, l.cgroup.TasksDir
+			mc.TIDs, mc.PIDs = taskIDs(l.tasks)
+		}
+		out[i] = mc
+	}
+	slices.SortFunc(out, func(a, b ManagedContainer) int {
+		return cmp.Or(cmp.Compare(a.PodNamespace, b.PodNamespace), cmp.Compare(a.PodName, b.PodName),
+			cmp.Compare(a.Container, b.Container), cmp.Compare(a.PodUID, b.PodUID))
+	})
+	return out
+}
+
+// taskIDs returns the sorted thread ids and the sorted distinct process ids of tasks.
+func taskIDs(tasks []TaskRef) (tids, pids []int) {
+	tids = make([]int, len(tasks))
+	pids = make([]int, 0, 1)
+	for i, t := range tasks {
+		tids[i] = t.TID
+		pids = append(pids, t.TGID)
+	}
+	slices.Sort(tids)
+	slices.Sort(pids)
+	return tids, slices.Compact(pids)
+}
