@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,10 +9,12 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -20,6 +23,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
 )
@@ -129,6 +133,10 @@ func runAgent(args []string) error {
 	if err != nil {
 		log.Error(err, "Ledger unreadable; undo covers only what the agent sets from now on")
 	}
+	effect := nodeagent.NewEffectCollector(engine, resolver.ProcRoot(), resolver.Layout().Version)
+	if err := ctrlmetrics.Registry.Register(effect); err != nil {
+		return fmt.Errorf("agent: registering effect metrics: %w", err)
+	}
 
 	mgr, err := newManager(&f)
 	if err != nil {
@@ -138,6 +146,9 @@ func runAgent(args []string) error {
 		return fmt.Errorf("agent: adding engine: %w", err)
 	}
 	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine); err != nil {
+		return err
+	}
+	if err := addInspectEndpoint(mgr, &f, engine); err != nil {
 		return err
 	}
 	if err := controllers.SetupSummary(mgr); err != nil {
@@ -177,6 +188,28 @@ func openKernel(f *agentFlags) (numa.PreferredNode, numa.Support, error) {
 	default:
 		return nil, numa.Support{}, fmt.Errorf("agent: -kernel must be auto, prctl or emulated, not %q", f.kernel)
 	}
+}
+
+// addInspectEndpoint serves GET /inspect/<namespace>/<pod> on the metrics server (its
+// ExtraHandlers), behind the same filter as /metrics: TokenReview, then a
+// SubjectAccessReview of the non-resource URL with verb get. Without that filter
+// (-metrics-secure=false) it is not served: it would show this node's pods to anyone who
+// can reach the port. Pods are read from the manager's cache, which holds this node's only.
+func addInspectEndpoint(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) error {
+	if !f.secureMetrics {
+		ctrl.Log.WithName("agent").Info("Inspect endpoint disabled: it is only served with -metrics-secure")
+		return nil
+	}
+	cache := mgr.GetCache()
+	pods := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+		pod := &corev1.Pod{}
+		return pod, cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod)
+	}
+	h := inspect.NewHandler(nodeagent.NewPodInspector(f.nodeName, pods, engine))
+	if err := mgr.AddMetricsServerExtraHandler(inspect.PathPrefix, h); err != nil {
+		return fmt.Errorf("agent: adding the inspect endpoint: %w", err)
+	}
+	return nil
 }
 
 func kernelLabel(s numa.Support) string {

@@ -397,6 +397,9 @@ func TestRender(t *testing.T) {
 			wantClusterRoles := map[string][]rbacv1.PolicyRule{fullname + "-agent": wantRules}
 			if tc.metricsAuth {
 				wantClusterRoles[fullname+"-metrics-auth"] = metricsRules
+				// For scrapers, bound by the cluster's admin, not by the chart.
+				wantClusterRoles[fullname+"-metrics-reader"] = []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+				wantClusterRoles[fullname+"-inspect-reader"] = []rbacv1.PolicyRule{{NonResourceURLs: []string{"/inspect/*"}, Verbs: []string{"get"}}}
 				checkBinding(t, r.clusterRoleBindings, fullname+"-metrics-auth", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: fullname + "-metrics-auth"}, wantSubjects)
 			}
 			gotClusterRoles := map[string][]rbacv1.PolicyRule{}
@@ -406,13 +409,22 @@ func TestRender(t *testing.T) {
 			if diff := cmp.Diff(wantClusterRoles, gotClusterRoles); diff != "" {
 				t.Errorf("ClusterRoles (-want +got):\n%s", diff)
 			}
-			if len(r.clusterRoleBindings) != len(wantClusterRoles) {
-				t.Errorf("ClusterRoleBindings %v, want one per ClusterRole %v", keys(r.clusterRoleBindings), keys(wantClusterRoles))
+			for name := range wantClusterRoles {
+				_, bound := r.clusterRoleBindings[name]
+				if reader := strings.HasSuffix(name, "-reader"); bound == reader {
+					t.Errorf("ClusterRole %s bound: %t; the chart binds its own roles only, never a reader role", name, bound)
+				}
+			}
+			if len(r.clusterRoleBindings) != len(wantClusterRoles)-2*btoi(tc.metricsAuth) {
+				t.Errorf("ClusterRoleBindings %v for ClusterRoles %v", keys(r.clusterRoleBindings), keys(wantClusterRoles))
 			}
 
 			// Leader election: a Role in the release namespace.
 			wantRoles := map[string][]rbacv1.PolicyRule{
-				fullname + "-leader-election": {{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}},
+				fullname + "-leader-election": {
+					{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+					{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+				},
 			}
 			gotRoles := map[string][]rbacv1.PolicyRule{}
 			for name, role := range r.roles {
@@ -547,4 +559,11 @@ func readGlob(t *testing.T, root, glob string) map[string]string {
 		out[filepath.Base(p)] = string(b)
 	}
 	return out
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

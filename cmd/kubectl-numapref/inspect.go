@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/numapref/numapref/internal/inspect"
+)
+
+// Defaults that match how the chart and config/ deploy the agent.
+const (
+	defaultAgentNamespace = "numapref-system"
+	// defaultAgentSelector is the part of the chart's selector labels
+	// (numapref.selectorLabels) that does not depend on the release, which the kustomize
+	// DaemonSet carries too.
+	defaultAgentSelector = "app.kubernetes.io/name=numapref,app.kubernetes.io/component=agent"
+	defaultAgentPort     = 8443
+	metricsPortName      = "metrics"
+)
+
+type inspectOptions struct {
+	kubeconfig  string
+	kubeContext string
+	namespace   string
+	output      string
+	timeout     time.Duration
+
+	agentURL       string
+	agentNamespace string
+	agentSelector  string
+	agentPort      int
+
+	insecure   bool
+	caFile     string
+	serverName string
+}
+
+func (o *inspectOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&o.kubeContext, "context", "", "kubeconfig context (default: the current context)")
+	fs.StringVar(&o.namespace, "namespace", "", "the pod's namespace when the argument is a bare pod name (default: the context's)")
+	fs.StringVar(&o.namespace, "n", "", "shorthand for --namespace")
+	fs.StringVar(&o.output, "output", "table", "output format: table or json")
+	fs.StringVar(&o.output, "o", "table", "shorthand for --output")
+	fs.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "timeout of each request (API server and agent)")
+	fs.StringVar(&o.agentURL, "agent-url", "", "the agent's base URL (https://host:port); skips discovery through the API server")
+	fs.StringVar(&o.agentNamespace, "agent-namespace", defaultAgentNamespace, "namespace of the numapref agent pods")
+	fs.StringVar(&o.agentSelector, "agent-selector", defaultAgentSelector, "label selector of the numapref agent pods")
+	fs.IntVar(&o.agentPort, "agent-port", 0, fmt.Sprintf("the agent's metrics port (default: the agent pod's container port named %q, else %d)", metricsPortName, defaultAgentPort))
+	fs.BoolVar(&o.insecure, "insecure-skip-tls-verify", false,
+		"do not verify the agent's serving certificate. Your bearer token is sent to whatever answers at the agent's address: "+
+			"anyone who can intercept node traffic can then use it. Prefer --agent-ca-file")
+	fs.StringVar(&o.caFile, "agent-ca-file", "", "PEM CA bundle that signed the agent's serving certificate")
+	fs.StringVar(&o.serverName, "tls-server-name", "", "server name the agent's certificate must carry (default: the host of the agent URL)")
+}
+
+const inspectUsage = `usage: kubectl numapref inspect <namespace>/<pod> [flags]
+       kubectl numapref inspect <pod> -n <namespace> [flags]
+
+Shows a pod as the numapref agent on its node sees it. In the table, FORCED is the task's
+forced preferred node as the agent's kernel backend reports it, EFFECTIVE the kernel's
+numa_preferred_nid (/proc/<tid>/sched), DESIRED the node the agent wants; "none" is -1
+(no node), "?" a value that could not be read, "-" nothing desired. A "*" after a TID
+marks a task the agent's last pass has not seen yet.
+
+The agent serves a self-signed certificate unless its operator installed one: verification
+then fails, and the choice is --agent-ca-file with a certificate you trust, or
+--insecure-skip-tls-verify, which sends your bearer token unverified (see its help).
+
+flags:
+`
+
+func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o inspectOptions
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, inspectUsage)
+		fs.PrintDefaults()
+	}
+	o.register(fs)
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if len(pos) != 1 {
+		return usageError("inspect takes one argument, <namespace>/<pod>, got %d", len(pos))
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, else ~/.kube/config
+	rules.ExplicitPath = o.kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.Timeout = o.timeout
+	ns, name, err := podArg(pos[0], o.namespace, func() (string, error) {
+		ns, _, err := cc.Namespace()
+		return ns, err
+	})
+	if err != nil {
+		return err
+	}
+
+	base := o.agentURL
+	if base == "" {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("making API client: %w", err)
+		}
+		t, err := discoverAgent(ctx, cs, ns, name, discovery{namespace: o.agentNamespace, selector: o.agentSelector, port: o.agentPort})
+		if err != nil {
+			return err
+		}
+		base = t.url
+	}
+	client, err := agentClient(cfg, tlsOptions{insecure: o.insecure, caFile: o.caFile, serverName: o.serverName}, o.timeout)
+	if err != nil {
+		return err
+	}
+	pod, err := fetchInspection(ctx, client, base, ns, name)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return printJSON(stdout, pod)
+	}
+	return printTable(stdout, pod)
+}
+
+func (o *inspectOptions) validate() error {
+	if o.output != "table" && o.output != "json" {
+		return usageError("--output must be table or json, not %q", o.output)
+	}
+	if o.insecure && o.caFile != "" {
+		return usageError("--insecure-skip-tls-verify and --agent-ca-file exclude each other")
+	}
+	if o.agentPort < 0 || o.agentPort > 65535 {
+		return usageError("--agent-port %d is not a port", o.agentPort)
+	}
+	if o.agentURL != "" {
+		u, err := url.Parse(o.agentURL)
+		if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return usageError("--agent-url %q: want https://host:port (the agent only serves inspect over HTTPS; the token never goes in clear text)", o.agentURL)
+		}
+	}
+	return nil
+}
+
+// podArg splits "<namespace>/<pod>", or takes a bare pod name in flagNS or, without it,
+// the kubeconfig context's namespace; both names are checked as the agent checks them.
+func podArg(arg, flagNS string, contextNS func() (string, error)) (string, string, error) {
+	ns, name, found := strings.Cut(arg, "/")
+	if !found {
+		ns, name = flagNS, arg
+		if ns == "" {
+			var err error
+			if ns, err = contextNS(); err != nil {
+				return "", "", fmt.Errorf("reading the context's namespace: %w", err)
+			}
+		}
+	} else if flagNS != "" && flagNS != ns {
+		return "", "", usageError("the argument names namespace %q but --namespace is %q", ns, flagNS)
+	}
+	if _, _, err := inspect.ParsePath(inspect.Path(ns, name)); err != nil {
+		return "", "", usageError("%q: %v", arg, err)
+	}
+	return ns, name, nil
+}
+
+// parseInterleaved parses flags that may come before and after positional arguments, as
+// kubectl's own commands allow ("inspect ns/pod -o json"). Everything after "--" is
+// positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

@@ -1,0 +1,76 @@
+// Command kubectl-numapref is a kubectl plugin for numapref:
+//
+//	kubectl numapref inspect <namespace>/<pod> [flags]
+//
+// shows one pod the way the numapref agent on its node sees it: each container's cgroup,
+// cpuset and desired NUMA node, and each task's forced and effective preferred node. It
+// finds the pod's node and the agent pod on that node through the API server, then asks
+// the agent's inspect endpoint (GET /inspect/<namespace>/<pod> on its metrics port)
+// directly, with the kubeconfig user's bearer token. The agent authenticates the token
+// (TokenReview) and authorizes it (SubjectAccessReview: get on the non-resource URL
+// /inspect/<namespace>/<pod>); bind the chart's <release>-numapref-inspect-reader
+// ClusterRole (numapref-inspect-reader from config/rbac/inspect-reader-role.yaml) to the
+// users who may inspect.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole plugin; it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "inspect":
+		err := runInspect(ctx, args[1:], stdout, stderr)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintln(stderr, "kubectl-numapref:", err)
+			return 2
+		case err != nil:
+			fmt.Fprintln(stderr, "kubectl-numapref:", err)
+			return 1
+		}
+		return 0
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "kubectl-numapref: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+}
+
+const usage = `usage: kubectl numapref <command> [flags]
+
+commands:
+  inspect <namespace>/<pod>   show a pod as the numapref agent on its node sees it
+
+Run "kubectl numapref inspect -h" for its flags.
+`
+
+// errUsage marks errors in how the plugin was called (exit code 2).
+var errUsage = errors.New("usage")
+
+func usageError(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+func printJSON(w io.Writer, pod *inspect.Pod) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(pod)
+}
+
+// printTable prints the pod header, one row per container, then one row per task.
+func printTable(w io.Writer, pod *inspect.Pod) error {
+	kernel := pod.Kernel.Backend
+	if kernel == "" {
+		kernel = "unknown"
+	}
+	if !pod.Kernel.Supported {
+		kernel += " (unsupported: " + pod.Kernel.Reason + ")"
+	}
+	fmt.Fprintf(w, "Pod:     %s/%s (uid %s, %s)\n", pod.Namespace, pod.Name, pod.UID, orDash(pod.QOSClass))
+	fmt.Fprintf(w, "Node:    %s\n", pod.Node)
+	fmt.Fprintf(w, "Kernel:  %s\n\n", kernel)
+
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONTAINER\tDESIRED\tSOURCE\tREASON\tTASKS\tCPUSET MEMS\tCGROUP")
+	var notes []string
+	for _, c := range pod.Containers {
+		name := c.Name
+		if c.Init {
+			name += " (init)"
+		}
+		cgroup, mems := "-", "-"
+		if c.Cgroup != nil {
+			cgroup = c.Cgroup.Path
+		}
+		switch {
+		case c.Cpuset == nil:
+		case c.Cpuset.ControllerMissing:
+			mems = "all (no cpuset controller)"
+		default:
+			mems = numa.FormatList(c.Cpuset.Mems)
+		}
+		tasks := strconv.Itoa(len(c.Tasks))
+		if c.DesiredNode != nil {
+			tasks = fmt.Sprintf("%d/%d", c.ManagedTasks, len(c.Tasks))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, desired(c.DesiredNode), orDash(c.Source), c.Reason, tasks, mems, cgroup)
+		for _, n := range []struct{ what, msg string }{
+			{"", c.Message}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
+		} {
+			if n.msg != "" {
+				notes = append(notes, fmt.Sprintf("  %s: %s%s", c.Name, n.what, n.msg))
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONTAINER\tTID\tTGID\tFORCED\tEFFECTIVE\tDESIRED")
+	for _, c := range pod.Containers {
+		// The engine lists the tasks of the containers it acts on: there, a task it did not
+		// list is new since its last pass.
+		acted := slices.ContainsFunc(c.Tasks, func(t inspect.Task) bool { return t.Listed })
+		for _, t := range c.Tasks {
+			tid := strconv.Itoa(t.TID)
+			if acted && !t.Listed {
+				tid += "*"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", c.Name, tid, t.TGID, node(t.Forced), node(t.Effective), desired(c.DesiredNode))
+		}
+	}
+	return tw.Flush()
+}
+
+// node prints a kernel node value: -1 is "none", an unread value "?".
+func node(v *int) string {
+	switch {
+	case v == nil:
+		return "?"
+	case *v == inspect.NoNode:
+		return "none"
+	}
+	return strconv.Itoa(*v)
+}
+
+func desired(v *int) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.Itoa(*v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

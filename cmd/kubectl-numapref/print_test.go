@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/numapref/numapref/internal/inspect"
+)
+
+func intp(v int) *int { return &v }
+
+// samplePod is an answer as an agent gives it: an init container that never started, a
+// selected container with a task born since the last pass and one whose effective value
+// could not be read, and an unselected container whose application forced its own node.
+func samplePod() *inspect.Pod {
+	return &inspect.Pod{
+		APIVersion: inspect.APIVersion, Kind: inspect.Kind, Node: "node-a",
+		Namespace: "shop", Name: "db-0", UID: "0f1e2d3c", QOSClass: "Burstable",
+		Kernel: inspect.Kernel{Backend: "emulator", Supported: true, Reason: "emulated"},
+		Containers: []inspect.Container{
+			{Name: "setup", Init: true, Reason: inspect.ReasonNotSelected,
+				CgroupError: "the container has not started: no container ID in pod status", Tasks: []inspect.Task{}},
+			{Name: "main", ContainerID: "containerd://abc", DesiredNode: intp(1), Source: "NumaPreference/db",
+				Reason: "Applied", ManagedTasks: 2,
+				Cgroup: &inspect.Cgroup{Path: "/kubepods/burstable/pod0f1e2d3c/abc", TasksDir: "/sys/fs/cgroup/kubepods/burstable/pod0f1e2d3c/abc"},
+				Cpuset: &inspect.Cpuset{Mems: []int{0, 1, 3}, CPUs: []int{0, 1}},
+				Tasks: []inspect.Task{
+					{TID: 100, TGID: 100, Listed: true, Forced: intp(1), Effective: intp(1)},
+					{TID: 101, TGID: 100, Listed: true, Forced: intp(1), EffectiveError: "the task exited"},
+					{TID: 107, TGID: 100, Forced: intp(-1), Effective: intp(-1)},
+				}},
+			{Name: "side", ContainerID: "containerd://def", Reason: inspect.ReasonNotSelected,
+				Cgroup: &inspect.Cgroup{Path: "/kubepods/burstable/pod0f1e2d3c/def"},
+				Cpuset: &inspect.Cpuset{ControllerMissing: true, Mems: []int{}, CPUs: []int{}},
+				Tasks:  []inspect.Task{{TID: 200, TGID: 200, Forced: intp(0), Effective: intp(-1)}}},
+			{Name: "pinned", ContainerID: "containerd://fed", DesiredNode: intp(1), Source: "annotation",
+				Reason: "MemoryPinnedElsewhere", Message: "cpuset.mems of the container is 0; NUMA node 1 would fight it",
+				Cgroup: &inspect.Cgroup{Path: "/kubepods/burstable/pod0f1e2d3c/fed"}, CpusetError: "reading cpuset: gone",
+				Tasks: []inspect.Task{{TID: 300, TGID: 300, ForcedError: "operation not permitted", Effective: intp(0)}}},
+		},
+	}
+}
+
+func TestPrintTable(t *testing.T) {
+	var out bytes.Buffer
+	if err := printTable(&out, samplePod()); err != nil {
+		t.Fatal(err)
+	}
+	want := `Pod:     shop/db-0 (uid 0f1e2d3c, Burstable)
+Node:    node-a
+Kernel:  emulator
+
+CONTAINER     DESIRED  SOURCE             REASON                 TASKS  CPUSET MEMS                 CGROUP
+setup (init)  -        -                  NotSelected            0      -                           -
+main          1        NumaPreference/db  Applied                2/3    0-1,3                       /kubepods/burstable/pod0f1e2d3c/abc
+side          -        -                  NotSelected            1      all (no cpuset controller)  /kubepods/burstable/pod0f1e2d3c/def
+pinned        1        annotation         MemoryPinnedElsewhere  0/1    -                           /kubepods/burstable/pod0f1e2d3c/fed
+  setup: cgroup: the container has not started: no container ID in pod status
+  pinned: cpuset.mems of the container is 0; NUMA node 1 would fight it
+  pinned: cpuset: reading cpuset: gone
+
+CONTAINER  TID   TGID  FORCED  EFFECTIVE  DESIRED
+main       100   100   1       1          1
+main       101   100   1       ?          1
+main       107*  100   none    none       1
+side       200   200   0       none       -
+pinned     300   300   ?       0          1
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}
+
+func TestPrintTableUnsupportedKernel(t *testing.T) {
+	p := samplePod()
+	p.Kernel = inspect.Kernel{Backend: "prctl", Reason: "no PR_PREFERRED_NID"}
+	p.Containers = nil
+	var out bytes.Buffer
+	if err := printTable(&out, p); err != nil {
+		t.Fatal(err)
+	}
+	want := "Kernel:  prctl (unsupported: no PR_PREFERRED_NID)\n"
+	if !bytes.Contains(out.Bytes(), []byte(want)) {
+		t.Errorf("table does not say the kernel is unsupported (want %q):\n%s", want, out.String())
+	}
+}
+
+// TestPrintJSON checks that -o json is the agent's answer, complete and in the documented
+// field names (nulls included: they mean "could not be read").
+func TestPrintJSON(t *testing.T) {
+	var out bytes.Buffer
+	if err := printJSON(&out, samplePod()); err != nil {
+		t.Fatal(err)
+	}
+	var back inspect.Pod
+	if err := json.Unmarshal(out.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(samplePod(), &back); diff != "" {
+		t.Errorf("JSON round trip (-want +got):\n%s", diff)
+	}
+	var raw struct {
+		APIVersion string `json:"apiVersion"`
+		Containers []struct {
+			Name        string          `json:"name"`
+			DesiredNode json.RawMessage `json:"desiredNode"`
+			Cpuset      *struct {
+				Mems []int `json:"mems"`
+			} `json:"cpuset"`
+			Tasks []map[string]json.RawMessage `json:"tasks"`
+		} `json:"containers"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	main := raw.Containers[1]
+	if raw.APIVersion != "inspect.numapref.io/v1" || main.Name != "main" || string(main.DesiredNode) != "1" ||
+		!cmp.Equal(main.Cpuset.Mems, []int{0, 1, 3}) {
+		t.Errorf("unexpected field names or values: %s", out.String())
+	}
+	if got := string(main.Tasks[1]["effective"]); got != "null" {
+		t.Errorf(`an unread effective value is %s, want null`, got)
+	}
+	if got := string(raw.Containers[2].DesiredNode); got != "null" {
+		t.Errorf(`an unselected container's desiredNode is %s, want null`, got)
+	}
+}

@@ -1,0 +1,95 @@
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// PathPrefix is where the handler is mounted; a request names <namespace>/<pod> after it.
+const PathPrefix = "/inspect/"
+
+// ErrNotFound means the pod is not known on this node: it does not exist, runs on
+// another node, or is not scheduled yet.
+var ErrNotFound = errors.New("pod not found on this node")
+
+// Describer describes one pod of this node. It must only read.
+type Describer interface {
+	Describe(ctx context.Context, namespace, name string) (*Pod, error)
+}
+
+// NewHandler serves GET <PathPrefix><namespace>/<pod> with d's description as JSON. It
+// never changes anything: it answers GET (and HEAD) only, and d only reads.
+func NewHandler(d Describer) http.Handler {
+	return &handler{d: d}
+}
+
+type handler struct{ d Describer }
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: the inspect endpoint is read-only", req.Method))
+		return
+	}
+	ns, name, err := ParsePath(req.URL.Path)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	pod, err := h.d.Describe(req.Context(), ns, name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, pod)
+}
+
+// ParsePath splits <PathPrefix><namespace>/<pod> and validates both names as the API
+// server would (a namespace is a DNS-1123 label, a pod name a DNS-1123 subdomain).
+func ParsePath(path string) (namespace, name string, err error) {
+	rest, ok := strings.CutPrefix(path, PathPrefix)
+	if !ok {
+		return "", "", fmt.Errorf("path %q: want %s<namespace>/<pod>", path, PathPrefix)
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		return "", "", fmt.Errorf("path %q: want %s<namespace>/<pod>", path, PathPrefix)
+	}
+	if errs := validation.IsDNS1123Label(parts[0]); len(errs) > 0 {
+		return "", "", fmt.Errorf("namespace %q: %s", parts[0], strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(parts[1]); len(errs) > 0 {
+		return "", "", fmt.Errorf("pod name %q: %s", parts[1], strings.Join(errs, "; "))
+	}
+	return parts[0], parts[1], nil
+}
+
+// Path returns the endpoint path of a pod.
+func Path(namespace, name string) string { return PathPrefix + namespace + "/" + name }
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, Error{Status: status, Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status = http.StatusInternalServerError
+		data, _ = json.Marshal(Error{Status: status, Error: "encoding the answer: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(data, '\n'))
+}

@@ -1,0 +1,156 @@
+// Package inspect is the read-only inspect endpoint of the node agent: the JSON schema of
+// its answer (shared by the agent and the kubectl-numapref plugin) and the HTTP handler.
+//
+// The endpoint is
+//
+//	GET /inspect/<namespace>/<pod>
+//
+// on the agent's metrics server, so it is authenticated (TokenReview) and authorized
+// (SubjectAccessReview of the non-resource URL, verb "get") exactly like /metrics. The
+// answer is a Pod (200), or an Error with status 400 (malformed path), 404 (the pod is
+// not on this node), 405 (not a GET) or 500 (the node could not be read).
+//
+// # Schema
+//
+// The schema is versioned by Pod.APIVersion ("inspect.numapref.io/v1"). Within a version,
+// fields are only ever added; a field is never removed, renamed or given another meaning.
+// Node ids follow the kernel: -1 is NUMA_NO_NODE ("no node"); a null pointer means the
+// value could not be read, and the matching *Error field says why.
+package inspect
+
+// APIVersion and Kind identify the schema of a Pod answer.
+const (
+	APIVersion = "inspect.numapref.io/v1"
+	Kind       = "PodInspection"
+)
+
+// NoNode is the kernel's NUMA_NO_NODE: no preferred node.
+const NoNode = -1
+
+// Reasons of a Container that are not the agent's own (those are the API's Reason*
+// constants: Applied, ContainerNotRunning, MemoryPinnedElsewhere, ...).
+const (
+	// ReasonNotSelected: neither an annotation nor a NumaPreference asks for the container.
+	ReasonNotSelected = "NotSelected"
+	// ReasonPending: the container is selected but the engine has not run a pass for this
+	// desire yet (just created or changed).
+	ReasonPending = "Pending"
+)
+
+// Pod is the answer to GET /inspect/<namespace>/<pod>: one pod as this node's agent sees it.
+type Pod struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Node is the node whose agent answered.
+	Node      string `json:"node"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	// QOSClass is status.qosClass, which places the pod's cgroup.
+	QOSClass string `json:"qosClass,omitempty"`
+	// Kernel is the agent's preferred-node backend, which Task.Forced is read from.
+	Kernel Kernel `json:"kernel"`
+	// Containers lists init containers, then app containers, in spec order.
+	Containers []Container `json:"containers"`
+}
+
+// Kernel describes the agent's preferred-node backend.
+type Kernel struct {
+	// Backend is "prctl" (the kernel patch) or "emulator" (the agent's emulation, which
+	// the scheduler does not act on).
+	Backend   string `json:"backend"`
+	Supported bool   `json:"supported"`
+	// Reason says why the backend is or is not usable.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Container is one container of the pod: what the agent wants for it, its cgroup and
+// cpuset, and its tasks.
+type Container struct {
+	Name string `json:"name"`
+	// Init is true for an init (or sidecar) container.
+	Init bool `json:"init,omitempty"`
+	// ContainerID is status.containerStatuses[].containerID; empty while not started.
+	ContainerID string `json:"containerID,omitempty"`
+
+	// DesiredNode is the NUMA node the agent wants the container's tasks to prefer; null
+	// when nothing asks for one (Reason NotSelected) or the request is invalid.
+	DesiredNode *int `json:"desiredNode"`
+	// Source is where DesiredNode comes from: "NumaPreference/<name>" or
+	// "annotation/<key>"; empty when DesiredNode is null.
+	Source string `json:"source,omitempty"`
+	// Reason is the outcome of the engine's last pass for the container: Applied, or why
+	// it was skipped or failed (the API's reasons), or NotSelected, or Pending.
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+	// ManagedTasks is how many of the container's tasks had DesiredNode after the
+	// engine's last pass (0 unless Reason is Applied or a failure reason).
+	ManagedTasks int `json:"managedTasks"`
+
+	// Cgroup is the container's cgroup on this node; null when it could not be found
+	// (CgroupError says why: not running, exited, unreadable).
+	Cgroup      *Cgroup `json:"cgroup"`
+	CgroupError string  `json:"cgroupError,omitempty"`
+	// Cpuset is the container's effective cpuset; null when it could not be read.
+	Cpuset      *Cpuset `json:"cpuset"`
+	CpusetError string  `json:"cpusetError,omitempty"`
+	// Tasks are the threads in the container's cgroups now, by TID; TasksError says why
+	// the list is missing.
+	Tasks      []Task `json:"tasks"`
+	TasksError string `json:"tasksError,omitempty"`
+}
+
+// Cgroup locates a container's cgroup.
+type Cgroup struct {
+	// Path is the cgroup path relative to a hierarchy's root, as /proc/<pid>/cgroup shows
+	// it.
+	Path string `json:"path"`
+	// TasksDir is the host directory whose task files (with its sub-cgroups') list the
+	// container's tasks.
+	TasksDir string `json:"tasksDir"`
+	// CpusetDir is the container's directory in the cpuset hierarchy.
+	CpusetDir string `json:"cpusetDir,omitempty"`
+}
+
+// Cpuset is a container's effective cpuset.
+type Cpuset struct {
+	// Mems are the memory nodes the tasks may allocate on (cpuset.effective_mems).
+	Mems []int `json:"mems"`
+	// CPUs are the CPUs the tasks may run on (cpuset.effective_cpus).
+	CPUs []int `json:"cpus"`
+	// Dir is where the values were read: the container's cgroup or its nearest ancestor
+	// with the cpuset controller.
+	Dir string `json:"dir,omitempty"`
+	// ControllerMissing says no cpuset controller governs the container: Mems and CPUs
+	// are empty and every node and CPU of the host may be used.
+	ControllerMissing bool `json:"controllerMissing,omitempty"`
+}
+
+// Task is one thread of the container.
+type Task struct {
+	TID  int `json:"tid"`
+	TGID int `json:"tgid"`
+	// Listed is true when the engine's last pass listed the task; a task of a selected
+	// container that is not listed was born (or moved in) since, and gets the preference
+	// on the engine's next pass.
+	Listed bool `json:"listed"`
+	// Forced is the task's forced preferred node as the agent's kernel backend reports it
+	// (PR_PREFERRED_NID GET, or the emulator's): -1 for none, null when it could not be
+	// read (ForcedError).
+	Forced      *int   `json:"forced"`
+	ForcedError string `json:"forcedError,omitempty"`
+	// Effective is numa_preferred_nid of /proc/<tid>/sched: the node the kernel's NUMA
+	// balancing prefers for the task now, -1 for none; null when the kernel does not show
+	// it (built without NUMA balancing or scheduler debug) or the task exited
+	// (EffectiveError). With the emulator backend it is the real kernel's own value,
+	// which the emulated Forced does not change.
+	Effective      *int   `json:"effective"`
+	EffectiveError string `json:"effectiveError,omitempty"`
+}
+
+// Error is the body of every answer that is not 200.
+type Error struct {
+	// Status is the HTTP status code, repeated for clients that only see the body.
+	Status int    `json:"status"`
+	Error  string `json:"error"`
+}

@@ -1,0 +1,198 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// PodGetter returns a pod by namespace and name; an error for which apierrors.IsNotFound
+// holds means there is no such pod (the agent passes its cache, which holds only the
+// pods of its node).
+type PodGetter func(ctx context.Context, namespace, name string) (*corev1.Pod, error)
+
+// PodInspector describes pods of this node for the inspect endpoint: every container of
+// the pod (selected or not) with its cgroup, cpuset and tasks read from the host now, and
+// the engine's desire and last outcome for it. It only reads: cgroup files, /proc, and
+// the kernel backend's GET.
+//
+// The pod comes from pods, so a pod is known exactly when the agent's pod cache holds it;
+// a pod deleted from the API is not described even while its containers still run or
+// their undo is pending.
+type PodInspector struct {
+	node   string
+	pods   PodGetter
+	engine *Engine
+}
+
+var _ inspect.Describer = (*PodInspector)(nil)
+
+// NewPodInspector makes the inspector of node, which reads pods with pods and the host
+// through engine's resolver and kernel backend.
+func NewPodInspector(node string, pods PodGetter, engine *Engine) *PodInspector {
+	return &PodInspector{node: node, pods: pods, engine: engine}
+}
+
+// Describe implements inspect.Describer. A pod that does not exist or runs on another
+// node yields an error wrapping inspect.ErrNotFound.
+func (p *PodInspector) Describe(ctx context.Context, namespace, name string) (*inspect.Pod, error) {
+	pod, err := p.pods(ctx, namespace, name)
+	if apierrors.IsNotFound(err) || err == nil && pod == nil {
+		return nil, fmt.Errorf("pod %s/%s is not known on node %s: %w", namespace, name, p.node, inspect.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
+	}
+	if pod.Spec.NodeName != p.node {
+		return nil, fmt.Errorf("pod %s/%s runs on node %q, not %s: %w", namespace, name, pod.Spec.NodeName, p.node, inspect.ErrNotFound)
+	}
+	out := p.engine.InspectPod(pod)
+	out.Node = p.node
+	return &out, nil
+}
+
+// InspectPod describes pod on this host as the engine sees it. It never sets anything.
+func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
+	support := e.cfg.Support
+	out := inspect.Pod{
+		APIVersion: inspect.APIVersion, Kind: inspect.Kind,
+		Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), QOSClass: string(pod.Status.QOSClass),
+		Kernel:     inspect.Kernel{Backend: support.Backend, Supported: support.Supported, Reason: support.Reason},
+		Containers: []inspect.Container{},
+	}
+	desires := e.desiresOf(pod.UID)
+	managed := map[string]ManagedContainer{}
+	for _, m := range e.Managed() {
+		if m.PodUID == string(pod.UID) {
+			managed[m.Container] = m
+		}
+	}
+	statuses := containerStatuses(pod)
+	for _, c := range podContainers(pod) {
+		ic := inspect.Container{Name: c.name, Init: c.init, ContainerID: statuses[c.name].ContainerID, Tasks: []inspect.Task{}}
+		m, hasManaged := managed[c.name]
+		e.describeDesire(&ic, desires[c.name], m, hasManaged)
+		ref := ContainerRef{PodUID: PodCgroupUID(pod), QOS: pod.Status.QOSClass, ContainerID: ic.ContainerID}
+		e.describeHost(&ic, ref, m.TIDs)
+		out.Containers = append(out.Containers, ic)
+	}
+	return out
+}
+
+// desiresOf returns the engine's current desires for the containers of pod uid.
+func (e *Engine) desiresOf(uid types.UID) map[string]*Desire {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]*Desire{}
+	for key, d := range e.desired {
+		if key.PodUID == uid {
+			out[key.Container] = &d
+		}
+	}
+	return out
+}
+
+// describeDesire fills in what the agent wants for the container and the outcome of the
+// engine's last pass, which counts only when it was for the current desire.
+func (e *Engine) describeDesire(ic *inspect.Container, d *Desire, m ManagedContainer, hasManaged bool) {
+	if d == nil {
+		ic.Reason = inspect.ReasonNotSelected
+		return
+	}
+	if d.Skip != numav1.ReasonInvalidAnnotation {
+		ic.DesiredNode = &d.Node
+		ic.Source = "annotation"
+		if d.Preference != "" {
+			ic.Source = "NumaPreference/" + d.Preference
+		}
+	}
+	switch {
+	case hasManaged && m.Node == d.Node && m.Preference == d.Preference:
+		ic.Reason, ic.Message, ic.ManagedTasks = m.Reason, m.Message, m.Tasks
+	case d.Skip != "":
+		ic.Reason, ic.Message = d.Skip, d.Message
+	default:
+		ic.Reason, ic.Message = inspect.ReasonPending, "the engine has not run a pass for this desire yet"
+	}
+}
+
+// describeHost reads the container's cgroup, cpuset and tasks, and each task's forced and
+// effective preferred node. listed are the tasks the engine's last pass listed.
+func (e *Engine) describeHost(ic *inspect.Container, ref ContainerRef, listed []int) {
+	if ref.ContainerID == "" {
+		ic.CgroupError = "the container has not started: no container ID in pod status"
+		return
+	}
+	r := e.cfg.Resolver
+	cg, err := r.Resolve(ref)
+	if err != nil {
+		ic.CgroupError = err.Error()
+		return
+	}
+	ic.Cgroup = &inspect.Cgroup{Path: cg.Path, TasksDir: cg.TasksDir, CpusetDir: cg.CpusetDir}
+	if cs, err := r.Cpuset(cg); err != nil {
+		ic.CpusetError = err.Error()
+	} else {
+		ic.Cpuset = &inspect.Cpuset{Mems: nonNil(cs.Mems), CPUs: nonNil(cs.CPUs), Dir: cs.Dir, ControllerMissing: cs.ControllerMissing}
+	}
+	tasks, err := r.ListTIDs(cg)
+	if err != nil {
+		ic.TasksError = err.Error()
+		return
+	}
+	for _, t := range tasks {
+		it := inspect.Task{TID: t.TID, TGID: t.TGID, Listed: slices.Contains(listed, t.TID)}
+		e.readForced(&it)
+		readEffective(&it, r.ProcRoot())
+		ic.Tasks = append(ic.Tasks, it)
+	}
+}
+
+// readForced asks the kernel backend for the task's forced node. prctl is never called
+// on a kernel that did not prove support (the option number means something else on
+// mainline). The emulator's GET may record, for a task it has not seen, the value the
+// kernel would hold (its bookkeeping); it never changes a value.
+func (e *Engine) readForced(it *inspect.Task) {
+	if !e.cfg.Support.Supported {
+		it.ForcedError = "the kernel backend is not usable: " + e.cfg.Support.Reason
+		return
+	}
+	v, err := e.cfg.Kernel.Get(it.TID)
+	if err != nil {
+		it.ForcedError = err.Error()
+		return
+	}
+	it.Forced = &v
+}
+
+// readEffective reads numa_preferred_nid from <procRoot>/<tid>/sched.
+func readEffective(it *inspect.Task, procRoot string) {
+	s, err := numa.ReadSchedNUMA(procRoot, it.TID)
+	switch {
+	case errors.Is(err, numa.ErrTaskGone):
+		it.EffectiveError = "the task exited"
+	case err != nil:
+		it.EffectiveError = err.Error()
+	case !s.Present:
+		it.EffectiveError = "the kernel shows no numa_preferred_nid (built without NUMA balancing or scheduler debug)"
+	default:
+		v := s.PreferredNID
+		it.Effective = &v
+	}
+}
+
+func nonNil(s []int) []int {
+	if s == nil {
+		return []int{}
+	}
+	return s
+}
