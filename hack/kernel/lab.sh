@@ -7,33 +7,41 @@
 #      test binary twice: against the real prctl (NUMAPREF_CONFORMANCE_IMPL=prctl)
 #      and against the emulator (=emulator), each writing its JSON-lines report,
 #      and the node engine test (test/kernellab/engine: hostlab cgroups with
-#      cpuset, apply, fork events, undo, all on the real prctl; and fork-to-applied
+#      cpuset, apply, fork events, undo, all on the real prctl; fork-to-applied
 #      latency of 50 fork()ed children with fork events and with 100 ms rescans,
-#      whose `latency mode=...` lines the summary prints: informational, no threshold).
+#      whose `latency mode=...` lines the summary prints: informational, no threshold;
+#      how often a fork event comes before the child is in its cgroup (`forkrace`
+#      lines, informational); and PID reuse with real wraparound: pid_max 1024,
+#      thousands of short-lived children in three containers, 0 misapplied values
+#      (`pidreuse` line).
 #   3. test/kernellab/diffreport compares the two reports call by call.
 #   4. One boot of the control kernel runs the smoke test, the conformance
 #      suite's prctl case, which must skip as unsupported, and the engine test,
 #      whose engine must report KernelUnsupported; a kernel trace witness in each
 #      binary fails it if any prctl 78 was issued.
 #
-# Usage: hack/kernel/lab.sh [--out DIR] [--strict]
-#   --out DIR   results directory (default: a new /tmp/kernellab.XXXXXX);
-#               DIR/patched, DIR/control (run.sh results), DIR/diffreport.txt
-#   --strict    fail on every difference, including calls where the emulator
-#               says it assumed a task fresh (its documented, counted limit);
-#               without it such calls are listed as KNOWN, not counted as
-#               agreement, and do not fail the lab
+# Usage: hack/kernel/lab.sh [--out DIR] [--strict | --no-strict]
+#   --out DIR     results directory (default: a new /tmp/kernellab.XXXXXX);
+#                 DIR/patched, DIR/control (run.sh results), DIR/diffreport.txt
+#   --strict      the default: fail on every difference, including calls where
+#                 the emulator says it assumed a task fresh (its documented,
+#                 counted limit, which the clone-flag trace removed from the lab)
+#   --no-strict   list such calls as KNOWN, not counted as agreement, without
+#                 failing the lab (also KERNEL_LAB_STRICT=0 in the environment,
+#                 which `make kernel-lab KERNEL_LAB_STRICT=0` passes on)
 # Exit status: 0 when every step passed, 1 otherwise.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
-out="" strict=0 own_out=""
+out="" strict=1 own_out=""
+[[ "${KERNEL_LAB_STRICT:-1}" != 0 ]] || strict=0
 while (($# > 0)); do
 	case "$1" in
 	--out) out="${2:?}"; shift 2 ;;
 	--strict) strict=1; shift ;;
+	--no-strict) strict=0; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "lab.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
 	esac
@@ -141,6 +149,22 @@ else
 	step "patched: fork->applied latency" FAIL "TestForkToAppliedLatency did not pass or printed no figures ($elog)"
 fi
 
+# Why fork events are sometimes early (informational): the event comes before the child is
+# in its cgroup (proc_fork_connector runs before cgroup_post_fork in copy_process).
+forkrace="$(grep -E '^forkrace mode=' "$elog" 2>/dev/null || true)"
+if grep -q -- '--- PASS: TestForkEventBeforeCgroup' "$elog" 2>/dev/null && [[ -n "$forkrace" ]]; then
+	step "patched: fork event before cgroup" ok "$(awk '{ printf "%s %s; ", $2, $5 }' <<<"$forkrace" | sed 's/; $//')"
+else
+	step "patched: fork event before cgroup" FAIL "TestForkEventBeforeCgroup did not pass or printed no figures ($elog)"
+fi
+# PID reuse with real wraparound: no value may land on the wrong task.
+pidreuse="$(grep -E '^pidreuse ' "$elog" 2>/dev/null || true)"
+if grep -q -- '--- PASS: TestPIDReuseWraparound' "$elog" 2>/dev/null && grep -q ' misapplied=0 ' <<<"$pidreuse"; then
+	step "patched: pid reuse, wraparound" ok "$(tr ' ' '\n' <<<"$pidreuse" | grep -E '^(pid_max|churned|reused_pids|misapplied|wrong_sets)=' | paste -sd' ')"
+else
+	step "patched: pid reuse, wraparound" FAIL "TestPIDReuseWraparound did not pass or misapplied a value ($elog)"
+fi
+
 # --- 3. the differential report -------------------------------------------------------
 diff_args=()
 ((strict)) || diff_args+=(-accept-assumed-fresh)
@@ -205,6 +229,11 @@ elapsed=$(printf '%.0f' "$(echo "$(date +%s.%N) - $start" | bc)")
 	if [[ -n "$latency" ]]; then
 		echo "  fork->applied on the real prctl (patched VM, qemu TCG: relative figures; ms from the fork request):"
 		sed 's/^/    /' <<<"$latency"
+	fi
+	if [[ -n "$forkrace$pidreuse" ]]; then
+		echo "  fork events before the child's cgroup, and PID reuse with wraparound (patched VM):"
+		sed '/^$/d; s/^/    /' <<<"$forkrace
+$pidreuse"
 	fi
 	if ((failed)); then echo "KERNEL LAB: FAIL"; else echo "KERNEL LAB: PASS"; fi
 } | tee "$out/summary"

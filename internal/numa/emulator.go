@@ -26,13 +26,19 @@ import "time"
 //   - It learns of new tasks only from the proc connector (EmulatorOptions.ForkEvents,
 //     CAP_NET_ADMIN). A task born while no emulator listened, or while events were lost,
 //     and whose value it is asked for after something was forced, is assumed fresh.
-//   - The fork event carries no clone flags. A new process is known to be a CLONE_VM child
-//     only if kcmp(KCMP_VM) finds it still sharing its parent's memory when the event is
-//     handled; a vfork/posix_spawn child that has already exec'ed by then is assumed fresh.
-//     (A fork() child that has not exec'ed is recognised by its unchanged memory layout.)
-//   - A new thread's creator is not named by the event: if the group's older threads hold
-//     different values, the thread is assumed fresh. Likewise an exec by a non-leader
-//     thread of a group whose threads held different values.
+//   - The fork event carries no clone flags and, for a new thread, does not name the thread
+//     that called clone(). The listener reads both from the task:task_newtask tracepoint in
+//     a trace instance of its own (EmulatorOptions.TracefsRoot; EmulatorStats.CloneTrace),
+//     matched to the fork event by pid and time; then a CLONE_VM child is known even if it
+//     has exec'ed, and a thread inherits from its creator. Without tracefs (or when the
+//     trace lost events around a birth) it falls back to guessing: a new process is known
+//     to be a CLONE_VM child only if kcmp(KCMP_VM) finds it still sharing its parent's
+//     memory when the event is handled, so a vfork/posix_spawn child that has already
+//     exec'ed by then is assumed fresh (a fork() child that has not exec'ed is recognised
+//     by its unchanged memory layout); and if a new thread's group's older threads hold
+//     different values, the thread is assumed fresh.
+//   - An exec by a non-leader thread of a group whose threads held different values makes
+//     the leader assumed fresh.
 //   - A value set between a fork and the handling of its event is what the child gets.
 //   - The ptrace model ignores security modules and user namespaces, and cannot see that a
 //     task whose effective uid is 0 is not dumpable (it treats it as dumpable).
@@ -58,6 +64,12 @@ type EmulatorOptions struct {
 	// proc connector, needs CAP_NET_ADMIN) unless another process already is. Without any
 	// listener, inheritance cannot be emulated: new tasks are assumed fresh.
 	ForkEvents bool
+	// TracefsRoot is where the listener finds tracefs, to read each new task's clone flags
+	// and creator from the task:task_newtask tracepoint in a trace instance of its own.
+	// Default: <SysRoot>/kernel/tracing, then <SysRoot>/kernel/debug/tracing, then a tracefs
+	// mounted in a private mount namespace (needs CAP_SYS_ADMIN; nobody else sees it). Set
+	// it to a directory where tracefs is not mounted to do without.
+	TracefsRoot string
 	// SharedState makes the state files writable by every user, for tests whose helper
 	// processes run under other uids.
 	SharedState bool
@@ -81,8 +93,13 @@ type EmulatorStats struct {
 	// Listening: this emulator follows task creation. ListenerActive: some process does.
 	Listening      bool `json:"listening"`
 	ListenerActive bool `json:"listenerActive"`
-	// KCMP: kcmp(2) works, so CLONE_VM children can be told from fork() children.
+	// KCMP: kcmp(2) works, so CLONE_VM children can be told from fork() children while
+	// they have not exec'ed.
 	KCMP bool `json:"kcmp"`
+	// CloneTrace: the active listener reads every new task's clone flags and creator from
+	// tracefs (task:task_newtask), so CLONE_VM children are known even after an exec, and a
+	// new thread's creator is known.
+	CloneTrace bool `json:"cloneTrace"`
 	// EventsLost counts proc connector overflows seen by the active listener.
 	EventsLost uint64 `json:"eventsLost"`
 	// HandlingErrors counts events this emulator's listener could not handle; LastError is

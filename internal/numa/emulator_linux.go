@@ -30,6 +30,7 @@ type Emulator struct {
 	page      *listenerPage // nil if the shared page is unavailable
 	listener  *listener     // nil unless this emulator listens
 	listenWhy string        // why it does not
+	traceOpts cloneTraceOptions
 	kcmpOK    bool
 	audit     *auditLog // nil unless AuditTo was called
 
@@ -57,6 +58,7 @@ func NewEmulator(opts EmulatorOptions) (*Emulator, error) {
 		syncTimeout: opts.SyncTimeout,
 		now:         opts.now,
 	}
+	e.traceOpts = cloneTraceOptions{Root: opts.TracefsRoot, SysRoot: opts.SysRoot, AllowPrivateMount: opts.TracefsRoot == ""}
 	if e.procRoot == "" {
 		e.procRoot = "/proc"
 	}
@@ -373,13 +375,14 @@ func (e *Emulator) inherit(tgid int, child Task, from taskEntry) error {
 		if ent, ok, err := e.store.readEntry(tgid, child.TID); err != nil || (ok && ent.Start == child.StartTime) {
 			return err
 		}
-		if err := e.store.writeEntry(taskEntry{
-			TID: child.TID, TGID: tgid, Start: child.StartTime,
-			Force: from.Force, Preferred: from.Preferred, Origin: originInherited,
-		}); err != nil {
+		// The count first: whoever reads the entry (without the lock) then sees it counted.
+		if err := e.store.updateMeta(func(m *emulatorMeta) { m.Inherited++ }); err != nil {
 			return err
 		}
-		return e.store.updateMeta(func(m *emulatorMeta) { m.Inherited++ })
+		return e.store.writeEntry(taskEntry{
+			TID: child.TID, TGID: tgid, Start: child.StartTime,
+			Force: from.Force, Preferred: from.Preferred, Origin: originInherited,
+		})
 	})
 }
 
@@ -397,10 +400,11 @@ func (e *Emulator) assumeFreshLocked(tgid int, t Task, overwrite bool) error {
 	}
 	ent := defaultEntry(tgid, t)
 	ent.Origin = originAssumedFresh
-	if err := e.store.writeEntry(ent); err != nil {
+	// The count first, as in inherit.
+	if err := e.store.updateMeta(func(m *emulatorMeta) { m.AssumedFresh++ }); err != nil {
 		return err
 	}
-	return e.store.updateMeta(func(m *emulatorMeta) { m.AssumedFresh++ })
+	return e.store.writeEntry(ent)
 }
 
 // SchedNUMA returns the task's NUMA lines of /proc/<tid>/sched with the emulated
@@ -442,8 +446,16 @@ func (e *Emulator) Support() Support {
 	switch {
 	case e.listener != nil:
 		events = "this process listens to the proc connector"
+		if e.listener.trace != nil {
+			events += " and reads clone flags from task:task_newtask (" + e.listener.trace.source + ")"
+		} else {
+			events += " without clone flags (" + e.listener.traceWhy + ")"
+		}
 	case e.page != nil && e.page.active():
 		events = fmt.Sprintf("process %d listens to the proc connector", atomic.LoadUint64(e.page.u64(offPID)))
+		if atomic.LoadUint64(e.page.u64(offFlags))&flagCloneTrace != 0 {
+			events += " and reads clone flags from task:task_newtask"
+		}
 	default:
 		events = "nobody listens to the proc connector (" + e.listenWhy + "): new tasks after a SET are assumed fresh"
 	}
@@ -476,6 +488,7 @@ func (e *Emulator) Stats() EmulatorStats {
 	if e.page != nil {
 		s.ListenerActive = e.page.active()
 		s.EventsLost = atomic.LoadUint64(e.page.u64(offLost))
+		s.CloneTrace = s.ListenerActive && atomic.LoadUint64(e.page.u64(offFlags))&flagCloneTrace != 0
 	}
 	if e.listener != nil {
 		e.listener.mu.Lock()

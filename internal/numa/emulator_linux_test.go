@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -532,4 +536,180 @@ func TestEmulatorCallsAfterCloseFail(t *testing.T) {
 	if err := e.Set(os.Getpid(), 0); !errors.Is(err, errEmulatorClosed) {
 		t.Errorf("SET after Close = %v, want errEmulatorClosed", err)
 	}
+}
+
+// TestListenerCloneTrace: with task_newtask events, a CLONE_VM child inherits even after it
+// has exec'ed, a fork() child holds the default, a thread inherits from the thread that
+// made it, and a CLONE_PARENT child from its creator; a birth the trace may have lost falls
+// back to guessing. (Fake pids beyond any pid_max, so kcmp finds no real task.)
+func TestListenerCloneTrace(t *testing.T) {
+	const (
+		parent      = 3_000_500
+		vforkChild  = 3_000_501
+		forkChild   = 3_000_502
+		lostChild   = 3_000_503
+		group       = 3_000_600
+		groupThread = 3_000_601
+		newThread   = 3_000_602
+		adopted     = 3_000_701
+		sec         = uint64(1_000_000_000)
+	)
+	proc := newFakeProc(t)
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	l := testListener(t, e)
+	l.trace = &cloneTrace{pipe: -1, log: newBirthLog(uint64(cloneTraceHorizon / time.Microsecond))}
+	proc.task(parent, parent, 50, 0, true)
+	proc.task(group, group, 50, 0, true)
+	proc.task(groupThread, group, 55, 0, true)
+	for tid, nid := range map[int]int{parent: 1, group: 1, groupThread: 0} {
+		if err := e.Set(tid, nid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tid := range []int{vforkChild, forkChild, lostChild, adopted} {
+		proc.task(tid, tid, 60, 0, true)
+	}
+	proc.task(newThread, group, 60, 0, true)
+
+	births := []traceBirth{
+		{PID: vforkChild, Creator: parent, Flags: 0x4111, TimeUs: 10_000_005},
+		{PID: forkChild, Creator: parent, Flags: 0x11, TimeUs: 11_000_005},
+		{PID: newThread, Creator: groupThread, Flags: 0x3d0f00, TimeUs: 12_000_005},
+		{PID: adopted, Creator: parent, Flags: 0x8111, TimeUs: 13_000_005}, // CLONE_PARENT|CLONE_VM
+	}
+	for _, b := range births {
+		l.trace.log.add(b, traceLineBirth, b.TimeUs)
+	}
+	// Events lost up to 5 s: lostChild, born at 4 s, cannot be vouched for.
+	l.trace.log.add(traceBirth{}, traceLineLost, 5_000_000)
+	for _, ev := range []ProcEvent{
+		{Kind: ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: lostChild, ChildTGID: lostChild, TimestampNs: 4 * sec},
+		{Kind: ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: vforkChild, ChildTGID: vforkChild, TimestampNs: 10 * sec},
+		{Kind: ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: forkChild, ChildTGID: forkChild, TimestampNs: 11 * sec},
+		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: newThread, ChildTGID: group, TimestampNs: 12 * sec},
+		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: adopted, ChildTGID: adopted, TimestampNs: 13 * sec},
+	} {
+		if err := l.handle(ev); err != nil {
+			t.Fatalf("handling %+v: %v", ev, err)
+		}
+	}
+	got := map[string]int{}
+	for name, tid := range map[string]int{"vfork child": vforkChild, "fork child": forkChild, "lost child": lostChild, "new thread": newThread, "adopted": adopted} {
+		v, err := e.Get(tid)
+		if err != nil {
+			t.Fatalf("Get(%s): %v", name, err)
+		}
+		got[name] = v
+	}
+	want := map[string]int{"vfork child": 1, "fork child": -1, "lost child": -1, "new thread": 0, "adopted": 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("values (-want +got):\n%s", diff)
+	}
+	if st := e.Stats(); st.Inherited != 3 || st.AssumedFresh != 1 {
+		t.Errorf("Stats = %+v, want 3 inherited, 1 assumed fresh (the lost child)", st)
+	}
+}
+
+// TestEmulatorCloneTraceFallback: without tracefs the listener still works, says so, and
+// reports no clone trace.
+func TestEmulatorCloneTraceFallback(t *testing.T) {
+	e, err := NewEmulator(EmulatorOptions{StateDir: t.TempDir(), ForkEvents: true, TracefsRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	st := e.Stats()
+	if !st.Listening {
+		t.Skipf("precondition: no proc connector here: %s", e.Support().Reason)
+	}
+	if st.CloneTrace {
+		t.Errorf("CloneTrace with a TracefsRoot that is not tracefs")
+	}
+	if r := e.Support().Reason; !strings.Contains(r, "without clone flags") || !strings.Contains(r, "tracefs is not mounted there") {
+		t.Errorf("Support().Reason = %q, want it to say why there are no clone flags", r)
+	}
+}
+
+// TestEmulatorCloneTrace: on this machine's kernel, the listener's trace instance sees a
+// vfork child that exec'ed at once inherit, and the instance is gone after Close.
+func TestEmulatorCloneTrace(t *testing.T) {
+	e, err := NewEmulator(EmulatorOptions{StateDir: t.TempDir(), ForkEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if st := e.Stats(); !st.Listening || !st.CloneTrace {
+		t.Skipf("precondition: needs the proc connector and tracefs (root): %s", e.Support().Reason)
+	}
+	instance := e.listener.trace.instance
+	tracefs := e.listener.trace.source
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := e.Set(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Set(0, -1)
+	before := e.Stats()
+	// os/exec: clone(CLONE_VM|CLONE_VFORK) by this thread, exec at once; the child (this
+	// binary as cloneTraceHelperEnv's helper) then waits on its stdin, so it is alive,
+	// exec'ed, when it is asked about.
+	helperArg := "-test.run=^TestCloneTraceHelper$"
+	cmd := exec.Command(os.Args[0], helperArg)
+	cmd.Env = append(os.Environ(), cloneTraceHelperEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	// Before the exec, the vfork child's command line is its parent's.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+		if strings.Contains(string(args), helperArg) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child did not exec within 5 s (cmdline %q)", args)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got, err := e.Get(cmd.Process.Pid); err != nil || got != 0 {
+		t.Errorf("Get(exec'ed vfork child) = %d, %v; want 0", got, err)
+	}
+	// The listener counts the inheritance right after it writes the child's entry, which a
+	// GET may read first. (The first os/exec of a process may also vfork a probe child,
+	// which inherits too.)
+	after := e.Stats()
+	for deadline := time.Now().Add(2 * time.Second); after.Inherited <= before.Inherited && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		after = e.Stats()
+	}
+	if after.AssumedFresh != before.AssumedFresh || after.Inherited <= before.Inherited {
+		t.Errorf("Stats before %+v, after %+v: want more inherited, no assumption", before, after)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tracefs, "/") {
+		t.Logf("instance %s was in %s: gone with the emulator", instance, tracefs)
+		return
+	}
+	if _, err := os.Stat(filepath.Join(tracefs, instance)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("trace instance %s left after Close: %v", instance, err)
+	}
+	t.Logf("instance %s/%s removed at Close", tracefs, instance)
+}
+
+const cloneTraceHelperEnv = "NUMAPREF_CLONETRACE_HELPER"
+
+// TestCloneTraceHelper is TestEmulatorCloneTrace's child: it waits until its stdin closes.
+func TestCloneTraceHelper(t *testing.T) {
+	if os.Getenv(cloneTraceHelperEnv) != "1" {
+		t.Skip("the child process of TestEmulatorCloneTrace")
+	}
+	var b [1]byte
+	os.Stdin.Read(b[:])
 }

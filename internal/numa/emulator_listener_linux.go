@@ -29,6 +29,7 @@ import (
 //	off 24  watermark    CLOCK_MONOTONIC ns: every event queued before it has been handled
 //	off 32  seq          futex word, bumped with the watermark
 //	off 40  lost         count of overflows (lost events)
+//	off 48  flags        flagCloneTrace: the listener reads clone flags from tracefs
 //
 // A lookup of a task the state does not know, born after watchSince, waits until the
 // watermark passes the time of the lookup: the listener has then handled the task's birth,
@@ -42,6 +43,8 @@ const (
 	offWatermark       = 24
 	offSeq             = 32
 	offLost            = 40
+	offFlags           = 48
+	flagCloneTrace     = 1
 	futexWaitOp        = 0 // FUTEX_WAIT (shared: the page is mapped by several processes)
 	futexWakeOp        = 1 // FUTEX_WAKE
 	kcmpVM             = 1 // KCMP_VM
@@ -49,6 +52,10 @@ const (
 	sweepEvery         = time.Minute
 	addrNoRandomize    = 0x0040000
 	defaultSyncTimeout = 2 * time.Second
+	// traceWait bounds the wait for a task_newtask event that the trace has not delivered
+	// yet. The tracepoint fires a few microseconds after the proc connector's event and
+	// before the child first runs, so the wait is short unless the machine is stalled.
+	traceWait = 500 * time.Millisecond
 )
 
 // listenerPage is a mapping of the shared page.
@@ -197,6 +204,10 @@ type listener struct {
 	conn *procConn
 	page *listenerPage
 	done chan struct{}
+	// trace, if not nil, gives each new task's clone flags and creator (task_newtask);
+	// traceWhy says why there is none.
+	trace    *cloneTrace
+	traceWhy string
 
 	mu        sync.Mutex
 	lastErr   error
@@ -214,8 +225,17 @@ func startListener(e *Emulator, page *listenerPage) (*listener, error) {
 		pid := atomic.LoadUint64(page.u64(offPID))
 		return nil, fmt.Errorf("another process (pid %d) listens", pid)
 	}
+	// The trace first: every fork event the connector delivers then has its tracepoint on.
+	trace, err := openCloneTrace(e.traceOpts)
+	traceWhy := ""
+	if err != nil {
+		traceWhy = err.Error()
+	}
 	conn, err := dialProcConnector()
 	if err != nil {
+		if trace != nil {
+			trace.close()
+		}
 		_ = unix.Flock(int(page.f.Fd()), unix.LOCK_UN)
 		return nil, err
 	}
@@ -223,10 +243,16 @@ func startListener(e *Emulator, page *listenerPage) (*listener, error) {
 	atomic.StoreUint64(page.u64(offPID), uint64(os.Getpid()))
 	atomic.StoreUint64(page.u64(offWatermark), 0)
 	atomic.StoreUint64(page.u64(offLost), 0)
+	var flags uint64
+	if trace != nil {
+		flags |= flagCloneTrace
+	}
+	atomic.StoreUint64(page.u64(offFlags), flags)
 	since := e.now()
 	atomic.StoreUint64(page.u64(offWatchSince), since)
 	atomic.StoreUint64(page.u64(offMagic), listenerMagic)
-	l := &listener{e: e, conn: conn, page: page, done: make(chan struct{}), lastSweep: time.Now()}
+	l := &listener{e: e, conn: conn, page: page, done: make(chan struct{}), lastSweep: time.Now(),
+		trace: trace, traceWhy: traceWhy}
 	go l.run()
 	// Tasks born in the subscription's own tick may predate it; make every task the caller
 	// creates from now on count as watched.
@@ -241,8 +267,14 @@ func pageWritable(p *listenerPage) bool {
 
 func (l *listener) stop() {
 	atomic.StoreUint64(l.page.u64(offMagic), 0)
+	atomic.StoreUint64(l.page.u64(offFlags), 0)
 	_ = l.conn.close()
 	<-l.done
+	if l.trace != nil {
+		if err := l.trace.close(); err != nil {
+			l.noteError(err)
+		}
+	}
 	_ = unix.Flock(int(l.page.f.Fd()), unix.LOCK_UN)
 	futexWake(l.page.u32(offSeq))
 }
@@ -256,9 +288,13 @@ func (l *listener) run() {
 		}
 		for _, ev := range events {
 			if err := l.handle(ev); err != nil {
-				l.mu.Lock()
-				l.lastErr, l.errors = err, l.errors+1
-				l.mu.Unlock()
+				l.noteError(err)
+			}
+		}
+		if l.trace != nil {
+			// Keep the instance's ring buffer from overflowing between lookups.
+			if err := l.trace.drain(); err != nil {
+				l.noteError(err)
 			}
 		}
 		if time.Since(l.lastSweep) > sweepEvery {
@@ -266,6 +302,12 @@ func (l *listener) run() {
 			_ = l.e.sweep()
 		}
 	}
+}
+
+func (l *listener) noteError(err error) {
+	l.mu.Lock()
+	l.lastErr, l.errors = err, l.errors+1
+	l.mu.Unlock()
 }
 
 // publish is called whenever the socket is found empty: every event queued before now
@@ -311,9 +353,10 @@ func (l *listener) value(tgid int, t Task) taskEntry {
 	return taskEntry{TID: t.TID, TGID: tgid, Start: t.StartTime, Force: NoNode, Preferred: NoNode}
 }
 
-// threadBorn handles a new thread. The event names the group's parent, not the thread that
-// called clone(), so the creator is one of the group's older threads: if they all hold the
-// same value the new thread inherits it; otherwise the creator is unknown.
+// threadBorn handles a new thread. The fork event names the group's parent, not the thread
+// that called clone(); the trace, when there is one, names it, and the new thread inherits
+// its value. Without the trace, the creator is one of the group's older threads: if they all
+// hold the same value the new thread inherits it; otherwise the creator is unknown.
 func (l *listener) threadBorn(ev ProcEvent) error {
 	if !l.e.store.hasGroup(ev.ChildTGID) {
 		return nil // no thread of the group has an entry: all hold the default
@@ -321,6 +364,11 @@ func (l *listener) threadBorn(ev ProcEvent) error {
 	child, err := ReadTask(l.e.procRoot, ev.ChildTID)
 	if err != nil {
 		return nil // already gone
+	}
+	if b, ok := l.traced(ev, true); ok && b.Creator != 0 {
+		if from, ok := l.creatorValue(ev.ChildTGID, b.Creator, child); ok {
+			return l.e.inherit(ev.ChildTGID, child, from)
+		}
 	}
 	names, err := readDirNames(filepath.Join(l.e.procRoot, strconv.Itoa(ev.ChildTGID), "task"))
 	if err != nil {
@@ -348,15 +396,59 @@ func (l *listener) threadBorn(ev ProcEvent) error {
 	return l.e.inherit(ev.ChildTGID, child, values[0])
 }
 
-// processBorn handles a new process. ParentTID is the thread that called clone(). A fork()
-// child (no CLONE_VM) starts at -1; a CLONE_VM child (vfork, posix_spawn) keeps its
-// parent's value. kcmp(KCMP_VM) tells them apart while the child still shares the
-// parent's memory; afterwards an unchanged memory layout still shows a fork() child that
-// has not exec'ed. Anything else is unknown.
+// traced returns the task_newtask event of a fork event, if the trace has it. It waits for
+// an event not read yet only if wait.
+func (l *listener) traced(ev ProcEvent, wait bool) (traceBirth, bool) {
+	if l.trace == nil {
+		return traceBirth{}, false
+	}
+	d := time.Duration(0)
+	if wait {
+		d = traceWait
+	}
+	b, answer, err := l.trace.lookup(ev.ChildTID, ev.TimestampNs, d)
+	if err != nil {
+		l.noteError(err)
+	}
+	return b, answer == birthFound
+}
+
+// creatorValue returns the value that thread creator of group tgid held when it made child:
+// its entry (or the default) if it still lives, its entry if it has ended since (a thread's
+// entry goes with its exit event, which comes after this fork event).
+func (l *listener) creatorValue(tgid, creator int, child Task) (taskEntry, bool) {
+	if t, err := ReadTask(l.e.procRoot, creator); err == nil {
+		if t.StartTime > child.StartTime {
+			return taskEntry{}, false // the creator's tid is another task's now
+		}
+		return l.value(tgid, t), true
+	}
+	ent, ok, err := l.e.store.readEntry(tgid, creator)
+	if err != nil || !ok || ent.Start > child.StartTime {
+		return taskEntry{}, false
+	}
+	return ent, true
+}
+
+// processBorn handles a new process. ParentTID is the thread that called clone() (unless
+// CLONE_PARENT made the caller's parent the child's). A fork() child (no CLONE_VM) starts at
+// -1; a CLONE_VM child (vfork, posix_spawn) keeps its creator's value, across exec. The
+// trace's task_newtask event, when there is one, carries the clone flags and the creator.
+// Without it, kcmp(KCMP_VM) tells the two apart while the child still shares the parent's
+// memory; afterwards an unchanged memory layout still shows a fork() child that has not
+// exec'ed. Anything else is unknown.
 func (l *listener) processBorn(ev ProcEvent) error {
 	parentEntry, ok, err := l.e.store.readEntry(ev.ParentTGID, ev.ParentTID)
-	if err != nil || !ok || parentEntry.isDefault() {
-		return err // the parent holds the default, and so does the child either way
+	if err != nil {
+		return err
+	}
+	forced := ok && !parentEntry.isDefault()
+	b, traced := l.traced(ev, forced)
+	if traced && b.Creator != 0 && b.Creator != ev.ParentTID {
+		return l.bornOfCreator(ev, b) // CLONE_PARENT
+	}
+	if !forced {
+		return nil // the parent holds the default, and so does the child either way
 	}
 	child, err := ReadTask(l.e.procRoot, ev.ChildTID)
 	if err != nil {
@@ -368,6 +460,12 @@ func (l *listener) processBorn(ev ProcEvent) error {
 			return nil // a stale entry: the parent holds the default
 		}
 		return l.e.assumeFresh(ev.ChildTGID, child) // the parent is gone: cannot compare
+	}
+	if traced {
+		if b.Flags&cloneVM == 0 {
+			return nil // a fork() child: the default, which needs no entry
+		}
+		return l.e.inherit(ev.ChildTGID, child, parentEntry)
 	}
 	same, err := kcmp(ev.ParentTID, ev.ChildTID, kcmpVM)
 	if errors.Is(err, unix.ESRCH) {
@@ -382,6 +480,31 @@ func (l *listener) processBorn(ev ProcEvent) error {
 		return nil // a fork() child: the default, which needs no entry
 	}
 	return l.e.assumeFresh(ev.ChildTGID, child)
+}
+
+// bornOfCreator handles a new process whose creator the trace names and the fork event
+// does not (CLONE_PARENT).
+func (l *listener) bornOfCreator(ev ProcEvent, b traceBirth) error {
+	if b.Flags&cloneVM == 0 {
+		return nil // a fork() child
+	}
+	child, err := ReadTask(l.e.procRoot, ev.ChildTID)
+	if err != nil {
+		return nil
+	}
+	data, err := readTaskFile(l.e.procRoot, b.Creator, "status")
+	if err != nil {
+		return l.e.assumeFresh(ev.ChildTGID, child)
+	}
+	st, err := parseStatus(string(data))
+	if err != nil {
+		return l.e.assumeFresh(ev.ChildTGID, child)
+	}
+	from, ok := l.creatorValue(st.TGID, b.Creator, child)
+	if !ok {
+		return l.e.assumeFresh(ev.ChildTGID, child)
+	}
+	return l.e.inherit(ev.ChildTGID, child, from)
 }
 
 // forkCopy reports whether the child still has its parent's memory layout in a separate

@@ -48,13 +48,27 @@ func OpenPrctl(t *testing.T) Target {
 }
 
 // OpenEmulator is the Run opener for the emulator, with its state in the shared directory
-// and listening to fork events when it can.
+// and listening to fork events when it can (with clone flags from tracefs when it can).
 func OpenEmulator(t *testing.T) Target {
 	selectBackend(t, "emulator")
+	return openEmulator(t, "")
+}
+
+// OpenEmulatorWithoutCloneTrace is OpenEmulator with the listener kept from tracefs, so
+// that it falls back to kcmp and counts its guesses (backend "emulator-no-trace" for
+// NUMAPREF_CONFORMANCE_IMPL).
+func OpenEmulatorWithoutCloneTrace(t *testing.T) Target {
+	selectBackend(t, "emulator-no-trace")
+	// The shared directory is no tracefs: the listener does without.
+	return openEmulator(t, SharedDir(t))
+}
+
+func openEmulator(t *testing.T, tracefsRoot string) Target {
 	emu, err := numa.NewEmulator(numa.EmulatorOptions{
 		StateDir:    filepath.Join(SharedDir(t), "emulator"),
 		ForkEvents:  true,
 		SharedState: true,
+		TracefsRoot: tracefsRoot,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +76,9 @@ func OpenEmulator(t *testing.T) Target {
 	t.Cleanup(func() { emu.Close() })
 	stats := emu.Stats()
 	return Target{
-		Raw:          emu,
-		AssumedFresh: func() uint64 { return emu.Stats().AssumedFresh },
-		TracksBirths: stats.ListenerActive && stats.KCMP,
+		Raw:             emu,
+		AssumedFresh:    func() uint64 { return emu.Stats().AssumedFresh },
+		TracksBirths:    stats.ListenerActive && (stats.KCMP || stats.CloneTrace),
+		KnowsCloneFlags: stats.CloneTrace,
 	}
 }

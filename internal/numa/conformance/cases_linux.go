@@ -260,12 +260,14 @@ func cloneVMChildInherits(c *caseRun) {
 }
 
 // vforkChildInherits: Go's os/exec uses clone(CLONE_VM|CLONE_VFORK), like posix_spawn.
-// The child execs at once, so an emulator may only guess.
+// The child execs at once, so an emulator that does not learn the clone flags may only
+// guess.
 func vforkChildInherits(c *caseRun) {
 	before := c.assumedFresh()
 	results := c.helper(helperRequest{Role: roleSpawn, Spawn: spawnOSExec, Nid: c.s.node}, nil, "spawner")
 	child := c.reportOf(results, roleReportSelf)
-	c.wantInherited(c.helperCall(child, "get-self"), c.s.node, c.s.target.AssumedFresh == nil, before)
+	strict := c.s.target.AssumedFresh == nil || c.s.target.KnowsCloneFlags
+	c.wantInherited(c.helperCall(child, "get-self"), c.s.node, strict, before)
 }
 
 func threadsInherit(c *caseRun) {

@@ -16,6 +16,14 @@ func TestPrctl(t *testing.T) { conformance.Run(t, conformance.OpenPrctl) }
 // TestEmulator runs the suite against the emulator.
 func TestEmulator(t *testing.T) { conformance.Run(t, conformance.OpenEmulator) }
 
+// TestEmulatorWithoutCloneTrace runs it against the emulator without tracefs: CLONE_VM
+// children are told from fork() children by kcmp alone, and a vfork child that exec'ed at
+// once may be assumed fresh (counted). The kernel lab, which selects one backend a run,
+// leaves it out.
+func TestEmulatorWithoutCloneTrace(t *testing.T) {
+	conformance.Run(t, conformance.OpenEmulatorWithoutCloneTrace)
+}
+
 // TestMain: on the kernel lab's control kernel, a kernel trace witnesses that the suite
 // issued no PR_PREFERRED_NID prctl.
 func TestMain(m *testing.M) { os.Exit(conformance.Main(m)) }

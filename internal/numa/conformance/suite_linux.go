@@ -34,6 +34,10 @@ type Target struct {
 	// fork events and kcmp): threads, and CLONE_VM children held before exec, must then
 	// inherit exactly, with no assumption counted.
 	TracksBirths bool
+	// KnowsCloneFlags says the backend learns each new task's clone flags from the kernel
+	// (the emulator reading task:task_newtask from tracefs): a vfork/posix_spawn child that
+	// exec'ed at once must then inherit exactly too.
+	KnowsCloneFlags bool
 }
 
 // SharedDir returns a directory that the test process and all its helper processes share

@@ -60,8 +60,9 @@ func TestForkToAppliedLatency(t *testing.T) {
 		rescan time.Duration
 	}{
 		// Events with a 1 s rescan behind them, as the agent runs (its default is 10 s): a
-		// fork event the engine misses (seen in some full-lab boots, not yet explained)
-		// shows as a ~1 s outlier in p99/max instead of a hang.
+		// fork event the engine misses (its fork pass ran before the kernel put the child in
+		// its cgroup: TestForkEventBeforeCgroup) shows as a ~1 s outlier in p99/max instead
+		// of a hang.
 		{"events", true, time.Second},
 		{"rescan100ms", false, 100 * time.Millisecond},
 	} {
