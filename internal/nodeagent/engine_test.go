@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -324,6 +325,72 @@ func TestEngineCatchesForkedChildrenFromEvents(t *testing.T) {
 	waitFor(t, "the forked children have node 0", func() bool {
 		return allEqual(el.values(t, shell, forked), 0)
 	})
+}
+
+// The kernel sends a fork event before the child joins its cgroup; a fork pass in that gap
+// does not list the child. The engine looks again (here once, after 300 ms, so the test
+// can make the gap on purpose) and places it without waiting for the rescan (an hour).
+func TestEngineLooksAgainForAChildNotYetInItsCgroup(t *testing.T) {
+	el := newEngineLab(t)
+	w, c, d := el.container(t, "a", 0, 1)
+	events := make(chan numa.ProcEvent, 1)
+	m := NewMetrics()
+	reg := prometheus.NewRegistry()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(EngineConfig{
+		Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(), OnlineNodes: []int{0, 1},
+		LedgerPath: el.ledger, RescanInterval: time.Hour, ProcEvents: events, Metrics: m, Log: testr.New(t),
+		ForkRetryDelays: []time.Duration{300 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { e.Start(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	e.SetDesired([]Desire{d})
+	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
+
+	// The "child", still outside the container's cgroups when its fork event arrives.
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	pid := child.Process.Pid
+	events <- numa.ProcEvent{Kind: numa.ProcEventFork, ParentTGID: w.Pid(), ParentTID: w.Pid(), ChildTGID: pid, ChildTID: pid}
+	waitFor(t, "the fork pass ran", func() bool { return forkPasses(t, reg) >= 1 })
+	if err := c.Attach(pid); err != nil { // what cgroup_post_fork does, a little late
+		t.Fatal(err)
+	}
+	waitFor(t, "the late child has node 0", func() bool { return allEqual(el.values(t, pid), 0) })
+	if n := forkPasses(t, reg); n != 2 {
+		t.Errorf("%d fork passes, want 2 (the event's and one look again)", n)
+	}
+}
+
+func forkPasses(t *testing.T, reg *prometheus.Registry) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "numapref_pass_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == "fork" {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func TestEngineHonoursCpusetPinning(t *testing.T) {
