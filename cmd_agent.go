@@ -47,6 +47,9 @@ type agentFlags struct {
 	probeAddr         string
 	leaderElect       bool
 	leaderNamespace   string
+	leaseDuration     time.Duration
+	renewDeadline     time.Duration
+	retryPeriod       time.Duration
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -68,6 +71,9 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one agent to compute NumaPreference summaries")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease")
+	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 60*time.Second, "how long a lost leader keeps the summary lease")
+	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 45*time.Second, "how long the leader keeps trying to renew before it gives up")
+	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
 }
 
 func runAgent(args []string) error {
@@ -231,6 +237,9 @@ func newManager(f *agentFlags) (ctrl.Manager, error) {
 	if err := numav1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	if err := controllers.InstrumentAPI(cfg, ctrlmetrics.Registry); err != nil {
+		return nil, fmt.Errorf("agent: API request metrics: %w", err)
+	}
 	metrics := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.secureMetrics}
 	if f.secureMetrics {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
@@ -244,6 +253,11 @@ func newManager(f *agentFlags) (ctrl.Manager, error) {
 		LeaderElectionID:              "numapref-summary",
 		LeaderElectionNamespace:       f.leaderNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		// The elected agent only computes summaries, so a slow failover costs little and
+		// each renewal is an API write: renew every 15 s instead of 2 s.
+		LeaseDuration: &f.leaseDuration,
+		RenewDeadline: &f.renewDeadline,
+		RetryPeriod:   &f.retryPeriod,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: creating manager: %w", err)

@@ -76,7 +76,12 @@ func applyNodeLabels(ctx context.Context, c client.Client, node string, facts No
 // NodeCacheOptions limits the manager's pod cache to the pods of one node; NumaPreferences
 // stay cached cluster-wide.
 func NodeCacheOptions(node string) cache.Options {
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Field: fields.OneTermEqualSelector("spec.nodeName", node)},
-	}}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Field: fields.OneTermEqualSelector("spec.nodeName", node)},
+		},
+		// Nothing reads managedFields from the cache (status is server-side applied from
+		// fresh objects); dropping them keeps the agent's memory small.
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 }

@@ -1,0 +1,68 @@
+package controllers
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+)
+
+// apiRequests counts the agent's own requests to the API server by verb and resource, so
+// that "no writes when nothing changes" can be watched (and asserted in the e2e). Labels
+// are bounded: HTTP methods and the resources this agent's RBAC allows.
+var apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "numapref", Name: "api_requests_total",
+	Help: "Requests the agent sent to the API server, by HTTP method and resource[/subresource]; watches count once when opened.",
+}, []string{"method", "resource"})
+
+// InstrumentAPI makes every request made with cfg count in numapref_api_requests_total,
+// registered in reg.
+func InstrumentAPI(cfg *rest.Config, reg prometheus.Registerer) error {
+	if err := reg.Register(apiRequests); err != nil {
+		return err
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			apiRequests.WithLabelValues(req.Method, APIResource(req.URL.Path)).Inc()
+			return rt.RoundTrip(req)
+		})
+	})
+	return nil
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// APIResource names the resource of an API path: "pods", "numapreferences/status",
+// "leases", or "other" for discovery and anything that is not a resource path.
+//
+//	/api/v1/namespaces/ns/pods/name            -> pods
+//	/apis/g/v1/namespaces/ns/res/name/status   -> res/status
+//	/apis/g/v1/res                             -> res
+//	/api/v1/namespaces/ns                      -> namespaces
+func APIResource(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return "other"
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 1, 2:
+		return parts[0]
+	case 3:
+		return parts[0] + "/" + parts[2]
+	}
+	if len(parts) == 0 {
+		return "namespaces"
+	}
+	return "other"
+}
