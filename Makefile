@@ -38,12 +38,16 @@ verify: generate ## Fail when generated files are stale or code is unformatted.
 ##@ Test
 
 .PHONY: test
-test: verify chart-lint unit fuzz kernel-lab e2e ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing, kernel lab, e2e on a real local node.
+test: verify chart-lint chart-score unit fuzz kernel-lab e2e ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing, kernel lab, e2e on a real local node.
 
 .PHONY: chart-lint
 chart-lint: ## helm lint the chart; any warning fails.
 	hack/tools.sh helm >/dev/null
 	$(HELM) lint --strict charts/numapref
+
+.PHONY: chart-score
+chart-score: ## kube-score the rendered chart (a few value sets); any finding fails, exceptions are in the chart.
+	hack/chart-score.sh
 
 .PHONY: chart-test
 chart-test: ## Render the chart with helm and check its security posture, RBAC, CRD and flags.

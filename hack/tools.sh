@@ -6,13 +6,16 @@ CACHE=${NUMAPREF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/numapref}
 declare -A pkgs=(
   [controller-gen]=sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
   [helm]=helm.sh/helm/v3/cmd/helm@v3.21.4
+  [kube-score]=github.com/zegl/kube-score/cmd/kube-score@v1.20.0
 )
 # Link-time settings a plain `go install` misses. helm's release builds stamp its version and
 # the Kubernetes version of its client-go (v0.36 -> 1.36); without them `helm version` says
 # v3.21 and `helm template`/`helm lint` assume Kubernetes v1.20 (.Capabilities.KubeVersion,
-# Chart.yaml kubeVersion checks, API deprecation lint).
+# Chart.yaml kubeVersion checks, API deprecation lint). kube-score's goreleaser stamps its
+# version (`kube-score version` says "development" without it); its commit stays "N/A".
 declare -A ldflags=(
   [helm]="-X helm.sh/helm/v3/internal/version.version=v3.21.4 -X helm.sh/helm/v3/internal/version.metadata= -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=36 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=36"
+  [kube-score]="-X main.version=v1.20.0"
 )
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${!pkgs[@]}")
