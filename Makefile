@@ -13,8 +13,9 @@ all: build
 ##@ Build
 
 .PHONY: build
-build: ## Build the numapref binary into bin/.
+build: ## Build the numapref binary and the kubectl-numapref plugin into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/numapref .
+	CGO_ENABLED=0 go build -trimpath -o bin/kubectl-numapref ./cmd/kubectl-numapref
 
 .PHONY: tools
 tools: ## Install pinned build tools into the cache.

@@ -81,6 +81,10 @@ func run(binDir, helmBin string, keep bool) (err error) {
 	if err != nil {
 		return err
 	}
+	plugin := filepath.Join(tmp, "kubectl-numapref")
+	if out, err := exec.Command("go", "build", "-o", plugin, "./cmd/kubectl-numapref").CombinedOutput(); err != nil {
+		return fmt.Errorf("building kubectl-numapref: %v: %s", err, out)
+	}
 	step("Bringing up a real single-node cluster: etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet")
 	logf := func(f string, a ...any) { fmt.Printf("    "+f+"\n", a...) }
 	node, err := localnode.Up(ctx, localnode.DefaultDir, binDir, images, logf)
@@ -141,6 +145,10 @@ func run(binDir, helmBin string, keep bool) (err error) {
 	}
 	_, id, _ = strings.Cut(id, "://")
 	if err := printTasks(id); err != nil {
+		return err
+	}
+	step("The same pod through the agent's eyes: kubectl numapref inspect (the agent listens on 127.0.0.1 here)")
+	if err := d.show(plugin, "inspect", "default/db", "--agent-url", "https://127.0.0.1:8443", "--insecure-skip-tls-verify"); err != nil {
 		return err
 	}
 	step("The workload forks a child (fork(): the kernel resets it to -1); the agent places it")

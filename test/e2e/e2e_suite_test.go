@@ -34,6 +34,7 @@ const (
 var (
 	prov       provider
 	kubeconfig string
+	plugin     string // kubectl-numapref, built from this tree
 	suiteCtx   = context.Background()
 )
 
@@ -50,8 +51,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	repo, err := filepath.Abs("../..")
 	Expect(err).NotTo(HaveOccurred())
-	images, err := localnode.BuildImages(ctx, repo, GinkgoT().TempDir())
+	tmp := GinkgoT().TempDir()
+	images, err := localnode.BuildImages(ctx, repo, tmp)
 	Expect(err).NotTo(HaveOccurred())
+	plugin = filepath.Join(tmp, "kubectl-numapref")
+	build := exec.CommandContext(ctx, "go", "build", "-o", plugin, "./cmd/kubectl-numapref")
+	build.Dir = repo
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
 	start := time.Now()
 	kubeconfig, err = prov.up(ctx, images)
 	Expect(err).NotTo(HaveOccurred())

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/test/e2e/localnode"
 )
 
@@ -105,6 +107,20 @@ func allPrefer(ctx context.Context, containerID string, node, minTasks int) func
 			g.Expect(t.Force).To(Equal(node), "task %d of process %d", t.TID, t.PID)
 		}
 	}
+}
+
+// applyPreference applies, with kubectl, a NumaPreference named name that sends the pods
+// labelled app=<name> to NUMA node 0.
+func applyPreference(ctx context.Context, name string) {
+	GinkgoHelper()
+	out, err := kubectlIn(ctx, fmt.Sprintf(`apiVersion: numa.numapref.io/v1alpha1
+kind: NumaPreference
+metadata: {name: %[1]s, namespace: default}
+spec:
+  selector: {matchLabels: {app: %[1]s}}
+  node: 0
+`, name), "apply", "-f", "-")
+	Expect(err).NotTo(HaveOccurred(), out)
 }
 
 func workloadPod(name string, labels, annotations map[string]string, containers ...string) *corev1.Pod {
@@ -208,14 +224,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		Expect(cl.Create(ctx, workloadPod("work", map[string]string{"app": "e2e-work"}, nil, "work", "helper"))).To(Succeed())
 		ids = podIDs(ctx, "work")
 		start := time.Now()
-		out, err := kubectlIn(ctx, `apiVersion: numa.numapref.io/v1alpha1
-kind: NumaPreference
-metadata: {name: e2e-work, namespace: default}
-spec:
-  selector: {matchLabels: {app: e2e-work}}
-  node: 0
-`, "apply", "-f", "-")
-		Expect(err).NotTo(HaveOccurred(), out)
+		applyPreference(ctx, "e2e-work")
 		for _, id := range ids {
 			// The workload's 8 threads plus the Go runtime's own.
 			Eventually(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
@@ -250,7 +259,7 @@ spec:
 			g.Expect(tasks).To(BeNumerically(">=", 18), out)
 			g.Expect(f[4]).To(Equal("True"), out)
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-		out, err = kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns)
+		out, err := kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns)
 		Expect(err).NotTo(HaveOccurred())
 		logf("kubectl get numapref:\n%s", out)
 		Eventually(func(g Gomega) {
@@ -275,6 +284,43 @@ spec:
 		}).WithContext(ctx).WithTimeout(15 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
 		logf("forked children placed within %s (fork events on, rescan 2s)", time.Since(start).Round(time.Millisecond))
 	}, SpecTimeout(time.Minute))
+
+	It("shows the pod the way the agent sees it with kubectl numapref inspect", func(ctx SpecContext) {
+		args := []string{"inspect", ns + "/work", "--insecure-skip-tls-verify"}
+		if u := prov.agentURL(); u != "" {
+			args = append(args, "--agent-url", u)
+		}
+		out, err := run(ctx, "", plugin, append(args, "-o", "json")...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		var pod inspect.Pod
+		Expect(json.Unmarshal([]byte(out), &pod)).To(Succeed(), out)
+		Expect(pod.Node).To(Equal(localnode.NodeName))
+		Expect(pod.Kernel.Backend).To(Equal("emulator"))
+		Expect(pod.Containers).To(HaveLen(2))
+		for _, c := range pod.Containers {
+			Expect(c.ContainerID).To(Equal(ids[c.Name]))
+			Expect(c.DesiredNode).To(HaveValue(Equal(0)), c.Name)
+			Expect(c.Source).To(Equal("NumaPreference/e2e-work"))
+			Expect(c.Reason).To(Equal(numav1.ReasonApplied))
+			Expect(c.Cpuset).NotTo(BeNil())
+			Expect(c.Cpuset.Mems).To(ContainElement(0))
+			// The agent's view agrees with the node's, task by task.
+			onNode, err := containerTasks(ctx, ids[c.Name])
+			Expect(err).NotTo(HaveOccurred())
+			var seen []int
+			for _, t := range c.Tasks {
+				Expect(t.Forced).To(HaveValue(Equal(0)), "task %d", t.TID)
+				seen = append(seen, t.TID)
+			}
+			for _, t := range onNode {
+				Expect(seen).To(ContainElement(t.TID), "inspect misses task %d of %s", t.TID, c.Name)
+			}
+		}
+		out, err = run(ctx, "", plugin, args...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		logf("kubectl numapref inspect %s/work:\n%s", ns, out)
+		Expect(out).To(ContainSubstring("FORCED"))
+	})
 
 	It("follows the pod annotation without any NumaPreference", func(ctx SpecContext) {
 		Expect(cl.Create(ctx, workloadPod("annotated", nil, map[string]string{"numapref.io/preferred-node": "0"}, "app"))).To(Succeed())
@@ -332,10 +378,23 @@ spec:
 			// forked while no agent ran.
 			g.Expect(metricValue(body, `numapref_task_sets_total{result="Applied"}`)).To(BeNumerically(">=", 1))
 			g.Expect(metricValue(body, `numapref_kernel_supported{backend="emulator"}`)).To(Equal(1.0))
+			// Effect, read at scrape time: this host has one NUMA node, so every byte of
+			// the selected container is on its preferred node.
+			g.Expect(metricValue(body, `numapref_container_memory_locality_ratio{container="work",namespace="default",pod="work"}`)).To(Equal(1.0))
+			g.Expect(metricValue(body, `numapref_container_memory_bytes{container="work",namespace="default",numa_node="0",pod="work"}`)).To(BeNumerically(">", 0))
+			g.Expect(body).To(ContainSubstring(`numapref_numa_balancing{mode="disabled"} 1`))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		body, err := scrape(scraper)
+		Expect(err).NotTo(HaveOccurred())
+		lagCount := metricValue(body, `numapref_fork_apply_lag_seconds_count{since="event"}`)
+		if lagCount > 0 {
+			logf("fork event to applied, in the agent's pod on the emulator: %.0f tasks, mean %.2f ms",
+				lagCount, metricValue(body, `numapref_fork_apply_lag_seconds_sum{since="event"}`)/lagCount*1000)
+		}
+
 		// A token the API server does not know: controller-runtime's filter answers 500
 		// "Authentication failed" (the TokenReview reports an error), never metrics.
-		body, err := scrape("not-a-token")
+		body, err = scrape("not-a-token")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(body).To(ContainSubstring("Authentication failed"))
 		Expect(body).NotTo(ContainSubstring("numapref_"))
@@ -360,7 +419,117 @@ spec:
 		id := podIDs(ctx, "annotated")["app"]
 		Consistently(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(3 * time.Second).Should(Succeed())
 	}, SpecTimeout(time.Minute))
+
+	// Issue 7's footprint figures, on this real node: 100 selected pods, steady state.
+	It("keeps 100 selected pods placed with a small footprint and no API writes at steady state", Label("footprint"), func(ctx SpecContext) {
+		const pods = 100
+		start := time.Now()
+		for i := range pods {
+			p := workloadPod(fmt.Sprintf("scale-%03d", i), map[string]string{"app": "e2e-scale"}, nil, "app")
+			p.Spec.Containers[0].Args = []string{"work", "-threads", "2"}
+			p.Spec.TerminationGracePeriodSeconds = ptr(int64(1))
+			Expect(cl.Create(ctx, p)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			var list corev1.PodList
+			g.Expect(cl.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app": "e2e-scale"})).To(Succeed())
+			running := 0
+			for _, p := range list.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			g.Expect(running).To(Equal(pods))
+		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		logf("%d pods Running after %s", pods, time.Since(start).Round(time.Second))
+		applyPreference(ctx, "e2e-scale")
+		start = time.Now()
+		Eventually(func(g Gomega) {
+			np := &numav1.NumaPreference{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "e2e-scale"}, np)).To(Succeed())
+			g.Expect(np.Status.Summary.Pods).To(BeEquivalentTo(pods))
+			g.Expect(np.Status.Summary.Tasks).To(BeNumerically(">=", pods*3))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+		logf("%d pods placed %s after the NumaPreference", pods, time.Since(start).Round(time.Millisecond))
+
+		// Steady state: let the last status writes settle, then watch a minute.
+		agent, err := prov.nodeShell(ctx, `for p in /proc/[0-9]*; do [ "$(readlink $p/exe 2>/dev/null)" = /numapref ] && echo ${p#/proc/}; done; true`)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.Fields(agent)).To(HaveLen(1), "the agent process")
+		pid := strings.TrimSpace(agent)
+		type usage struct {
+			rssKiB, anonKiB, cpuTicks    int
+			writes, leaseWrites, reads   float64
+			heapInuse, goSys, goroutines float64
+			series                       map[string]float64 // every write series
+		}
+		sample := func() (u usage) {
+			GinkgoHelper()
+			st, err := prov.nodeShell(ctx, fmt.Sprintf(`awk '/^(VmRSS|RssAnon):/ {print $2}' /proc/%s/status; s=$(cat /proc/%s/stat); set -- ${s##*') '}; echo $((${12} + ${13}))`, pid, pid))
+			Expect(err).NotTo(HaveOccurred(), st)
+			f := strings.Fields(st)
+			Expect(f).To(HaveLen(3), st)
+			u.rssKiB, _ = strconv.Atoi(f[0])
+			u.anonKiB, _ = strconv.Atoi(f[1])
+			u.cpuTicks, _ = strconv.Atoi(f[2])
+			u.series = map[string]float64{}
+			body, err := prov.nodeShell(ctx, fmt.Sprintf(`curl -sk -H "Authorization: Bearer %s" https://127.0.0.1:8443/metrics`, scraper))
+			Expect(err).NotTo(HaveOccurred())
+			// The agent's own count of its API requests (numapref_api_requests_total).
+			for _, line := range strings.Split(body, "\n") {
+				if !strings.HasPrefix(line, "numapref_api_requests_total{") {
+					continue
+				}
+				f := strings.Fields(line)
+				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				switch {
+				case strings.Contains(line, `method="GET"`):
+					u.reads += v
+				case strings.Contains(line, `resource="leases"`):
+					u.leaseWrites += v
+				case strings.Contains(line, `resource="tokenreviews"`), strings.Contains(line, `resource="subjectaccessreviews"`):
+					// The metrics endpoint authenticating this very scrape: the observer's cost.
+				default:
+					u.writes += v
+					u.series[f[0]] = v
+				}
+			}
+			u.heapInuse = metricValue(body, "go_memstats_heap_inuse_bytes")
+			u.goSys = metricValue(body, "go_memstats_sys_bytes")
+			u.goroutines = metricValue(body, "go_goroutines")
+			return u
+		}
+		time.Sleep(15 * time.Second)
+		u0 := sample()
+		const window = 60 * time.Second
+		time.Sleep(window)
+		u1 := sample()
+		cpuPct := float64(u1.cpuTicks-u0.cpuTicks) / 100 / window.Seconds() * 100 // USER_HZ = 100
+		var wrote []string
+		for k, v := range u1.series {
+			if d := v - u0.series[k]; d != 0 {
+				wrote = append(wrote, fmt.Sprintf("%s +%.0f", k, d))
+			}
+		}
+		logf("footprint, %d pods (%d+ tasks), rescan 2s, fork events on, over %s: VmRSS %.1f MiB of which anonymous %.1f MiB "+
+			"(Go heap in use %.1f MiB, Go sys %.1f MiB, %0.f goroutines; the rest is the binary's file-backed text), CPU %.2f%% of one core; "+
+			"API requests: %.0f writes %v, %.0f lease renewals, %.0f reads",
+			pods, pods*3, window, float64(u1.rssKiB)/1024, float64(u1.anonKiB)/1024, u1.heapInuse/(1<<20), u1.goSys/(1<<20), u1.goroutines, cpuPct,
+			u1.writes-u0.writes, wrote, u1.leaseWrites-u0.leaseWrites, u1.reads-u0.reads)
+		Expect(wrote).To(BeEmpty(), "API writes at steady state, lease renewals aside")
+		Expect(u1.leaseWrites-u0.leaseWrites).To(BeNumerically("<=", 5), "lease renewals: one per 15 s")
+		// The private memory: VmRSS also counts the pages of the 60+ MB static binary's text
+		// the agent has touched, which are file-backed, shared and reclaimable.
+		Expect(u1.anonKiB).To(BeNumerically("<=", 40*1024), "agent anonymous RSS in KiB")
+
+		out, err := kubectl(ctx, "delete", "numapref", "e2e-scale", "-n", ns)
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = kubectl(ctx, "delete", "pod", "-n", ns, "-l", "app=e2e-scale", "--wait=true", "--timeout=5m")
+		Expect(err).NotTo(HaveOccurred(), out)
+	}, SpecTimeout(20*time.Minute))
 })
+
+func ptr[T any](v T) *T { return &v }
 
 // metricValue returns the value of the sample line starting with series, or -1.
 func metricValue(body, series string) float64 {

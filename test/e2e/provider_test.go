@@ -23,6 +23,9 @@ type provider interface {
 	nodeShell(ctx context.Context, script string) (string, error)
 	// agentLogs returns the agent containers' logs.
 	agentLogs(ctx context.Context) string
+	// agentURL is where kubectl numapref reaches the agent, when its discovery (the
+	// node's address) cannot.
+	agentURL() string
 	// values are the Helm values this cluster needs beyond the common ones.
 	values() []string
 	down(ctx context.Context) error
@@ -87,6 +90,9 @@ func (p *localProvider) values() []string {
 	return []string{"apiServer.host=127.0.0.1", "apiServer.port=6443", "bindAddress=127.0.0.1"}
 }
 
+// The agent listens on 127.0.0.1 only (bindAddress), not on the node's address.
+func (p *localProvider) agentURL() string { return "https://127.0.0.1:8443" }
+
 func (p *localProvider) down(context.Context) error {
 	if p.node == nil {
 		return nil
@@ -123,6 +129,8 @@ func (p *kindProvider) agentLogs(ctx context.Context) string {
 }
 
 func (p *kindProvider) values() []string { return []string{"kubeletCgroupRoot=/kubelet"} }
+
+func (p *kindProvider) agentURL() string { return "" }
 
 func (p *kindProvider) down(ctx context.Context) error {
 	return exec.CommandContext(ctx, "kind", "delete", "cluster", "--name", p.cluster).Run()
