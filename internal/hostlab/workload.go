@@ -132,7 +132,7 @@ func (c *Container) StartWorkload(threads int) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := StartOnSpawnerThread(cmd); err != nil {
 		return nil, fmt.Errorf("starting workload: %w", err)
 	}
 	w := &Workload{cmd: cmd, in: in, out: bufio.NewReader(outPipe)}
@@ -149,6 +149,37 @@ func (c *Container) StartWorkload(threads int) (*Workload, error) {
 		}
 	}
 	return w, nil
+}
+
+// spawner is one goroutine locked to its OS thread for the life of the process. Workloads
+// ask for SIGKILL when their parent dies, and Linux means the parent *thread*: a workload
+// started from an ordinary goroutine dies whenever the Go runtime retires that thread, as
+// it does when a goroutine that locked it exits (the emulator's private tracefs mount does
+// exactly that). Starting every workload from this thread ties them to the test process.
+// StartOnSpawnerThread starts cmd there; use it for any child with Pdeathsig.
+var spawner struct {
+	once sync.Once
+	reqs chan spawnRequest
+}
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func StartOnSpawnerThread(cmd *exec.Cmd) error {
+	spawner.once.Do(func() {
+		spawner.reqs = make(chan spawnRequest)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for r := range spawner.reqs {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawner.reqs <- spawnRequest{cmd: cmd, done: done}
+	return <-done
 }
 
 // Pid is the workload's process id.

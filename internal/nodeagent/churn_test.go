@@ -54,7 +54,7 @@ func startChurn(t *testing.T, attach func(pid int) error, n int) (wait func() er
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := hostlab.StartOnSpawnerThread(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })

@@ -121,7 +121,7 @@ func runCrashChild(t *testing.T, dir string, cfg crashConfig, out *bytes.Buffer)
 	cmd.Env = append(os.Environ(), crashHelperEnv+"="+path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	if err := hostlab.StartOnSpawnerThread(cmd); err != nil {
 		t.Fatal(err)
 	}
 	return cmd

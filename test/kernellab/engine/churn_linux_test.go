@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/numapref/numapref/internal/hostlab"
 )
 
 // A churner is this test binary re-executed (churnerEnv=1) in a container's cgroup: on a
@@ -207,7 +209,7 @@ func startChurner() (*churner, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := hostlab.StartOnSpawnerThread(cmd); err != nil {
 		return nil, fmt.Errorf("starting a churner: %w", err)
 	}
 	return &churner{cmd: cmd, in: in, out: bufio.NewReader(out)}, nil
