@@ -62,7 +62,7 @@ func TestAPIServerAndBindAddress(t *testing.T) {
 		})
 	}
 	for name, values := range map[string]map[string]any{
-		"port out of range":  {"apiServer": map[string]any{"host": "10.0.0.1", "port": 99999}},
+		"port out of range":   {"apiServer": map[string]any{"host": "10.0.0.1", "port": 99999}},
 		"unknown key":         {"apiServer": map[string]any{"host": "10.0.0.1", "port": 443, "scheme": "http"}},
 		"bind to a host name": {"bindAddress": "localhost"},
 	} {
