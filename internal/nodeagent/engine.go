@@ -314,7 +314,7 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 		if only != nil && !only[key] {
 			continue
 		}
-		r, s, changed := e.planContainer(key, d)
+		r, s, changed := e.planContainer(key, d, e.trusted(key, d, results, fork))
 		results[key] = r
 		sets = append(sets, s...)
 		dirty = dirty || changed
@@ -360,7 +360,26 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 
 // planContainer reads the kernel state of one container's tasks and decides which tasks
 // need a SET. New tasks get ledger entries here, before any SET is issued.
-func (e *Engine) planContainer(key ContainerKey, d Desire) (ContainerResult, []pendingSet, bool) {
+// trusted lists, for a fork pass, the tasks the container's previous pass listed and
+// applied without a failure: the fork concerns new tasks, so those are not read again (a
+// GET per task, most of a fork pass's cost on the emulator); the next full pass checks
+// every task. A full pass, or a container whose desire or outcome changed, trusts nothing.
+func (e *Engine) trusted(key ContainerKey, d Desire, results map[ContainerKey]ContainerResult, fork *forkMark) map[int]bool {
+	prev, ok := results[key]
+	if fork == nil || !ok || prev.Desire != d || prev.Reason != numav1.ReasonApplied || len(prev.Failed) > 0 {
+		return nil
+	}
+	tasks := e.listing[key].tasks
+	trust := make(map[int]bool, len(tasks))
+	for _, t := range tasks {
+		trust[t.TID] = true
+	}
+	// The event's own task is new even when its tid was listed before: a recycled pid.
+	delete(trust, fork.tid)
+	return trust
+}
+
+func (e *Engine) planContainer(key ContainerKey, d Desire, trust map[int]bool) (ContainerResult, []pendingSet, bool) {
 	r := ContainerResult{Desire: d}
 	// skip reports why the container gets nothing; the values set before are undone, except
 	// when the host could not be read (a passing cgroup error must not churn the tasks).
@@ -416,6 +435,10 @@ func (e *Engine) planContainer(key ContainerKey, d Desire) (ContainerResult, []p
 	for _, t := range tids {
 		listed[t.TID] = true
 		e.tgids[t.TGID] = key
+		if trust[t.TID] && entry.Tasks[t.TID] != nil {
+			r.Tasks++ // applied by the last pass (see trusted)
+			continue
+		}
 		v, err := e.cfg.Kernel.Get(t.TID)
 		if err != nil {
 			countFailure(r.Failed, err)

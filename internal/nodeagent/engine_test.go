@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -369,6 +370,80 @@ func TestEngineLooksAgainForAChildNotYetInItsCgroup(t *testing.T) {
 	waitFor(t, "the late child has node 0", func() bool { return allEqual(el.values(t, pid), 0) })
 	if n := forkPasses(t, reg); n != 2 {
 		t.Errorf("%d fork passes, want 2 (the event's and one look again)", n)
+	}
+}
+
+// getCounter counts the GETs the engine issues to a real backend.
+type getCounter struct {
+	numa.PreferredNode
+	gets atomic.Int32
+}
+
+func (k *getCounter) Get(tid int) (int, error) {
+	k.gets.Add(1)
+	return k.PreferredNode.Get(tid)
+}
+
+// A fork pass reads only the new task: the tasks the last pass applied are trusted until
+// the next full pass. A fork event whose tid the last pass listed (a recycled pid) is read.
+func TestEngineForkPassReadsOnlyNewTasks(t *testing.T) {
+	el := newEngineLab(t)
+	w, _, d := el.container(t, "a", 0, 4)
+	k := &getCounter{PreferredNode: el.emu}
+	e, err := NewEngine(EngineConfig{
+		Resolver: el.resolver, Kernel: k, Support: el.emu.Support(), OnlineNodes: []int{0, 1},
+		LedgerPath: el.ledger, RescanInterval: time.Hour, Log: testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetDesired([]Desire{d})
+	if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
+		t.Fatalf("not applied: %v", v)
+	}
+	e.Pass() // a pass that lists every task settled: the baseline for the fork passes
+	before, err := w.TIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A locked goroutine may take an idle thread of the runtime: ask until one is new.
+	var after, fresh []int
+	for i := 0; len(fresh) == 0 && i < 10; i++ {
+		if err := w.Threads(1); err != nil {
+			t.Fatal(err)
+		}
+		if after, err = w.TIDs(); err != nil {
+			t.Fatal(err)
+		}
+		for _, tid := range after {
+			if !slices.Contains(before, tid) {
+				fresh = append(fresh, tid)
+			}
+		}
+	}
+	if len(fresh) == 0 {
+		t.Fatal("no new thread")
+	}
+	key := d.Key()
+	k.gets.Store(0)
+	e.pass(map[ContainerKey]bool{key: true}, &forkMark{tid: fresh[0]})
+	// The new tasks: the asked-for thread, and any the Go runtime started meanwhile, never
+	// the ones the last pass applied. (Exact counts would race with the runtime.)
+	if got := int(k.gets.Load()); got < 1 || got >= len(after) {
+		t.Errorf("fork pass issued %d GETs for %d new tasks of %d", got, len(fresh), len(after))
+	}
+	if v := el.values(t, w.Pid()); !allEqual(v, 0) {
+		t.Errorf("after the fork pass: %v", v)
+	}
+	k.gets.Store(0)
+	e.pass(map[ContainerKey]bool{key: true}, &forkMark{tid: before[0]})
+	if got := int(k.gets.Load()); got < 1 || got >= len(after) {
+		t.Errorf("a fork event naming a listed tid: %d GETs of %d tasks, want that tid (and new ones) only", got, len(after))
+	}
+	k.gets.Store(0)
+	e.Pass()
+	if got := int(k.gets.Load()); got < len(after) {
+		t.Errorf("full pass issued %d GETs for %d tasks: it must read every task", got, len(after))
 	}
 }
 
