@@ -157,7 +157,7 @@ var _ = Describe("Node agent controller", func() {
 			}
 			return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: 2}
 		})
-		startAgent("node-a", engine, false)
+		mgr := startAgent("node-a", engine, false)
 		ann := map[string]string{numav1.AnnotationPreferredNode: "0"}
 		running := createRunningPod(ctx, ns, "gone-0", "node-a", nil, ann, "main")
 		expectPodEvent(ctx, running, numav1.ReasonContainerNotFound, "container cgroup not found")
@@ -166,18 +166,21 @@ var _ = Describe("Node agent controller", func() {
 		expectPodEvent(ctx, pod, numav1.ReasonApplied, "2 tasks prefer NUMA node 0")
 		pod.Finalizers = []string{"numapref.io/test-hold"}
 		Expect(k8sClient.Update(ctx, pod)).To(Succeed())
-		Eventually(engine.calls.Load).Should(BeNumerically(">", 0))
-		calls := engine.calls.Load()
 		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
 		DeferCleanup(func() {
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 			pod.Finalizers = nil
 			Expect(k8sClient.Update(ctx, pod)).To(Succeed())
 		})
-		// The agent has seen the deletion: now its cgroups go.
-		Eventually(engine.calls.Load).Should(BeNumerically(">", calls))
+		// Synchronization, not an assertion: once the agent's own cache holds the deletion,
+		// the cgroups go, as they would on a node.
+		Eventually(func(g Gomega) {
+			cached := &corev1.Pod{}
+			g.Expect(mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(pod), cached)).To(Succeed())
+			g.Expect(cached.DeletionTimestamp).NotTo(BeNil())
+		}).Should(Succeed())
 		terminating.Store(true)
-		calls = engine.calls.Load()
+		calls := engine.calls.Load()
 		engine.changes <- struct{}{}
 		Eventually(engine.calls.Load).Should(BeNumerically(">", calls))
 		d, ok := engine.Desired(pod, "main")

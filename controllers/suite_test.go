@@ -78,12 +78,12 @@ var _ = AfterSuite(func() {
 
 // startAgent runs a manager like the agent's for one node, with the given engine, and
 // the summary controller when summarize is set. It stops when the spec ends.
-func startAgent(node string, engine Engine, summarize bool, runnables ...manager.Runnable) {
-	startAgentVia(cfg, node, engine, summarize, runnables...)
+func startAgent(node string, engine Engine, summarize bool, runnables ...manager.Runnable) manager.Manager {
+	return startAgentVia(cfg, node, engine, summarize, runnables...)
 }
 
 // startAgentVia is startAgent with the agent reaching the apiserver through c.
-func startAgentVia(c *rest.Config, node string, engine Engine, summarize bool, runnables ...manager.Runnable) {
+func startAgentVia(c *rest.Config, node string, engine Engine, summarize bool, runnables ...manager.Runnable) manager.Manager {
 	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme:  scheme,
 		Cache:   NodeCacheOptions(node),
@@ -110,4 +110,5 @@ func startAgentVia(c *rest.Config, node string, engine Engine, summarize bool, r
 		stop()
 		<-done
 	})
+	return mgr
 }
