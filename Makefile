@@ -34,6 +34,7 @@ generate: tools ## Regenerate deepcopy, CRDs and RBAC from the Go markers.
 verify: generate ## Fail when generated files are stale or code is unformatted.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
+	go vet -tags e2e ./test/e2e/
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
 
 ##@ Test
