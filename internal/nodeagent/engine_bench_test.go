@@ -442,10 +442,11 @@ type histStats struct {
 }
 
 // passStats reads the engine's pass duration histogram of kind.
-func passStats(b *testing.B, m *Metrics, kind string) histStats {
+func passStats(tb testing.TB, m *Metrics, kind string) histStats {
+	tb.Helper()
 	var out dto.Metric
 	if err := m.passSeconds.WithLabelValues(kind).(prometheus.Histogram).Write(&out); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return histStats{count: out.GetHistogram().GetSampleCount(), sum: out.GetHistogram().GetSampleSum()}
 }

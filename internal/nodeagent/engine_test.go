@@ -336,10 +336,6 @@ func TestEngineLooksAgainForAChildNotYetInItsCgroup(t *testing.T) {
 	w, c, d := el.container(t, "a", 0, 1)
 	events := make(chan numa.ProcEvent, 1)
 	m := NewMetrics()
-	reg := prometheus.NewRegistry()
-	if err := m.Register(reg); err != nil {
-		t.Fatal(err)
-	}
 	e, err := NewEngine(EngineConfig{
 		Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(), OnlineNodes: []int{0, 1},
 		LedgerPath: el.ledger, RescanInterval: time.Hour, ProcEvents: events, Metrics: m, Log: testr.New(t),
@@ -363,12 +359,12 @@ func TestEngineLooksAgainForAChildNotYetInItsCgroup(t *testing.T) {
 	defer func() { child.Process.Kill(); child.Wait() }()
 	pid := child.Process.Pid
 	events <- numa.ProcEvent{Kind: numa.ProcEventFork, ParentTGID: w.Pid(), ParentTID: w.Pid(), ChildTGID: pid, ChildTID: pid}
-	waitFor(t, "the fork pass ran", func() bool { return forkPasses(t, reg) >= 1 })
+	waitFor(t, "the fork pass ran", func() bool { return passStats(t, m, "fork").count >= 1 })
 	if err := c.Attach(pid); err != nil { // what cgroup_post_fork does, a little late
 		t.Fatal(err)
 	}
 	waitFor(t, "the late child has node 0", func() bool { return allEqual(el.values(t, pid), 0) })
-	if n := forkPasses(t, reg); n != 2 {
+	if n := passStats(t, m, "fork").count; n != 2 {
 		t.Errorf("%d fork passes, want 2 (the event's and one look again)", n)
 	}
 }
@@ -445,27 +441,6 @@ func TestEngineForkPassReadsOnlyNewTasks(t *testing.T) {
 	if got := int(k.gets.Load()); got < len(after) {
 		t.Errorf("full pass issued %d GETs for %d tasks: it must read every task", got, len(after))
 	}
-}
-
-func forkPasses(t *testing.T, reg *prometheus.Registry) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "numapref_pass_duration_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == "fork" {
-					return m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 func TestEngineHonoursCpusetPinning(t *testing.T) {
