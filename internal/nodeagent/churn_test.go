@@ -160,9 +160,9 @@ func TestEngineChurnNeverMisapplies(t *testing.T) {
 		t.Errorf("b: %s (%s), want Applied", r.Reason, r.Message)
 	}
 
-	recs, err := numa.ReadAudit(audit)
-	if err != nil {
-		t.Fatal(err)
+	recs, cut, err := numa.ReadAudit(audit)
+	if err != nil || cut != 0 {
+		t.Fatalf("audit log: %d cut records (nothing was killed), %v", cut, err)
 	}
 	n, gone := auditSets(t, recs, cs, map[string][]int{"a": {0}, "b": {1}})
 	starts := map[int]map[uint64]bool{}

@@ -4,6 +4,7 @@ package numa
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -26,8 +27,10 @@ type AuditRecord struct {
 }
 
 // auditLog appends AuditRecords to a file opened with O_APPEND: each record is one
-// write(2), so records of several processes sharing the file never interleave, and a
-// process killed mid-run leaves whole lines only.
+// write(2), so records of several processes sharing the file never interleave. A process
+// killed by SIGKILL can still leave a record cut short (the kernel checks for fatal signals
+// between the pages of a write), so each record starts with a newline as well as ending
+// with one: a cut record stays a line of its own and never swallows the next.
 type auditLog struct{ f *os.File }
 
 // AuditTo makes the emulator append one JSON line (AuditRecord) to path for every SET it
@@ -70,7 +73,7 @@ func (a *auditLog) record(procRoot string, t target, nid int) {
 	if err != nil {
 		return
 	}
-	a.f.Write(append(line, '\n'))
+	a.f.Write(append(append([]byte{'\n'}, line...), '\n'))
 }
 
 // liveSince reports whether a /proc/<tid>/stat line is of a task started at start that is
@@ -91,22 +94,33 @@ func liveSince(stat string, start uint64) bool {
 
 func (a *auditLog) close() error { return a.f.Close() }
 
-// ReadAudit parses an audit log written by AuditTo.
-func ReadAudit(path string) ([]AuditRecord, error) {
+// ReadAudit parses an audit log written by AuditTo. cut counts the records a killed writer
+// left incomplete (a line that is an unfinished record); any other malformed line is an
+// error. Callers that never kill a writer expect cut to be 0.
+func ReadAudit(path string) (recs []AuditRecord, cut int, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var out []AuditRecord
-	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+	for i, line := range strings.Split(string(data), "\n") {
 		if line == "" {
 			continue
 		}
 		var r AuditRecord
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			return nil, fmt.Errorf("audit log %s line %d: %w", path, i+1, err)
+			if strings.HasPrefix(line, "{") && truncated(err) {
+				cut++
+				continue
+			}
+			return nil, 0, fmt.Errorf("audit log %s line %d: %w", path, i+1, err)
 		}
-		out = append(out, r)
+		recs = append(recs, r)
 	}
-	return out, nil
+	return recs, cut, nil
+}
+
+// truncated reports whether a JSON decoding error means only that the input ended early.
+func truncated(err error) bool {
+	var syntax *json.SyntaxError
+	return errors.As(err, &syntax) && syntax.Error() == "unexpected end of JSON input"
 }

@@ -3,6 +3,7 @@
 package numa
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,9 +37,9 @@ func TestEmulatorAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Close()
-	got, err := ReadAudit(path)
-	if err != nil {
-		t.Fatal(err)
+	got, cut, err := ReadAudit(path)
+	if err != nil || cut != 0 {
+		t.Fatalf("ReadAudit: %d cut records, %v", cut, err)
 	}
 	cg := []string{"4:pids:/lab/kubepods/podA/c1", "1:cpuset:/lab/kubepods/podA/c1"}
 	want := []AuditRecord{
@@ -52,5 +53,27 @@ func TestEmulatorAudit(t *testing.T) {
 	}
 	if err := e.AuditTo(path); err == nil {
 		t.Error("AuditTo after Close succeeded")
+	}
+}
+
+// A writer killed mid-record leaves the record cut short; the records around it still
+// read, and the cut one is counted. Anything else malformed is an error.
+func TestReadAuditCutRecord(t *testing.T) {
+	dir := t.TempDir()
+	whole := `{"tid":7,"tgid":7,"start":9,"nid":1,"gone":true}`
+	cutLog := filepath.Join(dir, "cut.jsonl")
+	if err := os.WriteFile(cutLog, []byte("\n"+whole+"\n"+"\n"+`{"tid":8,"tgid":8,"sta`+"\n"+whole+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recs, cut, err := ReadAudit(cutLog)
+	if err != nil || cut != 1 || len(recs) != 2 {
+		t.Errorf("ReadAudit = %d records, %d cut, %v; want 2, 1, nil", len(recs), cut, err)
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(whole+"\n"+`{"tid":"x"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadAudit(bad); err == nil {
+		t.Error("a malformed, complete record was accepted")
 	}
 }
