@@ -13,7 +13,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags='-s -w' -o /out/numapref .
+    go build -trimpath -ldflags='-s -w' -o /out/numapref ./cmd/numapref
 
 # distroless/static (not :nonroot): no shell, no package manager, CA certificates and
 # /etc/passwd only. The agent has to run as uid 0: PR_PREFERRED_NID on another user's task

@@ -14,7 +14,7 @@ all: build
 
 .PHONY: build
 build: ## Build the numapref binary and the kubectl-numapref plugin into bin/.
-	CGO_ENABLED=0 go build -trimpath -o bin/numapref .
+	CGO_ENABLED=0 go build -trimpath -o bin/numapref ./cmd/numapref
 	CGO_ENABLED=0 go build -trimpath -o bin/kubectl-numapref ./cmd/kubectl-numapref
 
 .PHONY: tools

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/hostlab"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
 )
 

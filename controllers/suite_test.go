@@ -23,7 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/hostlab"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // These tests run the controllers against a real kube-apiserver and etcd (envtest). The

@@ -2,7 +2,7 @@
 # Installs the Debian packages the tests need, when missing. Idempotent; needs root.
 set -euo pipefail
 pkgs=(make git procps iproute2 curl
-  # The local node (test/e2e/localnode): container runtime, CNI plugins, iptables for the
+  # The local node (test/localnode): container runtime, CNI plugins, iptables for the
   # chains kubelet makes and teardown removes.
   containerd runc containernetworking-plugins iptables)
 missing=()

@@ -1,5 +1,5 @@
 // Command demo runs numapref's main job end to end on a real node on this machine: it
-// brings up a single-node cluster (test/e2e/localnode: etcd, the control plane, kubelet,
+// brings up a single-node cluster (test/localnode: etcd, the control plane, kubelet,
 // containerd), installs the chart with Helm (emulated kernel: this one lacks the patch),
 // starts a multi-threaded pod, applies the sample NumaPreference with kubectl, and shows
 // what happened: `kubectl get numapref`, Events, node labels, every task's forced node as
@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/numapref/numapref/internal/numa"
-	"github.com/numapref/numapref/test/e2e/localnode"
+	"github.com/numapref/numapref/test/localnode"
 )
 
 const (

@@ -1,5 +1,5 @@
 // Command localnode brings a real single-node Kubernetes cluster up on this machine and
-// tears it down again (test/e2e/localnode does the work). Needs root.
+// tears it down again (test/localnode does the work). Needs root.
 //
 //	go run ./hack/localnode up   -bin-dir $(hack/k8s-binaries.sh all)   (make local-up)
 //	go run ./hack/localnode down                                         (make local-down)
@@ -18,7 +18,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/numapref/numapref/test/e2e/localnode"
+	"github.com/numapref/numapref/test/localnode"
 )
 
 func main() {

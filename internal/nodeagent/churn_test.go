@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/numapref/numapref/internal/hostlab"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
 )
 

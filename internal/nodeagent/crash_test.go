@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
-	"github.com/numapref/numapref/internal/hostlab"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
 )
 

@@ -23,7 +23,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/fsutil"
-	"github.com/numapref/numapref/internal/hostlab"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
 )
 

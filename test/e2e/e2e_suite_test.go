@@ -20,7 +20,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/numapref/numapref/test/e2e/localnode"
+	"github.com/numapref/numapref/test/localnode"
 )
 
 const (

@@ -23,7 +23,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
-	"github.com/numapref/numapref/test/e2e/localnode"
+	"github.com/numapref/numapref/test/localnode"
 )
 
 const ns = "default"

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/numapref/numapref/test/e2e/localnode"
+	"github.com/numapref/numapref/test/localnode"
 )
 
 // provider is a cluster the specs run on. The specs only need a kubeconfig, a way to get
@@ -52,7 +52,7 @@ func envOr(k, def string) string {
 	return def
 }
 
-// localProvider is a real node on this machine (test/e2e/localnode).
+// localProvider is a real node on this machine (test/localnode).
 type localProvider struct {
 	binDir, dir string
 	node        *localnode.Node

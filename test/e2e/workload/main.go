@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/numapref/numapref/internal/rawfork"
+	"github.com/numapref/numapref/internal/testutil/rawfork"
 )
 
 func main() {

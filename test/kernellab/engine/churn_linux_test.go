@@ -18,13 +18,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/numapref/numapref/internal/hostlab"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // A churner is this test binary re-executed (churnerEnv=1) in a container's cgroup: on a
 // "go" line it fork()s short-lived children, a few at a time, reaps them, and prints one
 // JSON line (churnResult) with every child's pid and exit status. Each child is a raw
-// clone(SIGCHLD) (no Go code runs in it, as in internal/rawfork): it reads its own
+// clone(SIGCHLD) (no Go code runs in it, as in internal/testutil/rawfork): it reads its own
 // PR_PREFERRED_NID (GET on pid 0) churnRounds times, sleeping in between, and exits with a
 // bit set for every value it saw, so the churner learns which nodes each child held while
 // it lived, however short its life.
@@ -48,7 +48,7 @@ type churnSpec struct {
 	option uintptr
 }
 
-// churnFork forks one child that runs spec. Like internal/rawfork it is nosplit: the child
+// churnFork forks one child that runs spec. Like internal/testutil/rawfork it is nosplit: the child
 // of a multi-threaded Go process may run nothing but raw system calls.
 //
 //go:nosplit

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/numapref/numapref/internal/rawfork"
+	"github.com/numapref/numapref/internal/testutil/rawfork"
 )
 
 // The workload is this same binary, re-executed with workloadEnv set: every binary that

@@ -95,7 +95,7 @@ const (
 // BuildImages compiles the agent and the workload as static binaries from the module at
 // repo and writes the pause, workload and agent image tarballs into out.
 func BuildImages(ctx context.Context, repo, out string) ([]string, error) {
-	bins := map[string]string{"numapref": ".", "workload": "./test/e2e/workload"}
+	bins := map[string]string{"numapref": "./cmd/numapref", "workload": "./test/e2e/workload"}
 	for bin, pkg := range bins {
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(out, bin), pkg)
 		cmd.Dir = repo
