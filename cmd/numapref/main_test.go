@@ -10,9 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // The test binary doubles as the numapref binary: NUMAPREF_RUN_MAIN=1 runs main().

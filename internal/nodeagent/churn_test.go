@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // twoNodeResolver is the resolver of an emulated two-node machine. This host has one NUMA

@@ -18,8 +18,8 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // The crash test runs the engine in a child process (this test binary re-executed with

@@ -23,8 +23,8 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/fsutil"
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // Benchmarks of the apply engine on real lab cgroups and real multi-threaded processes

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 func TestMain(m *testing.M) {

@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // podMap is the agent's pod cache in these tests: the pods it holds, by namespace/name.

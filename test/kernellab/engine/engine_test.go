@@ -19,10 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/conformance"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
