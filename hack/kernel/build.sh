@@ -11,8 +11,9 @@
 # where <key> hashes everything the result depends on, and is rebuilt only when
 # the key changes. The patched directory holds bzImage, config, vmlinux,
 # gen_init_cpio (the kernel's own initramfs tool, which run.sh uses) and the
-# build and patch logs; the control directory holds bzImage and the package
-# name it came from.
+# build and patch logs; the control directory holds bzImage, the package name
+# it came from, and modules/: the xz-compressed modules its virtio-net device
+# needs (Debian builds them as modules; the lab's /init loads them in order).
 #
 # Usage: hack/kernel/build.sh [--path patched|control] [patched|control ...]
 #   With no kind, builds both. --path prints the cached directory of a kind
@@ -22,6 +23,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../lib/progress.sh
+source "$here/../lib/progress.sh"
 cache="${NUMAPREF_CACHE:-$HOME/.cache/numapref}/kernel"
 source_pkg=linux-source-6.12
 source_tarball=/usr/src/linux-source-6.12.tar.xz
@@ -60,6 +63,9 @@ hash_inputs() {
 		done
 	} | sha256sum | cut -c1-16
 }
+
+# A Kbuild output line for one object (compiled, assembled or generated).
+kbuild_object_line='^  (CC|AS|HOSTCC|LD|AR|GEN|CPP|VDSO|UPD|MKCAP|POLICY|SYSTBL|SYSHDR|WRAP|OBJCOPY|RELOCS|ZOFFSET|VOFFSET|MKPIGGY|HOSTLD|BUILD|RSYM)[[:space:]]'
 
 patch_files() { find "$here/patches" -maxdepth 1 -name '*.patch' | LC_ALL=C sort; }
 
@@ -155,10 +161,20 @@ build_patched() {
 	verify_config "$tree/.config" "$here/config.fragment"
 
 	log "make -j$jobs bzImage (log: $work/build.log)"
+	# Kbuild prints one "  CC      path.o"-style line per object; the total is the count
+	# of this machine's last build, or the count a cold build printed on these machines
+	# (objects.estimate, kept out of the cache key so that measuring it again rebuilds
+	# nothing).
+	local objects="~$(cat "$here/objects.estimate")"
+	[[ -s "$cache/patched-objects" ]] && objects="~$(cat "$cache/patched-objects")"
+	progress_start "kernel patched" "$work/build.log" "$objects" objects "$kbuild_object_line"
 	if ! nice -n 10 make -C "$tree" ARCH=x86_64 -j"$jobs" bzImage >"$work/build.log" 2>&1; then
+		progress_stop
 		tail -n 40 "$work/build.log" >&2
 		die "kernel build failed; full log: $work/build.log"
 	fi
+	progress_stop
+	grep -cE "$kbuild_object_line" "$work/build.log" >"$cache/patched-objects" || true
 	# bzImage builds usr/ (the built-in initramfs) and with it this host tool.
 	[[ -x "$tree/usr/gen_init_cpio" ]] || die "the build left no usr/gen_init_cpio"
 
@@ -197,6 +213,15 @@ fetch_control() {
 	dpkg-deb -x "$deb" "$work/pkg"
 	cp "$(find "$work/pkg/boot" -name 'vmlinuz-*' | head -n1)" "$work/bzImage"
 	cp "$(find "$work/pkg/boot" -name 'config-*' | head -n1)" "$work/config"
+	# virtio_net needs net_failover, which needs failover: load order is this list's.
+	mkdir -p "$work/modules"
+	local m path
+	for m in failover net_failover virtio_net; do
+		path="$(find "$work/pkg/lib/modules" -name "$m.ko*" | head -n1)"
+		[[ -n "$path" ]] || die "$pkg has no $m module"
+		cp "$path" "$work/modules/"
+		basename "$path" >>"$work/modules/order"
+	done
 	echo "$pkg $(dpkg-deb -f "$deb" Version)" >"$work/package"
 	rm -rf "$work/pkg" "$dl"
 	rm -rf "$out"
