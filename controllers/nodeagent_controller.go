@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	numaac "github.com/numapref/numapref/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 )
 
@@ -222,22 +221,22 @@ func findNodeEntry(pref *numav1.NumaPreference, node string) (numav1.NodeStatus,
 // applyEntry server-side-applies this node's entry under a field manager of its own, so
 // agents on different nodes never conflict. Applying no entry removes the one it owned.
 func (r *NodeAgentReconciler) applyEntry(ctx context.Context, pref *numav1.NumaPreference, entry numav1.NodeStatus, present bool) error {
-	nodes := []any{}
+	status := numaac.NumaPreferenceStatus()
 	if present {
-		obj, err := toUnstructuredMap(&entry)
-		if err != nil {
-			return err
+		e := numaac.NodeStatus().WithNodeName(entry.NodeName).WithPods(entry.Pods).
+			WithContainers(entry.Containers).WithTasks(entry.Tasks)
+		for _, s := range entry.Skipped {
+			e.WithSkipped(numaac.ReasonCount().WithReason(s.Reason).WithCount(s.Count))
 		}
-		nodes = append(nodes, obj)
+		for _, f := range entry.Failed {
+			e.WithFailed(numaac.ReasonCount().WithReason(f.Reason).WithCount(f.Count))
+		}
+		status.WithNodes(e)
+	} else {
+		status.Nodes = []numaac.NodeStatusApplyConfiguration{} // owning no entry withdraws it
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": numav1.GroupVersion.String(),
-		"kind":       "NumaPreference",
-		"metadata":   map[string]any{"name": pref.Name, "namespace": pref.Namespace},
-		"status":     map[string]any{"nodes": nodes},
-	}}
-	err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(AgentFieldManager(r.nodeName)), client.ForceOwnership)
+	ac := numaac.NumaPreference(pref.Name, pref.Namespace).WithStatus(status)
+	err := r.client.Status().Apply(ctx, ac, client.FieldOwner(AgentFieldManager(r.nodeName)), client.ForceOwnership)
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile: nothing to report on
 	}
@@ -257,14 +256,6 @@ func (r *NodeAgentReconciler) applyEntry(ctx context.Context, pref *numav1.NumaP
 
 // AgentFieldManager is the server-side-apply field manager of the agent on node.
 func AgentFieldManager(node string) string { return "numapref-agent/" + node }
-
-func toUnstructuredMap(v any) (map[string]any, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(v)
-	if err != nil {
-		return nil, fmt.Errorf("converting %T: %w", v, err)
-	}
-	return m, nil
-}
 
 // nodeEntryChanged tells whether this node's entry differs between two versions.
 func nodeEntryChanged(node string, a, b *numav1.NumaPreference) bool {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,19 +54,12 @@ func PublishNodeFacts(c client.Client, node string, facts NodeFacts) manager.Run
 const nodeFactsRetry = 10 * time.Second
 
 func applyNodeLabels(ctx context.Context, c client.Client, node string, facts NodeFacts) error {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1",
-		"kind":       "Node",
-		"metadata": map[string]any{
-			"name": node,
-			"labels": map[string]any{
-				LabelKernelSupport: facts.KernelSupport,
-				LabelNUMABalancing: facts.NUMABalancing,
-				LabelNUMANodes:     strconv.Itoa(facts.NUMANodes),
-			},
-		},
-	}}
-	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(AgentFieldManager(node)), client.ForceOwnership)
+	ac := corev1ac.Node(node).WithLabels(map[string]string{
+		LabelKernelSupport: facts.KernelSupport,
+		LabelNUMABalancing: facts.NUMABalancing,
+		LabelNUMANodes:     strconv.Itoa(facts.NUMANodes),
+	})
+	err := c.Apply(ctx, ac, client.FieldOwner(AgentFieldManager(node)), client.ForceOwnership)
 	if err != nil {
 		return fmt.Errorf("labelling node %s: %w", node, err)
 	}

@@ -6,12 +6,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	numaac "github.com/numapref/numapref/api/v1alpha1/applyconfiguration/api/v1alpha1"
 )
 
 // SummaryFieldManager owns summary, conditions and observedGeneration of every
@@ -51,30 +52,18 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req reconcile.Request
 
 // apply writes only the fields the summarizer owns.
 func (r *SummaryReconciler) apply(ctx context.Context, pref *numav1.NumaPreference, st numav1.NumaPreferenceStatus) error {
-	conditions := make([]any, 0, len(st.Conditions))
-	for i := range st.Conditions {
-		c, err := toUnstructuredMap(&st.Conditions[i])
-		if err != nil {
-			return err
-		}
-		conditions = append(conditions, c)
+	status := numaac.NumaPreferenceStatus().
+		WithObservedGeneration(st.ObservedGeneration).
+		WithSummary(numaac.Summary().
+			WithNodes(st.Summary.Nodes).WithPods(st.Summary.Pods).
+			WithContainers(st.Summary.Containers).WithTasks(st.Summary.Tasks))
+	for _, c := range st.Conditions {
+		status.WithConditions(metav1ac.Condition().
+			WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).WithMessage(c.Message).
+			WithObservedGeneration(c.ObservedGeneration).WithLastTransitionTime(c.LastTransitionTime))
 	}
-	summary, err := toUnstructuredMap(&st.Summary)
-	if err != nil {
-		return err
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": numav1.GroupVersion.String(),
-		"kind":       "NumaPreference",
-		"metadata":   map[string]any{"name": pref.Name, "namespace": pref.Namespace},
-		"status": map[string]any{
-			"observedGeneration": st.ObservedGeneration,
-			"conditions":         conditions,
-			"summary":            summary,
-		},
-	}}
-	err = r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(SummaryFieldManager), client.ForceOwnership)
+	ac := numaac.NumaPreference(pref.Name, pref.Namespace).WithStatus(status)
+	err := r.client.Status().Apply(ctx, ac, client.FieldOwner(SummaryFieldManager), client.ForceOwnership)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -1,5 +1,6 @@
 // Package v1alpha1 holds the numa.numapref.io/v1alpha1 API: NumaPreference.
 // +kubebuilder:object:generate=true
+// +kubebuilder:ac:generate=true
 // +groupName=numa.numapref.io
 package v1alpha1
 
