@@ -1,15 +1,46 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests need, when missing. Idempotent; needs root.
+# Installs the Debian packages the demo and the tests need, when missing. Idempotent;
+# installing needs root.
+#
+#   hack/install-deps.sh [GROUP...]          install what is missing (default: every group)
+#   hack/install-deps.sh --missing [GROUP...] print the missing packages, install nothing
+#
+# Groups: base (every target), localnode (make demo, make e2e: a real node on this
+# machine), kernellab (make kernel-lab: qemu, the kernel source and its build tools).
 set -euo pipefail
-pkgs=(make git procps iproute2 curl
+
+declare -A groups=(
+  [base]="make git procps iproute2 curl util-linux ca-certificates"
   # The local node (test/localnode): container runtime, CNI plugins, iptables for the
   # chains kubelet makes and teardown removes.
-  containerd runc containernetworking-plugins iptables)
+  [localnode]="containerd runc containernetworking-plugins iptables"
+  # The kernel lab (hack/kernel): qemu, Debian's 6.12 source for the patched kernel and
+  # what building it takes; the control kernel is downloaded with apt-get download.
+  [kernellab]="qemu-system-x86 linux-source-6.12 flex bison libelf-dev bc cpio xz-utils patch build-essential"
+)
+order=(base localnode kernellab)
+
+check_only=0
+if [ "${1:-}" = --missing ]; then check_only=1; shift; fi
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=("${order[@]}")
+
 missing=()
-for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing ${missing[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+for g in "${want[@]}"; do
+  [ -n "${groups[$g]+x}" ] || { echo "install-deps: unknown group $g (known: ${order[*]})" >&2; exit 2; }
+  for p in ${groups[$g]}; do
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
+  done
+done
+
+if [ $check_only = 1 ]; then
+  [ ${#missing[@]} -eq 0 ] || echo "${missing[*]}"
+  exit 0
 fi
-command -v go >/dev/null || { echo "Go is required (/usr/local/go on these machines)" >&2; exit 1; }
+if [ ${#missing[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "install-deps: installing ${missing[*]} needs root: sudo $0 ${want[*]}" >&2; exit 1; }
+  echo "install-deps: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "install-deps: Go is required (/usr/local/go on these machines)" >&2; exit 1; }

@@ -8,6 +8,8 @@
 #                                        kubelet (the local node)
 #   prints the directory that holds the binaries (use it as KUBEBUILDER_ASSETS).
 set -euo pipefail
+# shellcheck source=lib/progress.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/progress.sh"
 
 K8S_VERSION=${K8S_VERSION:-1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-3.7.0}
@@ -92,6 +94,18 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 echo "building ${missing[*]} (Kubernetes $v, etcd v$ETCD_VERSION) in $WORK" >&2
 start=$(date +%s)
-CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$BIN/" "${pkgs[@]}" >&2
+# go build -v names each package as it compiles it; the total is the packages go list
+# finds stale (not in the build cache), so a warm rebuild counts only what it redoes.
+export CGO_ENABLED=0
+total=$(go list -trimpath -deps -f '{{if .Stale}}x{{end}}' "${pkgs[@]}" 2>/dev/null | grep -c x || true)
+log="$WORK/build.log"
+progress_start "k8s-binaries" "$log" "${total:-?}" packages '^[^[:space:]#]'
+if ! go build -v -trimpath -ldflags "$ld" -o "$BIN/" "${pkgs[@]}" >"$log" 2>&1; then
+  progress_stop
+  grep -vE '^[a-zA-Z0-9_./-]+$' "$log" | tail -n 40 >&2
+  echo "building the Kubernetes binaries failed; full log: $log" >&2
+  exit 1
+fi
+progress_stop
 echo "built in $(( $(date +%s) - start ))s" >&2
 echo "$BIN"
