@@ -3,9 +3,12 @@ SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
 export NUMAPREF_CACHE ?= $(HOME)/.cache/numapref
+export PATH := $(PATH):/usr/local/go/bin
 TOOLS   = $(NUMAPREF_CACHE)/tools
 CONTROLLER_GEN = $(TOOLS)/controller-gen
 HELM    = $(TOOLS)/helm
+# Every build tag a test file can carry (see the test tiers below); vet reads them all.
+TEST_TAGS = host,integration,chart,kernellab
 
 .PHONY: all
 all: build
@@ -18,12 +21,18 @@ build: ## Build the numapref binary and the kubectl-numapref plugin into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/kubectl-numapref ./cmd/kubectl-numapref
 
 .PHONY: tools
-tools: ## Install pinned build tools into the cache.
+tools: ## Install pinned build tools (controller-gen, helm, kube-score) into the cache.
 	hack/tools.sh >/dev/null
 
+.PHONY: k8s-binaries
+k8s-binaries: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).
+	hack/k8s-binaries.sh >/dev/null
+
 .PHONY: generate
-generate: tools ## Regenerate deepcopy, CRDs and RBAC from the Go markers.
+generate: ## Regenerate deepcopy, apply configurations, CRDs and RBAC from the Go markers.
+	hack/tools.sh controller-gen >/dev/null
 	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) applyconfiguration paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=numapref-agent paths=./controllers/... output:rbac:artifacts:config=config/rbac
 	rm -f charts/numapref/crds/*.yaml
@@ -31,16 +40,30 @@ generate: tools ## Regenerate deepcopy, CRDs and RBAC from the Go markers.
 	cp config/rbac/role.yaml charts/numapref/files/role.yaml
 
 .PHONY: verify
-verify: generate ## Fail when generated files are stale or code is unformatted.
+verify: generate ## Fail when generated files are stale, code is unformatted or vet complains.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
+	go vet -tags $(TEST_TAGS) ./...
 	go vet -tags e2e ./test/e2e/
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "generated files are not committed: run make generate and commit"; exit 1; }
 
-##@ Test
+##@ Test tiers (each checks its preconditions first: hack/preflight.sh)
 
 .PHONY: test
-test: verify chart-lint chart-score unit fuzz kernel-lab e2e ## Everything: verify, chart, unit + envtest + real-host tests, fuzzing, kernel lab, e2e on a real local node.
+test: preflight-test verify chart-lint chart-score unit host integration chart-test fuzz kernel-lab e2e ## Everything, tier by tier.
+
+.PHONY: unit
+unit: preflight-unit ## No root, no binaries: fixtures and pure code (any user).
+	go test -count=1 ./...
+
+.PHONY: host
+host: preflight-host ## Root: real cgroups, real processes, the proc connector, tracefs.
+	go test -count=1 -tags host ./cmd/... ./internal/... ./test/localnode/...
+
+.PHONY: integration
+integration: preflight-integration ## envtest: the controllers and the plugin on a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go test -count=1 -tags integration ./controllers/... ./cmd/...
 
 .PHONY: chart-lint
 chart-lint: ## helm lint the chart; any warning fails.
@@ -52,51 +75,49 @@ chart-score: ## kube-score the rendered chart (a few value sets); any finding fa
 	hack/chart-score.sh
 
 .PHONY: chart-test
-chart-test: ## Render the chart with helm and check its security posture, RBAC, CRD and flags.
+chart-test: preflight-chart ## Render the chart with helm and check its security posture, RBAC, CRD and flags.
 	hack/tools.sh helm >/dev/null
-	HELM=$(HELM) go test -count=1 ./test/chart/...
-
-.PHONY: k8s-binaries
-k8s-binaries: ## Build kube-apiserver, etcd and kubectl from the module proxy (cached).
-	hack/k8s-binaries.sh >/dev/null
-
-.PHONY: unit
-unit: k8s-binaries tools ## Go tests: kernel layer, cgroups, engine, controllers (real apiserver), chart (helm).
-	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go test -count=1 ./...
+	HELM=$(HELM) go test -count=1 -tags chart ./test/chart/...
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME each (default 3s).
+fuzz: preflight-fuzz ## Run every fuzz target for FUZZTIME each (default 3s).
 	hack/fuzz.sh $${FUZZTIME:-3s}
 
 .PHONY: bench
-bench: ## Benchmarks (benchstat-friendly).
-	go test -run '^$$' -bench . -benchmem ./internal/...
+bench: ## Benchmarks (benchstat-friendly; the engine's need root).
+	go test -run '^$$' -bench . -benchmem -tags host ./internal/...
 
 .PHONY: kernel-lab
-kernel-lab: ## Kernel lab: build/reuse kernels, conformance prctl vs emulator in the patched VM, diff, control VM.
-	hack/kernel/lab.sh $(if $(KERNEL_LAB_OUT),--out $(KERNEL_LAB_OUT)) $(if $(filter 1,$(KERNEL_LAB_STRICT)),--strict)
+kernel-lab: preflight-kernel-lab ## Kernel lab: the patched and control kernels under qemu, conformance, the diff, the agent.
+	hack/kernel/lab.sh $(if $(KERNEL_LAB_OUT),--out $(KERNEL_LAB_OUT)) $(if $(filter 0,$(KERNEL_LAB_STRICT)),--no-strict)
+
+.PHONY: e2e
+e2e: preflight-e2e ## e2e specs: helm install on a real local node (E2E_PROVIDER=kind where Docker exists).
+	hack/tools.sh helm >/dev/null
+	E2E_BIN_DIR=$$(hack/k8s-binaries.sh all) KUBECTL=$$(hack/k8s-binaries.sh all)/kubectl HELM=$(HELM) \
+	  go test -tags e2e -count=1 -timeout 30m -v ./test/e2e/ -ginkgo.v $(E2E_ARGS)
+
+.PHONY: preflight-%
+preflight-%:
+	@hack/preflight.sh $*
 
 ##@ Local node (a real single-node cluster on this machine; needs root)
 
 .PHONY: local-up
-local-up: tools ## Bring up the local node (etcd, control plane, containerd, kubelet) with the images built.
+local-up: preflight-demo ## Bring up the local node (etcd, control plane, containerd, kubelet) with the images built.
 	go run ./hack/localnode up -bin-dir $$(hack/k8s-binaries.sh all)
 
 .PHONY: local-down
 local-down: ## Tear the local node down and put the host back.
 	go run ./hack/localnode down
 
-.PHONY: e2e
-e2e: tools ## e2e specs: helm install on a real local node (E2E_PROVIDER=kind where Docker exists).
-	E2E_BIN_DIR=$$(hack/k8s-binaries.sh all) KUBECTL=$$(hack/k8s-binaries.sh all)/kubectl HELM=$(HELM) \
-	  go test -tags e2e -count=1 -timeout 20m -v ./test/e2e/ -ginkgo.v $(E2E_ARGS)
-
 ##@ Demo
 
 .PHONY: demo
-demo: tools ## The main job: a real local node, helm install, a pod, the sample NumaPreference, kubectl get numapref (KEEP=1 leaves it up).
+demo: preflight-demo ## The main job: a real local node, helm install, a pod, the sample NumaPreference, kubectl get numapref (KEEP=1 leaves it up).
+	hack/tools.sh helm >/dev/null
 	go run ./hack/demo -bin-dir $$(hack/k8s-binaries.sh all) -helm $(HELM) $(if $(filter 1,$(KEEP)),-keep)
 
 .PHONY: help
-help:
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+help: ## This list.
+	@awk 'BEGIN {FS = ":.*##"} /^##@/ { printf "\n%s\n", substr($$0, 5) } /^[a-zA-Z_-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

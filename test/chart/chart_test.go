@@ -1,3 +1,5 @@
+//go:build chart
+
 // Package chart renders charts/numapref with the pinned helm (hack/tools.sh) and checks what
 // reaches the cluster: the DaemonSet's least-privilege posture, the agent flags derived from
 // the values, RBAC identical to the controller-gen output, the CRD copy, and the values schema.
@@ -22,6 +24,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 const (
@@ -43,30 +47,11 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// helmBinary is $HELM, else the binary hack/tools.sh installs. A missing helm fails the test:
-// a chart nobody rendered is not a tested chart.
+// helmBinary is $HELM (make chart-test sets it to the pinned helm of hack/tools.sh), else
+// helm on PATH. A missing helm fails under CI: a chart nobody rendered is not a tested chart.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	path := os.Getenv("HELM")
-	if path == "" {
-		cache := os.Getenv("NUMAPREF_CACHE")
-		if cache == "" {
-			base := os.Getenv("XDG_CACHE_HOME")
-			if base == "" {
-				home, err := os.UserHomeDir()
-				if err != nil {
-					t.Fatalf("locating helm: %v", err)
-				}
-				base = filepath.Join(home, ".cache")
-			}
-			cache = filepath.Join(base, "numapref")
-		}
-		path = filepath.Join(cache, "tools", "helm")
-	}
-	if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("helm not found at %s (set HELM, or install it with `hack/tools.sh helm`, or run `make chart-test`): %v", path, err)
-	}
-	return path
+	return testenv.RequireHelm(t)
 }
 
 // helmTemplate runs `helm template` with the given values (as a YAML values file, so types
