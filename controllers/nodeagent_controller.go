@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -35,9 +36,10 @@ type NodeAgentReconciler struct {
 	engine   desiredStateSink
 	recorder events.EventRecorder
 
-	// reported remembers the last outcome per container, so Events fire on changes only.
-	reported map[nodeagent.ContainerKey]string
-	// conflicts remembers the last conflict message per pod, for the same reason.
+	// reported remembers the last reason per container, applied the last Applied message
+	// and conflicts the last conflict message per pod, so Events fire on changes only.
+	reported  map[nodeagent.ContainerKey]string
+	applied   map[types.UID]string
 	conflicts map[types.UID]string
 }
 
@@ -48,6 +50,7 @@ func NewNodeAgentReconciler(c client.Client, nodeName string, engine desiredStat
 	return &NodeAgentReconciler{
 		client: c, nodeName: nodeName, engine: engine, recorder: recorder,
 		reported:  map[nodeagent.ContainerKey]string{},
+		applied:   map[types.UID]string{},
 		conflicts: map[types.UID]string{},
 	}
 }
@@ -113,7 +116,12 @@ func planPods(pods []corev1.Pod, prefs []numav1.NumaPreference) []podPlan {
 	return out
 }
 
-// recordEvents emits a pod Event when a container's outcome or a pod's conflicts change.
+// recordEvents emits pod Events when something a user acts on changes, never because a
+// count moved: one Applied Event per pod naming its containers and their node (not one per
+// container: a rollout of many pods would queue an Event storm behind the client's rate
+// limiter), one Warning per container and reason, and one Conflict Event per pod. Counts
+// live in the status and the metrics; a Warning's message is the first one of its reason,
+// and a churning container whose count changes every pass gets no new Event.
 func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagent.ContainerKey]nodeagent.ContainerResult) {
 	seen := map[nodeagent.ContainerKey]bool{}
 	seenPods := map[types.UID]bool{}
@@ -125,30 +133,30 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 				r.recorder.Eventf(p.pod, nil, corev1.EventTypeNormal, "Conflict", "Select", "%s", msg)
 			}
 		}
+		var applied []nodeagent.Desire
 		for _, d := range p.plan.Desires {
 			res, ok := results[d.Key()]
 			if !ok || res.Desire != d {
-				continue
+				continue // not acted on yet
 			}
 			seen[d.Key()] = true
-			outcome := res.Reason + "/" + res.Message
-			if r.reported[d.Key()] == outcome {
-				continue
-			}
-			r.reported[d.Key()] = outcome
 			if res.Reason == numav1.ReasonApplied {
-				r.recorder.Eventf(p.pod, nil, corev1.EventTypeNormal, numav1.ReasonApplied, "SetPreferredNode",
-					"container %s: %d tasks prefer NUMA node %d (%s)", d.Container, res.Tasks, d.Node, desireSource(d))
+				applied = append(applied, d)
+			}
+			if r.reported[d.Key()] == res.Reason {
 				continue
 			}
-			if res.Reason == numav1.ReasonContainerNotRunning {
-				continue // transient and expected: no Event
+			r.reported[d.Key()] = res.Reason
+			if res.Reason != numav1.ReasonApplied && !quietReason(p.pod, res.Reason) {
+				r.recorder.Eventf(p.pod, nil, corev1.EventTypeWarning, res.Reason, "SetPreferredNode",
+					"container %s: %s", d.Container, res.Message)
 			}
-			if res.Reason == numav1.ReasonContainerNotFound && p.pod.DeletionTimestamp != nil {
-				continue // the runtime removed a terminating pod's cgroups before kubelet said so
+		}
+		if msg := appliedMessage(applied); msg != r.applied[p.pod.UID] {
+			r.applied[p.pod.UID] = msg
+			if msg != "" {
+				r.recorder.Eventf(p.pod, nil, corev1.EventTypeNormal, numav1.ReasonApplied, "SetPreferredNode", "%s", msg)
 			}
-			r.recorder.Eventf(p.pod, nil, corev1.EventTypeWarning, res.Reason, "SetPreferredNode",
-				"container %s: %s", d.Container, res.Message)
 		}
 	}
 	for k := range r.reported {
@@ -156,11 +164,45 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 			delete(r.reported, k)
 		}
 	}
-	for uid := range r.conflicts {
-		if !seenPods[uid] {
-			delete(r.conflicts, uid)
+	for _, m := range []map[types.UID]string{r.conflicts, r.applied} {
+		for uid := range m {
+			if !seenPods[uid] {
+				delete(m, uid)
+			}
 		}
 	}
+}
+
+// quietReason tells the outcomes that get no Warning: transient and expected ones.
+func quietReason(pod *corev1.Pod, reason string) bool {
+	switch reason {
+	case numav1.ReasonContainerNotRunning:
+		return true // starting or stopped
+	case numav1.ReasonContainerNotFound:
+		return pod.DeletionTimestamp != nil // the runtime removed a terminating pod's cgroups before kubelet said so
+	}
+	return false
+}
+
+// appliedMessage says which containers of a pod prefer which node, and why, grouped by node
+// and source: "prefers NUMA node 0 (NumaPreference db): containers app, log".
+func appliedMessage(applied []nodeagent.Desire) string {
+	groups := map[string][]string{}
+	for _, d := range applied {
+		head := fmt.Sprintf("prefers NUMA node %d (%s)", d.Node, desireSource(d))
+		groups[head] = append(groups[head], d.Container)
+	}
+	var parts []string
+	for _, head := range slices.Sorted(maps.Keys(groups)) {
+		names := groups[head]
+		slices.Sort(names)
+		noun := "containers"
+		if len(names) == 1 {
+			noun = "container"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s %s", head, noun, strings.Join(names, ", ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func desireSource(d nodeagent.Desire) string {

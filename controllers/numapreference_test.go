@@ -107,7 +107,7 @@ var _ = Describe("Node agent controller", func() {
 			g.Expect(condition(p, numav1.ConditionReady).Reason).To(Equal(numav1.ReasonNoMatchingPods))
 		}).Should(Succeed())
 		expectPodEvent(ctx, pod, "Conflict", "follows old, not NumaPreference newer")
-		expectPodEvent(ctx, pod, numav1.ReasonApplied, "prefer NUMA node 0")
+		expectPodEvent(ctx, pod, numav1.ReasonApplied, "prefers NUMA node 0")
 	})
 
 	It("lets a pod annotation win over a NumaPreference, per container too", func() {
@@ -163,7 +163,7 @@ var _ = Describe("Node agent controller", func() {
 		expectPodEvent(ctx, running, numav1.ReasonContainerNotFound, "container cgroup not found")
 
 		pod := createRunningPod(ctx, ns, "gone-1", "node-a", nil, ann, "main")
-		expectPodEvent(ctx, pod, numav1.ReasonApplied, "2 tasks prefer NUMA node 0")
+		expectPodEvent(ctx, pod, numav1.ReasonApplied, "prefers NUMA node 0 (pod annotation): container main")
 		pod.Finalizers = []string{"numapref.io/test-hold"}
 		Expect(k8sClient.Update(ctx, pod)).To(Succeed())
 		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
