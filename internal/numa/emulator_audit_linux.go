@@ -62,8 +62,8 @@ const pfExiting = 0x4
 // were the live task's own, the very task the SET named.
 func (a *auditLog) record(procRoot string, t target, nid int) {
 	r := AuditRecord{TID: t.task.TID, TGID: t.tgid(), Start: t.task.StartTime, NID: nid}
-	data, err := readTaskFile(procRoot, t.task.TID, "cgroup")
-	stat, serr := readTaskFile(procRoot, t.task.TID, "stat")
+	data, err := ReadTaskFile(procRoot, t.task.TID, "cgroup")
+	stat, serr := ReadTaskFile(procRoot, t.task.TID, "stat")
 	if err != nil || serr != nil || !liveSince(string(stat), t.task.StartTime) {
 		r.Gone = true
 	} else {

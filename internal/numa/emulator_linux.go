@@ -188,10 +188,10 @@ func (e *Emulator) Close() error {
 }
 
 // Get returns the forced preferred node of task tid (0: the calling thread).
-func (e *Emulator) Get(tid int) (int, error) { return getViaRaw(e, tid) }
+func (e *Emulator) Get(tid int) (int, error) { return GetViaRaw(e, tid) }
 
 // Set forces the preferred node of task tid (0: the calling thread); nid -1 clears it.
-func (e *Emulator) Set(tid, nid int) error { return setViaRaw(e, tid, nid) }
+func (e *Emulator) Set(tid, nid int) error { return SetViaRaw(e, tid, nid) }
 
 // Call emulates prctl(PR_PREFERRED_NID, cmd, pid, nid, ptr), checks in the patch's order.
 func (e *Emulator) Call(cmd, pid, nid int, ptr UserPointer) (int, error) {
@@ -263,26 +263,21 @@ type target struct {
 func (t target) tgid() int { return t.status.TGID }
 
 func (e *Emulator) readTarget(tid int) (target, error) {
-	stat, err := readTaskFile(e.procRoot, tid, "stat")
+	task, err := ReadTask(e.procRoot, tid)
 	if err != nil {
 		return target{}, err
 	}
-	start, err := ParseStatStartTime(string(stat))
+	status, owner, err := ReadTaskFileOwner(e.procRoot, tid, "status")
 	if err != nil {
-		return target{}, fmt.Errorf("task %d: %w", tid, err)
-	}
-	var fi unix.Stat_t
-	status, err := fsutil.ReadFileStat(taskFilePath(e.procRoot, tid, "status"), nil, &fi)
-	if err != nil {
-		return target{}, taskFileError(tid, "status", err)
+		return target{}, err
 	}
 	st, err := parseStatus(string(status))
 	if err != nil {
 		return target{}, fmt.Errorf("task %d: %w", tid, err)
 	}
 	// /proc/<pid> files belong to the task's effective uid, or to root when the task is not
-	// dumpable (task_dump_owner). With an effective uid of 0 the two cannot be told apart.
-	return target{task: Task{TID: tid, StartTime: start}, status: st, dumpable: fi.Uid == st.UID[1]}, nil
+	// dumpable. With an effective uid of 0 the two cannot be told apart.
+	return target{task: task, status: st, dumpable: owner == st.UID[1]}, nil
 }
 
 // readCaller reads the calling thread's credentials: the kernel checks the current task's.

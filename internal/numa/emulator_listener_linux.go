@@ -201,7 +201,7 @@ func kcmp(pid1, pid2, typ int) (int, error) {
 // listener follows the proc connector for an Emulator.
 type listener struct {
 	e    *Emulator
-	conn *procConn
+	conn *ProcConn
 	page *listenerPage
 	done chan struct{}
 	// trace, if not nil, gives each new task's clone flags and creator (task_newtask);
@@ -231,7 +231,7 @@ func startListener(e *Emulator, page *listenerPage) (*listener, error) {
 	if err != nil {
 		traceWhy = err.Error()
 	}
-	conn, err := dialProcConnector()
+	conn, err := DialProcConnector()
 	if err != nil {
 		if trace != nil {
 			trace.close()
@@ -268,7 +268,7 @@ func pageWritable(p *listenerPage) bool {
 func (l *listener) stop() {
 	atomic.StoreUint64(l.page.u64(offMagic), 0)
 	atomic.StoreUint64(l.page.u64(offFlags), 0)
-	_ = l.conn.close()
+	_ = l.conn.Close()
 	<-l.done
 	if l.trace != nil {
 		if err := l.trace.close(); err != nil {
@@ -282,7 +282,7 @@ func (l *listener) stop() {
 func (l *listener) run() {
 	defer close(l.done)
 	for {
-		events, err := l.conn.read(l.publish)
+		events, err := l.conn.Read(l.publish)
 		if err != nil {
 			return
 		}
@@ -492,7 +492,7 @@ func (l *listener) bornOfCreator(ev ProcEvent, b traceBirth) error {
 	if err != nil {
 		return nil
 	}
-	data, err := readTaskFile(l.e.procRoot, b.Creator, "status")
+	data, err := ReadTaskFile(l.e.procRoot, b.Creator, "status")
 	if err != nil {
 		return l.e.assumeFresh(ev.ChildTGID, child)
 	}

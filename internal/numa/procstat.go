@@ -25,7 +25,7 @@ type Task struct {
 // ReadTask reads the identity of tid from procRoot (normally "/proc"). A task that does not
 // exist yields an error wrapping ErrTaskGone.
 func ReadTask(procRoot string, tid int) (Task, error) {
-	data, err := readTaskFile(procRoot, tid, "stat")
+	data, err := ReadTaskFile(procRoot, tid, "stat")
 	if err != nil {
 		return Task{}, err
 	}
@@ -36,9 +36,9 @@ func ReadTask(procRoot string, tid int) (Task, error) {
 	return Task{TID: tid, StartTime: start}, nil
 }
 
-// readTaskFile returns the contents of procRoot/<tid>/<name>. A task that does not exist
+// ReadTaskFile returns the contents of procRoot/<tid>/<name>. A task that does not exist
 // yields an error wrapping ErrTaskGone.
-func readTaskFile(procRoot string, tid int, name string) ([]byte, error) {
+func ReadTaskFile(procRoot string, tid int, name string) ([]byte, error) {
 	data, err := fsutil.ReadFileInto(taskFilePath(procRoot, tid, name), nil)
 	if err != nil {
 		return nil, taskFileError(tid, name, err)

@@ -47,7 +47,7 @@ type NodeFaults struct {
 // ReadSchedNUMA reads and parses procRoot/<tid>/sched. A task that does not exist yields an
 // error wrapping ErrTaskGone.
 func ReadSchedNUMA(procRoot string, tid int) (SchedNUMA, error) {
-	data, err := readTaskFile(procRoot, tid, "sched")
+	data, err := ReadTaskFile(procRoot, tid, "sched")
 	if err != nil {
 		return SchedNUMA{}, err
 	}
