@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
-	"github.com/numapref/numapref/internal/numa"
 )
 
 // outageProxy is a TCP proxy between the agent and the apiserver that can be cut: from the
@@ -84,7 +84,7 @@ var _ = Describe("Node agent during an apiserver outage", Ordered, func() {
 	var (
 		ns    string
 		lab   *hostlab.Lab
-		emu   *numa.Emulator
+		emu   *emulator.Emulator
 		proxy *outageProxy
 	)
 

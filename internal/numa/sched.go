@@ -181,8 +181,3 @@ func parseNodeFaults(line string) (NodeFaults, error) {
 	}
 	return f, nil
 }
-
-// formatSchedField prints one line the way the kernel's P() macro does ("%-45s:%21Ld").
-func formatSchedField(key string, value any) string {
-	return fmt.Sprintf("%-45s:%21v\n", key, value)
-}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/emulator"
 )
 
 // selectBackend skips the test unless NUMAPREF_CONFORMANCE_IMPL (prctl or emulator; unset:
@@ -64,7 +65,7 @@ func OpenEmulatorWithoutCloneTrace(t *testing.T) Target {
 }
 
 func openEmulator(t *testing.T, tracefsRoot string) Target {
-	emu, err := numa.NewEmulator(numa.EmulatorOptions{
+	emu, err := emulator.New(emulator.Options{
 		StateDir:    filepath.Join(SharedDir(t), "emulator"),
 		ForkEvents:  true,
 		SharedState: true,

@@ -1,6 +1,6 @@
 //go:build linux
 
-package numa
+package emulator
 
 import (
 	"errors"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // fakeProc is a /proc tree for emulator tests: tasks with a stat (start time), a status
@@ -89,7 +91,7 @@ func (f *fakeProc) remove(tid int) {
 // that stands at tick 1000.
 func newTestEmulator(t *testing.T, proc *fakeProc, sysRoot, stateDir string) *Emulator {
 	t.Helper()
-	e, err := NewEmulator(EmulatorOptions{StateDir: stateDir, ProcRoot: proc.root, SysRoot: sysRoot, now: func() uint64 { return 1000 }})
+	e, err := New(Options{StateDir: stateDir, ProcRoot: proc.root, SysRoot: sysRoot, now: func() uint64 { return 1000 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ type callResult struct {
 	Errno string
 }
 
-func emuCall(e *Emulator, cmd, pid, nid int, ptr UserPointer) callResult {
+func emuCall(e *Emulator, cmd, pid, nid int, ptr numa.UserPointer) callResult {
 	v, err := e.Call(cmd, pid, nid, ptr)
 	r := callResult{Value: v}
 	var errno unix.Errno
@@ -123,43 +125,43 @@ func TestEmulatorErrors(t *testing.T) {
 	proc.task(12, 10, 500, 1000, false)                 // a thread of the caller's group with other ids
 	proc.taskCaps(400, 400, 500, 0, true, capsNoPtrace) // root without CAP_SYS_PTRACE
 	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
-	s := PointerSentinel
+	s := numa.PointerSentinel
 	tests := map[string]struct {
 		callerUID  uint32
 		callerCaps string
 		callerPrm  string // permitted set, if not callerCaps
 		cmd, pid   int
 		nid        int
-		ptr        UserPointer
+		ptr        numa.UserPointer
 		want       callResult
 	}{
 		"cmd 2 before an unknown pid": {cmd: 2, pid: 999, want: callResult{s, "ERANGE"}},
 		"cmd -1 is huge":              {cmd: -1, pid: 100, want: callResult{s, "ERANGE"}},
-		"unknown pid":                 {cmd: CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
-		"negative pid":                {cmd: CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
-		"unknown pid before bad node": {cmd: CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
-		"pid truncated to 32 bits":    {cmd: CmdGet, pid: 1<<32 + 100, ptr: PointerValid, want: callResult{-1, ""}},
-		"misaligned pointer":          {cmd: CmdGet, pid: 100, ptr: PointerMisaligned, want: callResult{s, "EINVAL"}},
-		"nil pointer":                 {cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EFAULT"}},
-		"SET ignores the pointer":     {cmd: CmdSet, pid: 11, nid: 1, ptr: PointerMisaligned, want: callResult{s, ""}},
-		"node = num_possible_nodes()": {cmd: CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
-		"node -2":                     {cmd: CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
-		"node truncated to int: -1":   {cmd: CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
-		"uid 1000 on root":            {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"EPERM before EFAULT":         {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EPERM"}},
-		"EPERM before EINVAL for SET": {callerUID: 1000, callerCaps: capsNone, cmd: CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
-		"uid 1000 on uid 1000":        {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{-1, ""}},
-		"uid 1000 on non-dumpable":    {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"own thread group always":     {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 12, ptr: PointerValid, want: callResult{-1, ""}},
-		"root without CAP_SYS_PTRACE": {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{s, "EPERM"}},
+		"unknown pid":                 {cmd: numa.CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
+		"negative pid":                {cmd: numa.CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
+		"unknown pid before bad node": {cmd: numa.CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
+		"pid truncated to 32 bits":    {cmd: numa.CmdGet, pid: 1<<32 + 100, ptr: numa.PointerValid, want: callResult{-1, ""}},
+		"misaligned pointer":          {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerMisaligned, want: callResult{s, "EINVAL"}},
+		"nil pointer":                 {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EFAULT"}},
+		"SET ignores the pointer":     {cmd: numa.CmdSet, pid: 11, nid: 1, ptr: numa.PointerMisaligned, want: callResult{s, ""}},
+		"node = num_possible_nodes()": {cmd: numa.CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
+		"node -2":                     {cmd: numa.CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
+		"node truncated to int: -1":   {cmd: numa.CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
+		"uid 1000 on root":            {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
+		"EPERM before EFAULT":         {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EPERM"}},
+		"EPERM before EINVAL for SET": {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
+		"uid 1000 on uid 1000":        {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 200, ptr: numa.PointerValid, want: callResult{-1, ""}},
+		"uid 1000 on non-dumpable":    {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 300, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
+		"own thread group always":     {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 12, ptr: numa.PointerValid, want: callResult{-1, ""}},
+		"root without CAP_SYS_PTRACE": {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdGet, pid: 200, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
 		// cap_ptrace_access_check: the target's permitted set must be a subset of the caller's.
-		"root without it on root holding it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"root without it SET on root holding it":   {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
-		"root without it on root without it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdGet, pid: 400, ptr: PointerValid, want: callResult{-1, ""}},
-		"root with it permitted only, on root":     {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{-1, ""}},
-		"root with it permitted only, on uid 1000": {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"uid 1000 on root without it":              {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 400, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"root with it on non-dumpable":             {callerUID: 0, callerCaps: capsAll, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{-1, ""}},
+		"root without it on root holding it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
+		"root without it SET on root holding it":   {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
+		"root without it on root without it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdGet, pid: 400, ptr: numa.PointerValid, want: callResult{-1, ""}},
+		"root with it permitted only, on root":     {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerValid, want: callResult{-1, ""}},
+		"root with it permitted only, on uid 1000": {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: numa.CmdGet, pid: 200, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
+		"uid 1000 on root without it":              {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 400, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
+		"root with it on non-dumpable":             {callerUID: 0, callerCaps: capsAll, cmd: numa.CmdGet, pid: 300, ptr: numa.PointerValid, want: callResult{-1, ""}},
 	}
 	for _, name := range sortedKeys(tests) {
 		tc := tests[name]
@@ -184,7 +186,7 @@ func TestEmulatorSparseNodes(t *testing.T) {
 	e := newTestEmulator(t, proc, "testdata/sysfs/sparse", t.TempDir())
 	// Possible nodes {0,2}: the patch compares with their count, 2.
 	for nid, want := range map[int]string{-2: "EINVAL", -1: "", 0: "", 1: "", 2: "EINVAL", 3: "EINVAL"} {
-		if got := emuCall(e, CmdSet, 100, nid, PointerNil); got.Errno != want {
+		if got := emuCall(e, numa.CmdSet, 100, nid, numa.PointerNil); got.Errno != want {
 			t.Errorf("SET %d: %q, want %q", nid, got.Errno, want)
 		}
 	}
@@ -194,10 +196,10 @@ func TestEmulatorNoNUMA(t *testing.T) {
 	proc := newFakeProc(t)
 	proc.task(100, 100, 500, 0, true)
 	e := newTestEmulator(t, proc, "testdata/sysfs/no-numa", t.TempDir())
-	if got := emuCall(e, CmdSet, 100, 0, PointerNil); got.Errno != "" {
+	if got := emuCall(e, numa.CmdSet, 100, 0, numa.PointerNil); got.Errno != "" {
 		t.Errorf("SET 0 without NUMA: %q", got.Errno)
 	}
-	if got := emuCall(e, CmdSet, 100, 1, PointerNil); got.Errno != "EINVAL" {
+	if got := emuCall(e, numa.CmdSet, 100, 1, numa.PointerNil); got.Errno != "EINVAL" {
 		t.Errorf("SET 1 without NUMA: %q, want EINVAL", got.Errno)
 	}
 }
@@ -226,7 +228,7 @@ func TestEmulatorPersists(t *testing.T) {
 		}
 	}
 	// The view reads like /proc/<tid>/sched.
-	view, err := ReadSchedNUMA(filepath.Join(dir, "proc", "100", "task"), 101)
+	view, err := numa.ReadSchedNUMA(filepath.Join(dir, "proc", "100", "task"), 101)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,14 +240,14 @@ func TestEmulatorPersists(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !s.ForcePresent || s.PreferredNIDForce != 1 || s.PreferredNID != 1 {
-		t.Errorf("SchedNUMA(100) = %+v, want force 1, preferred 1", s)
+		t.Errorf("numa.SchedNUMA(100) = %+v, want force 1, preferred 1", s)
 	}
 	// SET -1 clears both.
 	if err := again.Set(100, -1); err != nil {
 		t.Fatal(err)
 	}
 	if s, err = again.SchedNUMA(100); err != nil || s.PreferredNIDForce != -1 || s.PreferredNID != -1 {
-		t.Errorf("SchedNUMA(100) after SET -1 = %+v, %v; want -1, -1", s, err)
+		t.Errorf("numa.SchedNUMA(100) after SET -1 = %+v, %v; want -1, -1", s, err)
 	}
 	if st := again.Stats(); st.Tasks != 2 || st.Listening {
 		t.Errorf("Stats = %+v, want 2 tasks, not listening", st)
@@ -375,7 +377,7 @@ func TestEmulatorSharedStateModes(t *testing.T) {
 	proc.task(100, 100, 500, 0, true)
 	for _, shared := range []bool{false, true} {
 		dir := filepath.Join(t.TempDir(), "state")
-		e, err := NewEmulator(EmulatorOptions{StateDir: dir, ProcRoot: proc.root, SysRoot: "testdata/sysfs/two-nodes", SharedState: shared})
+		e, err := New(Options{StateDir: dir, ProcRoot: proc.root, SysRoot: "testdata/sysfs/two-nodes", SharedState: shared})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,9 +432,9 @@ func TestListenerThreadBorn(t *testing.T) {
 		t.Fatal(err)
 	}
 	proc.task(402, 400, 60, 0, true)
-	for _, ev := range []ProcEvent{
-		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 302, ChildTGID: 300},
-		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 402, ChildTGID: 400},
+	for _, ev := range []numa.ProcEvent{
+		{Kind: numa.ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 302, ChildTGID: 300},
+		{Kind: numa.ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 402, ChildTGID: 400},
 	} {
 		if err := l.handle(ev); err != nil {
 			t.Fatal(err)
@@ -465,7 +467,7 @@ func TestListenerExec(t *testing.T) {
 	proc.remove(101)
 	proc.remove(201)
 	for _, tgid := range []int{100, 200} {
-		if err := l.handle(ProcEvent{Kind: ProcEventExec, ChildTID: tgid, ChildTGID: tgid}); err != nil {
+		if err := l.handle(numa.ProcEvent{Kind: numa.ProcEventExec, ChildTID: tgid, ChildTGID: tgid}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -482,9 +484,9 @@ func TestListenerExec(t *testing.T) {
 	if err := e.Set(102, 1); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range []ProcEvent{
-		{Kind: ProcEventExit, ChildTID: 102, ChildTGID: 100},
-		{Kind: ProcEventExit, ChildTID: 100, ChildTGID: 100},
+	for _, ev := range []numa.ProcEvent{
+		{Kind: numa.ProcEventExit, ChildTID: 102, ChildTGID: 100},
+		{Kind: numa.ProcEventExit, ChildTID: 100, ChildTGID: 100},
 	} {
 		if err := l.handle(ev); err != nil {
 			t.Fatal(err)
@@ -499,7 +501,7 @@ func TestListenerLostEvents(t *testing.T) {
 	proc := newFakeProc(t)
 	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
 	l := testListener(t, e)
-	if err := l.handle(ProcEvent{Kind: ProcEventLost}); err != nil {
+	if err := l.handle(numa.ProcEvent{Kind: numa.ProcEventLost}); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.Stats().EventsLost; got != 1 {
@@ -520,7 +522,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func TestEmulatorCallsAfterCloseFail(t *testing.T) {
-	e, err := NewEmulator(EmulatorOptions{StateDir: t.TempDir(), ForkEvents: true})
+	e, err := New(Options{StateDir: t.TempDir(), ForkEvents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,11 +532,11 @@ func TestEmulatorCallsAfterCloseFail(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Get(os.Getpid()); !errors.Is(err, errEmulatorClosed) {
-		t.Errorf("GET after Close = %v, want errEmulatorClosed", err)
+	if _, err := e.Get(os.Getpid()); !errors.Is(err, errClosed) {
+		t.Errorf("GET after Close = %v, want errClosed", err)
 	}
-	if err := e.Set(os.Getpid(), 0); !errors.Is(err, errEmulatorClosed) {
-		t.Errorf("SET after Close = %v, want errEmulatorClosed", err)
+	if err := e.Set(os.Getpid(), 0); !errors.Is(err, errClosed) {
+		t.Errorf("SET after Close = %v, want errClosed", err)
 	}
 }
 
@@ -582,12 +584,12 @@ func TestListenerCloneTrace(t *testing.T) {
 	}
 	// Events lost up to 5 s: lostChild, born at 4 s, cannot be vouched for.
 	l.trace.log.add(traceBirth{}, traceLineLost, 5_000_000)
-	for _, ev := range []ProcEvent{
-		{Kind: ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: lostChild, ChildTGID: lostChild, TimestampNs: 4 * sec},
-		{Kind: ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: vforkChild, ChildTGID: vforkChild, TimestampNs: 10 * sec},
-		{Kind: ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: forkChild, ChildTGID: forkChild, TimestampNs: 11 * sec},
-		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: newThread, ChildTGID: group, TimestampNs: 12 * sec},
-		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: adopted, ChildTGID: adopted, TimestampNs: 13 * sec},
+	for _, ev := range []numa.ProcEvent{
+		{Kind: numa.ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: lostChild, ChildTGID: lostChild, TimestampNs: 4 * sec},
+		{Kind: numa.ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: vforkChild, ChildTGID: vforkChild, TimestampNs: 10 * sec},
+		{Kind: numa.ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: forkChild, ChildTGID: forkChild, TimestampNs: 11 * sec},
+		{Kind: numa.ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: newThread, ChildTGID: group, TimestampNs: 12 * sec},
+		{Kind: numa.ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: adopted, ChildTGID: adopted, TimestampNs: 13 * sec},
 	} {
 		if err := l.handle(ev); err != nil {
 			t.Fatalf("handling %+v: %v", ev, err)
@@ -613,7 +615,7 @@ func TestListenerCloneTrace(t *testing.T) {
 // TestEmulatorCloneTraceFallback: without tracefs the listener still works, says so, and
 // reports no clone trace.
 func TestEmulatorCloneTraceFallback(t *testing.T) {
-	e, err := NewEmulator(EmulatorOptions{StateDir: t.TempDir(), ForkEvents: true, TracefsRoot: t.TempDir()})
+	e, err := New(Options{StateDir: t.TempDir(), ForkEvents: true, TracefsRoot: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -626,14 +628,14 @@ func TestEmulatorCloneTraceFallback(t *testing.T) {
 		t.Errorf("CloneTrace with a TracefsRoot that is not tracefs")
 	}
 	if r := e.Support().Reason; !strings.Contains(r, "without clone flags") || !strings.Contains(r, "tracefs is not mounted there") {
-		t.Errorf("Support().Reason = %q, want it to say why there are no clone flags", r)
+		t.Errorf("numa.Support().Reason = %q, want it to say why there are no clone flags", r)
 	}
 }
 
 // TestEmulatorCloneTrace: on this machine's kernel, the listener's trace instance sees a
 // vfork child that exec'ed at once inherit, and the instance is gone after Close.
 func TestEmulatorCloneTrace(t *testing.T) {
-	e, err := NewEmulator(EmulatorOptions{StateDir: t.TempDir(), ForkEvents: true})
+	e, err := New(Options{StateDir: t.TempDir(), ForkEvents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,4 +714,14 @@ func TestCloneTraceHelper(t *testing.T) {
 	}
 	var b [1]byte
 	os.Stdin.Read(b[:])
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
