@@ -1,8 +1,9 @@
 // Package numa is numapref's view of the kernel: a task's forced preferred NUMA node
 // (the proposed prctl PR_PREFERRED_NID), the NUMA topology from sysfs, the kernel's NUMA
 // balancing state and the NUMA lines of /proc/<pid>/sched, the proc connector's process
-// events, and tasks and their identity. Every reader takes its root (/proc, /sys, debugfs)
-// explicitly, so tests run against fixture trees under testdata/.
+// events, tasks and their identity, and where memory lies per node (a cgroup's
+// memory.numa_stat, a process's numa_maps). Every reader takes its root (/proc, /sys,
+// debugfs) or path explicitly, so tests run against fixture trees under testdata/.
 //
 // PreferredNode is what the node agent uses: Get and Set of one task's node. Raw is the
 // prctl's arguments as such, for the conformance cases. Two backends implement both:
