@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 func TestParseSchedNUMA(t *testing.T) {
@@ -74,19 +76,17 @@ func TestParseSchedNUMAMalformed(t *testing.T) {
 	}
 }
 
-// TestReadSchedNUMASelf reads this machine's real /proc/self/sched: the kernel here has
-// NUMA balancing built in but not the preferred-node patch.
+// TestReadSchedNUMASelf reads this machine's real /proc/self/sched, which needs a kernel
+// with NUMA balancing and its scheduler statistics built in; with or without the
+// preferred-node patch.
 func TestReadSchedNUMASelf(t *testing.T) {
+	const kernel = "a kernel with CONFIG_SCHED_DEBUG and CONFIG_NUMA_BALANCING"
 	s, err := ReadSchedNUMA("/proc", os.Getpid())
-	if errors.Is(err, ErrTaskGone) {
-		t.Skip("no /proc/<pid>/sched (CONFIG_SCHED_DEBUG off)")
-	}
+	testenv.Require(t, !errors.Is(err, ErrTaskGone), "/proc/<pid>/sched (CONFIG_SCHED_DEBUG)", kernel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Present {
-		t.Skip("the kernel has no NUMA balancing")
-	}
+	testenv.Require(t, s.Present, "the NUMA lines of /proc/<pid>/sched (CONFIG_NUMA_BALANCING)", kernel)
 	if s.PreferredNID < -1 || len(s.Faults) == 0 {
 		t.Errorf("implausible NUMA lines: %+v", s)
 	}

@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,12 +19,19 @@ import (
 	"github.com/numapref/numapref/internal/numa"
 )
 
-// fakeProc is a /proc tree for emulator tests: tasks with a stat (start time), a status
-// (tgid, ids, capabilities) owned as the kernel would own it, and the caller's
-// thread-self/status.
+// fakeProc is a /proc tree for emulator tests: tasks with a stat (start time) and a status
+// (tgid, ids, capabilities), and the caller's thread-self/status.
+//
+// The ptrace model takes a task's dumpability from the owner of its status file. In an
+// owned fakeProc (newOwnedFakeProc, root only: it chowns) each status file belongs to the
+// task's uid, or to root when the task is not dumpable, as the kernel has it. Otherwise
+// every file belongs to whoever runs the test, and only what does not depend on
+// dumpability may be asserted: anything a caller with CAP_SYS_PTRACE (the default
+// caller) does, and refusals for a difference of uids.
 type fakeProc struct {
-	t    *testing.T
-	root string
+	t     *testing.T
+	root  string
+	owned bool
 }
 
 const (
@@ -53,7 +57,7 @@ func (f *fakeProc) callerCaps(tgid int, uid uint32, capPrm, capEff string) {
 }
 
 // task adds (or replaces) a task: as uid 0 with every capability, as another uid with
-// none. A task that is not dumpable has its files owned by root.
+// none. In an owned fakeProc, a task that is not dumpable has its files owned by root.
 func (f *fakeProc) task(tid, tgid int, start uint64, uid uint32, dumpable bool) {
 	caps := capsNone
 	if uid == 0 {
@@ -69,12 +73,14 @@ func (f *fakeProc) taskCaps(tid, tgid int, start uint64, uid uint32, dumpable bo
 	ids := fmt.Sprintf("%d\t%d\t%d\t%d", uid, uid, uid, uid)
 	status := filepath.Join(dir, "status")
 	writeFile(f.t, status, statusText(tgid, ids, ids, caps, true))
-	owner := uid
-	if !dumpable {
-		owner = 0
-	}
-	if err := os.Chown(status, int(owner), int(owner)); err != nil {
-		f.t.Skipf("precondition: chown needs root: %v", err)
+	if f.owned {
+		owner := uid
+		if !dumpable {
+			owner = 0
+		}
+		if err := os.Chown(status, int(owner), int(owner)); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(f.root, strconv.Itoa(tgid), "task", strconv.Itoa(tid)), 0o755); err != nil {
 		f.t.Fatal(err)
@@ -116,53 +122,30 @@ func emuCall(e *Emulator, cmd, pid, nid int, ptr numa.UserPointer) callResult {
 	return r
 }
 
-func TestEmulatorErrors(t *testing.T) {
-	proc := newFakeProc(t)
+// callCase is one call of a table test, made by a caller with the given ids and
+// capabilities (default: root with every capability).
+type callCase struct {
+	callerUID  uint32
+	callerCaps string
+	callerPrm  string // permitted set, if not callerCaps
+	cmd, pid   int
+	nid        int
+	ptr        numa.UserPointer
+	want       callResult
+}
+
+// callTasks adds the tasks the call tables name to proc.
+func callTasks(proc *fakeProc) {
 	proc.task(100, 100, 500, 0, true)                   // root
 	proc.task(200, 200, 500, 1000, true)                // uid 1000
 	proc.task(300, 300, 500, 1000, false)               // uid 1000, not dumpable
 	proc.task(11, 10, 500, 0, true)                     // another thread of the caller's group
 	proc.task(12, 10, 500, 1000, false)                 // a thread of the caller's group with other ids
 	proc.taskCaps(400, 400, 500, 0, true, capsNoPtrace) // root without CAP_SYS_PTRACE
-	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
-	s := numa.PointerSentinel
-	tests := map[string]struct {
-		callerUID  uint32
-		callerCaps string
-		callerPrm  string // permitted set, if not callerCaps
-		cmd, pid   int
-		nid        int
-		ptr        numa.UserPointer
-		want       callResult
-	}{
-		"cmd 2 before an unknown pid": {cmd: 2, pid: 999, want: callResult{s, "ERANGE"}},
-		"cmd -1 is huge":              {cmd: -1, pid: 100, want: callResult{s, "ERANGE"}},
-		"unknown pid":                 {cmd: numa.CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
-		"negative pid":                {cmd: numa.CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
-		"unknown pid before bad node": {cmd: numa.CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
-		"pid truncated to 32 bits":    {cmd: numa.CmdGet, pid: 1<<32 + 100, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"misaligned pointer":          {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerMisaligned, want: callResult{s, "EINVAL"}},
-		"nil pointer":                 {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EFAULT"}},
-		"SET ignores the pointer":     {cmd: numa.CmdSet, pid: 11, nid: 1, ptr: numa.PointerMisaligned, want: callResult{s, ""}},
-		"node = num_possible_nodes()": {cmd: numa.CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
-		"node -2":                     {cmd: numa.CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
-		"node truncated to int: -1":   {cmd: numa.CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
-		"uid 1000 on root":            {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"EPERM before EFAULT":         {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EPERM"}},
-		"EPERM before EINVAL for SET": {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
-		"uid 1000 on uid 1000":        {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 200, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"uid 1000 on non-dumpable":    {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 300, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"own thread group always":     {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 12, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"root without CAP_SYS_PTRACE": {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdGet, pid: 200, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		// cap_ptrace_access_check: the target's permitted set must be a subset of the caller's.
-		"root without it on root holding it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"root without it SET on root holding it":   {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
-		"root without it on root without it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdGet, pid: 400, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"root with it permitted only, on root":     {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"root with it permitted only, on uid 1000": {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: numa.CmdGet, pid: 200, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"uid 1000 on root without it":              {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 400, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"root with it on non-dumpable":             {callerUID: 0, callerCaps: capsAll, cmd: numa.CmdGet, pid: 300, ptr: numa.PointerValid, want: callResult{-1, ""}},
-	}
+}
+
+func runCallTable(t *testing.T, proc *fakeProc, e *Emulator, tests map[string]callCase) {
+	t.Helper()
 	for _, name := range sortedKeys(tests) {
 		tc := tests[name]
 		t.Run(name, func(t *testing.T) {
@@ -178,6 +161,32 @@ func TestEmulatorErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEmulatorErrors: the patch's checks, in its order. The EPERM cases are refusals for a
+// difference of uids, whatever the files' owners; TestEmulatorPtraceAccess (host tier) has
+// the rest of the ptrace model.
+func TestEmulatorErrors(t *testing.T) {
+	proc := newFakeProc(t)
+	callTasks(proc)
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	s := numa.PointerSentinel
+	runCallTable(t, proc, e, map[string]callCase{
+		"cmd 2 before an unknown pid": {cmd: 2, pid: 999, want: callResult{s, "ERANGE"}},
+		"cmd -1 is huge":              {cmd: -1, pid: 100, want: callResult{s, "ERANGE"}},
+		"unknown pid":                 {cmd: numa.CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
+		"negative pid":                {cmd: numa.CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
+		"unknown pid before bad node": {cmd: numa.CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
+		"pid truncated to 32 bits":    {cmd: numa.CmdGet, pid: 1<<32 + 100, ptr: numa.PointerValid, want: callResult{-1, ""}},
+		"misaligned pointer":          {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerMisaligned, want: callResult{s, "EINVAL"}},
+		"nil pointer":                 {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EFAULT"}},
+		"SET ignores the pointer":     {cmd: numa.CmdSet, pid: 11, nid: 1, ptr: numa.PointerMisaligned, want: callResult{s, ""}},
+		"node = num_possible_nodes()": {cmd: numa.CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
+		"node -2":                     {cmd: numa.CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
+		"node truncated to int: -1":   {cmd: numa.CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
+		"EPERM before EFAULT":         {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EPERM"}},
+		"EPERM before EINVAL for SET": {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
+	})
 }
 
 func TestEmulatorSparseNodes(t *testing.T) {
@@ -240,14 +249,14 @@ func TestEmulatorPersists(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !s.ForcePresent || s.PreferredNIDForce != 1 || s.PreferredNID != 1 {
-		t.Errorf("numa.SchedNUMA(100) = %+v, want force 1, preferred 1", s)
+		t.Errorf("SchedNUMA(100) = %+v, want force 1, preferred 1", s)
 	}
 	// SET -1 clears both.
 	if err := again.Set(100, -1); err != nil {
 		t.Fatal(err)
 	}
 	if s, err = again.SchedNUMA(100); err != nil || s.PreferredNIDForce != -1 || s.PreferredNID != -1 {
-		t.Errorf("numa.SchedNUMA(100) after SET -1 = %+v, %v; want -1, -1", s, err)
+		t.Errorf("SchedNUMA(100) after SET -1 = %+v, %v; want -1, -1", s, err)
 	}
 	if st := again.Stats(); st.Tasks != 2 || st.Listening {
 		t.Errorf("Stats = %+v, want 2 tasks, not listening", st)
@@ -610,110 +619,6 @@ func TestListenerCloneTrace(t *testing.T) {
 	if st := e.Stats(); st.Inherited != 3 || st.AssumedFresh != 1 {
 		t.Errorf("Stats = %+v, want 3 inherited, 1 assumed fresh (the lost child)", st)
 	}
-}
-
-// TestEmulatorCloneTraceFallback: without tracefs the listener still works, says so, and
-// reports no clone trace.
-func TestEmulatorCloneTraceFallback(t *testing.T) {
-	e, err := New(Options{StateDir: t.TempDir(), ForkEvents: true, TracefsRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	st := e.Stats()
-	if !st.Listening {
-		t.Skipf("precondition: no proc connector here: %s", e.Support().Reason)
-	}
-	if st.CloneTrace {
-		t.Errorf("CloneTrace with a TracefsRoot that is not tracefs")
-	}
-	if r := e.Support().Reason; !strings.Contains(r, "without clone flags") || !strings.Contains(r, "tracefs is not mounted there") {
-		t.Errorf("numa.Support().Reason = %q, want it to say why there are no clone flags", r)
-	}
-}
-
-// TestEmulatorCloneTrace: on this machine's kernel, the listener's trace instance sees a
-// vfork child that exec'ed at once inherit, and the instance is gone after Close.
-func TestEmulatorCloneTrace(t *testing.T) {
-	e, err := New(Options{StateDir: t.TempDir(), ForkEvents: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if st := e.Stats(); !st.Listening || !st.CloneTrace {
-		t.Skipf("precondition: needs the proc connector and tracefs (root): %s", e.Support().Reason)
-	}
-	instance := e.listener.trace.instance
-	tracefs := e.listener.trace.source
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := e.Set(0, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Set(0, -1)
-	before := e.Stats()
-	// os/exec: clone(CLONE_VM|CLONE_VFORK) by this thread, exec at once; the child (this
-	// binary as cloneTraceHelperEnv's helper) then waits on its stdin, so it is alive,
-	// exec'ed, when it is asked about.
-	helperArg := "-test.run=^TestCloneTraceHelper$"
-	cmd := exec.Command(os.Args[0], helperArg)
-	cmd.Env = append(os.Environ(), cloneTraceHelperEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	// Before the exec, the vfork child's command line is its parent's.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
-		if strings.Contains(string(args), helperArg) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the child did not exec within 5 s (cmdline %q)", args)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if got, err := e.Get(cmd.Process.Pid); err != nil || got != 0 {
-		t.Errorf("Get(exec'ed vfork child) = %d, %v; want 0", got, err)
-	}
-	// The listener counts the inheritance right after it writes the child's entry, which a
-	// GET may read first. (The first os/exec of a process may also vfork a probe child,
-	// which inherits too.)
-	after := e.Stats()
-	for deadline := time.Now().Add(2 * time.Second); after.Inherited <= before.Inherited && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-		after = e.Stats()
-	}
-	if after.AssumedFresh != before.AssumedFresh || after.Inherited <= before.Inherited {
-		t.Errorf("Stats before %+v, after %+v: want more inherited, no assumption", before, after)
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(tracefs, "/") {
-		t.Logf("instance %s was in %s: gone with the emulator", instance, tracefs)
-		return
-	}
-	if _, err := os.Stat(filepath.Join(tracefs, instance)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("trace instance %s left after Close: %v", instance, err)
-	}
-	t.Logf("instance %s/%s removed at Close", tracefs, instance)
-}
-
-const cloneTraceHelperEnv = "NUMAPREF_CLONETRACE_HELPER"
-
-// TestCloneTraceHelper is TestEmulatorCloneTrace's child: it waits until its stdin closes.
-func TestCloneTraceHelper(t *testing.T) {
-	if os.Getenv(cloneTraceHelperEnv) != "1" {
-		t.Skip("the child process of TestEmulatorCloneTrace")
-	}
-	var b [1]byte
-	os.Stdin.Read(b[:])
 }
 
 func writeFile(t *testing.T, path, content string) {
