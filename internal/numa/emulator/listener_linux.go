@@ -360,7 +360,7 @@ func (l *listener) value(tgid int, t numa.Task) taskEntry {
 	if e, ok, err := l.e.store.readEntry(tgid, t.TID); err == nil && ok && e.Start == t.StartTime {
 		return e
 	}
-	return taskEntry{TID: t.TID, TGID: tgid, Start: t.StartTime, Force: numa.NoNode, Preferred: numa.NoNode}
+	return defaultEntry(tgid, t)
 }
 
 // threadBorn handles a new thread. The fork event names the group's parent, not the thread
