@@ -1,8 +1,13 @@
-// Package emulator emulates the PR_PREFERRED_NID prctl for kernels without the patch. Its
-// Emulator is a numa.PreferredNode and a numa.Raw, as numa.Prctl, the real system call, is;
-// package numa holds the kernel interface both are written against, and everything of the
-// real kernel the emulator reads (tasks, /proc/<pid>/sched, the proc connector), and
-// package conformance the cases both must pass.
+// Package emulator emulates the PR_PREFERRED_NID prctl for kernels without the patch.
+// Emulator is a numa.PreferredNode and a numa.Raw, like numa.Prctl, the real system call.
+// It is built on package numa's readers of the real kernel (tasks, /proc/<pid>/sched, the
+// proc connector); package conformance holds the cases both backends must pass.
+//
+// Its parts: the Emulator's calls, checked in the patch's order (emulator_linux.go) with
+// the ptrace access model (ptrace.go); the store, the state directory described below
+// (store_linux.go, entry.go); the listener, the one process that follows task creation
+// through the proc connector and the task:task_newtask trace (listener_linux.go,
+// clonetrace*.go); and an opt-in audit log of SETs (AuditTo).
 //
 // The Emulator reproduces the patch's semantics (error codes and their order,
 // num_possible_nodes(), the ptrace check, inheritance) and keeps the "kernel state" in a
