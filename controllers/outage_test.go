@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -84,7 +84,7 @@ var _ = Describe("Node agent during an apiserver outage", Ordered, func() {
 	var (
 		ns    string
 		lab   *hostlab.Lab
-		emu   *numa.Emulator
+		emu   *emulator.Emulator
 		proxy *outageProxy
 	)
 

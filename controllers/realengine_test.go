@@ -17,6 +17,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -27,7 +28,7 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 	var (
 		ns  string
 		lab *hostlab.Lab
-		emu *numa.Emulator
+		emu *emulator.Emulator
 	)
 
 	BeforeAll(func() {
@@ -67,13 +68,13 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 
 // startRealAgent runs the whole agent for node against the apiserver at c: the real engine
 // on lab cgroups of this host, fork events, the emulated kernel.
-func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *numa.Emulator) {
+func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *emulator.Emulator) {
 	GinkgoHelper()
 	Expect(os.Geteuid()).To(BeZero(), "needs root: makes cgroups and acts on processes (CI runs as root)")
 	lab, err := hostlab.New("/sys/fs/cgroup")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(lab.Close)
-	emu, err := numa.NewEmulator(numa.EmulatorOptions{StateDir: GinkgoT().TempDir(), ForkEvents: true})
+	emu, err := emulator.New(emulator.Options{StateDir: GinkgoT().TempDir(), ForkEvents: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(emu.Close)
 	resolver, err := nodeagent.NewResolver("/", nodeagent.ResolverOptions{
@@ -110,7 +111,7 @@ func startLabPod(ctx context.Context, lab *hostlab.Lab, ns, node, name string, l
 }
 
 // emulatedNodes reads every task of pids through the emulator.
-func emulatedNodes(g Gomega, emu *numa.Emulator, pids ...int) []int {
+func emulatedNodes(g Gomega, emu *emulator.Emulator, pids ...int) []int {
 	var out []int
 	for _, pid := range pids {
 		tids, err := hostlab.TasksOf(pid)

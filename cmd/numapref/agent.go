@@ -26,6 +26,7 @@ import (
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/emulator"
 )
 
 type agentFlags struct {
@@ -184,7 +185,7 @@ func openKernel(f *agentFlags) (numa.PreferredNode, numa.Support, error) {
 		}
 		return p, support, nil
 	case "emulated":
-		e, err := numa.NewEmulator(numa.EmulatorOptions{
+		e, err := emulator.New(emulator.Options{
 			StateDir: f.emulatorStateDir, ProcRoot: filepath.Join(f.hostRoot, "proc"), SysRoot: filepath.Join(f.hostRoot, "sys"), ForkEvents: f.forkEvents,
 		})
 		if err != nil {

@@ -5,7 +5,8 @@
 #
 # Usage: hack/kernel/run.sh [options] [NAME=]TEST...
 #   TEST is a static test binary (`CGO_ENABLED=0 go test -c`) or a Go package
-#   (./test/kernellab/smoke), which is compiled here with CGO_ENABLED=0. NAME
+#   (./test/kernellab/smoke), which is compiled here with CGO_ENABLED=0 and
+#   -tags host: the VM runs its tests as root, so the host tier is in. NAME
 #   (default: the binary's or package's base name) names its results; the same
 #   TEST may run twice under two names, with different --test-env.
 # Options:
@@ -150,7 +151,7 @@ for spec in "${tests[@]}"; do
 	else
 		log "compiling $t"
 		name="${name:-$(basename "$t")}"
-		(cd "$repo" && CGO_ENABLED=0 go test -c -trimpath -o "$stage/$name.compiled" "$t") ||
+		(cd "$repo" && CGO_ENABLED=0 go test -c -trimpath -tags host -o "$stage/$name.compiled" "$t") ||
 			die "go test -c $t failed"
 		[[ -f "$stage/$name.compiled" ]] || die "$t has no tests to compile"
 		add_binary "$name" "$stage/$name.compiled"

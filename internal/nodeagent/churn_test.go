@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -160,7 +161,7 @@ func TestEngineChurnNeverMisapplies(t *testing.T) {
 		t.Errorf("b: %s (%s), want Applied", r.Reason, r.Message)
 	}
 
-	recs, cut, err := numa.ReadAudit(audit)
+	recs, cut, err := emulator.ReadAudit(audit)
 	if err != nil || cut != 0 {
 		t.Fatalf("audit log: %d cut records (nothing was killed), %v", cut, err)
 	}

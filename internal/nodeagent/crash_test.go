@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -38,7 +38,7 @@ type crashConfig struct {
 	Final             []Desire
 	LedgerPath        string
 	KubeletCgroupRoot string
-	Emulator          numa.EmulatorOptions
+	Emulator          emulator.Options
 	// Audit is the emulator's audit log (shared, append-only); Markers gets one line per
 	// phase ("R|A|U <unix ns>") so the parent knows where its SIGKILL landed.
 	Audit, Markers string
@@ -59,7 +59,7 @@ func TestCrashHelper(t *testing.T) {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	emu, err := numa.NewEmulator(cfg.Emulator)
+	emu, err := emulator.New(cfg.Emulator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 		t.Errorf("final ledger = %v, %v; want empty", l, err)
 	}
 	// A child killed while writing a record leaves it cut short: at most one per kill.
-	recs, cut, err := numa.ReadAudit(audit)
+	recs, cut, err := emulator.ReadAudit(audit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func desires(cs []*labContainer) []Desire {
 // at SET time, in one of the containers named in allowed, with one of the values allowed
 // for that container. It returns the number of SETs and of those that cannot be
 // attributed (the task exited before its cgroup could be read).
-func auditSets(t *testing.T, recs []numa.AuditRecord, cs []*labContainer, allowed map[string][]int) (n, gone int) {
+func auditSets(t *testing.T, recs []emulator.AuditRecord, cs []*labContainer, allowed map[string][]int) (n, gone int) {
 	t.Helper()
 	misapplied := 0
 	for _, r := range recs {

@@ -24,6 +24,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -49,7 +50,7 @@ import (
 type passBench struct {
 	lab      *hostlab.Lab
 	resolver *Resolver
-	emu      *numa.Emulator
+	emu      *emulator.Emulator
 	desires  []Desire
 	cgroups  []*ContainerCgroup
 	loads    []*hostlab.Workload
@@ -91,7 +92,7 @@ func newPassBench(b *testing.B, containers, threads int) *passBench {
 	if err := os.WriteFile(filepath.Join(sys, "devices/system/node/possible"), []byte("0-1\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	emu, err := numa.NewEmulator(numa.EmulatorOptions{StateDir: benchStateDir(b), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true})
+	emu, err := emulator.New(emulator.Options{StateDir: benchStateDir(b), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true})
 	if err != nil {
 		b.Fatal(err)
 	}

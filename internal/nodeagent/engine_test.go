@@ -21,6 +21,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -36,8 +37,8 @@ func TestMain(m *testing.M) {
 type engineLab struct {
 	lab      *hostlab.Lab
 	resolver *Resolver
-	emu      *numa.Emulator
-	emuOpts  numa.EmulatorOptions
+	emu      *emulator.Emulator
+	emuOpts  emulator.Options
 	ledger   string
 }
 
@@ -62,14 +63,14 @@ func newEngineLab(t *testing.T) *engineLab {
 	sys := t.TempDir()
 	writeFile(t, filepath.Join(sys, "devices/system/node/possible"), "0-1\n")
 	el := &engineLab{lab: lab, resolver: r, ledger: filepath.Join(t.TempDir(), "ledger.json"),
-		emuOpts: numa.EmulatorOptions{StateDir: t.TempDir(), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true}}
+		emuOpts: emulator.Options{StateDir: t.TempDir(), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true}}
 	el.openEmulator(t)
 	return el
 }
 
 func (el *engineLab) openEmulator(t *testing.T) {
 	t.Helper()
-	emu, err := numa.NewEmulator(el.emuOpts)
+	emu, err := emulator.New(el.emuOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

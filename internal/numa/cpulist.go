@@ -7,9 +7,10 @@ import (
 	"strings"
 )
 
-// maxListID bounds ids accepted from a list so a hostile "0-4294967295" cannot make the
-// parser allocate gigabytes. Linux caps NUMA nodes at 1024 (NODES_SHIFT 10) and CPUs at 8192.
-const maxListID = 1 << 16
+// maxID bounds the node and CPU ids the parsers accept, so that a hostile "0-4294967295"
+// cannot make the list parser allocate gigabytes. Linux caps NUMA nodes at 1024
+// (NODES_SHIFT 10) and CPUs at 8192.
+const maxID = 1 << 16
 
 // ParseList parses the kernel's list format ("0-3,8-11", "0", "" for none), as printed in
 // sysfs node/cpu lists and cpuset.mems. It returns the ids sorted, without duplicates.
@@ -47,7 +48,7 @@ func parseListID(s string) (int, error) {
 		return 0, fmt.Errorf("empty or padded id %q", s)
 	}
 	id, err := strconv.Atoi(s)
-	if err != nil || id < 0 || id > maxListID {
+	if err != nil || id < 0 || id > maxID {
 		return 0, fmt.Errorf("invalid id %q", s)
 	}
 	return id, nil

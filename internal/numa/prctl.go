@@ -105,10 +105,10 @@ func readThreadSelfSched(procRoot string) (SchedNUMA, error) {
 func (p *Prctl) Support() Support { return p.support }
 
 // Get returns the forced preferred node of task tid (0: the calling thread).
-func (p *Prctl) Get(tid int) (int, error) { return getViaRaw(p, tid) }
+func (p *Prctl) Get(tid int) (int, error) { return GetViaRaw(p, tid) }
 
 // Set forces the preferred node of task tid (0: the calling thread); nid -1 clears it.
-func (p *Prctl) Set(tid, nid int) error { return setViaRaw(p, tid, nid) }
+func (p *Prctl) Set(tid, nid int) error { return SetViaRaw(p, tid, nid) }
 
 // Call issues prctl(option, cmd, pid, nid, ptr); see Raw. It returns ErrUnsupported,
 // without any system call, unless the kernel proved support.

@@ -49,6 +49,8 @@ func TestPrctlUnsupportedHere(t *testing.T) {
 	var c countingPrctl
 	p, support := newPrctl(DefaultPrctlOption, "/proc", c.fn)
 	if sched, err := readThreadSelfSched("/proc"); err == nil && sched.ForcePresent {
+		// A selection, not a precondition: this test is about kernels without the patch; the
+		// patched kernel's prctl is the conformance suite's (TestPrctl).
 		t.Skip("this kernel has the PR_PREFERRED_NID patch")
 	}
 	if support.Supported || support.Backend != "prctl" || support.Option != DefaultPrctlOption {

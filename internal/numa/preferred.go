@@ -83,8 +83,8 @@ type Raw interface {
 	Support() Support
 }
 
-// getViaRaw and setViaRaw implement PreferredNode on top of Raw.
-func getViaRaw(r Raw, tid int) (int, error) {
+// GetViaRaw implements PreferredNode.Get on top of Raw: a GET with a valid pointer.
+func GetViaRaw(r Raw, tid int) (int, error) {
 	v, err := r.Call(CmdGet, tid, 0, PointerValid)
 	if err != nil {
 		return NoNode, fmt.Errorf("getting preferred node of task %d: %w", tid, err)
@@ -92,7 +92,8 @@ func getViaRaw(r Raw, tid int) (int, error) {
 	return v, nil
 }
 
-func setViaRaw(r Raw, tid, nid int) error {
+// SetViaRaw implements PreferredNode.Set on top of Raw: a SET, whose pointer is unused.
+func SetViaRaw(r Raw, tid, nid int) error {
 	if _, err := r.Call(CmdSet, tid, nid, PointerNil); err != nil {
 		return fmt.Errorf("setting preferred node of task %d to %d: %w", tid, nid, err)
 	}

@@ -16,6 +16,8 @@ func TestProbeHere(t *testing.T) {
 	r := Probe(ProbeOptions{Option: DefaultPrctlOption, prctl: c.fn})
 	t.Logf("probe of this machine: %s", r)
 	if sched, err := readThreadSelfSched("/proc"); err == nil && sched.ForcePresent {
+		// A selection, not a precondition: this test is about kernels without the patch
+		// (TestProbeFixtures has a patched one).
 		t.Skip("this kernel has the PR_PREFERRED_NID patch")
 	}
 	if n := c.calls.Load(); n != 0 {

@@ -20,8 +20,8 @@ const (
 	// ProcEventLost: the receive buffer overflowed; an unknown number of events are gone.
 	ProcEventLost
 
-	// procEventComm: a task changed its name (prctl PR_SET_NAME). The emulator uses it as
-	// a barrier; it is not passed on.
+	// procEventComm: a task changed its name (prctl PR_SET_NAME). The emulator makes one
+	// as a barrier that wakes its reader; ProcConn.Read does not pass it on.
 	procEventComm
 	// procEventAck: the kernel's answer to a subscription.
 	procEventAck

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -13,8 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procConn is a netlink socket subscribed to the proc connector.
-type procConn struct {
+// ProcConn is a netlink socket subscribed to the proc connector, for a reader that must
+// know when it has handled every event queued so far (see Read). ProcEvents is the simpler
+// stream of events built on it.
+type ProcConn struct {
 	f   *os.File
 	raw syscall.RawConn
 	buf []byte
@@ -25,8 +28,9 @@ type procConn struct {
 // CAP_NET_ADMIN the kernel refuses, and when nobody else listens it does not even answer.
 const subscribeTimeout = 2 * time.Second
 
-// dialProcConnector opens a proc connector socket and subscribes to all events.
-func dialProcConnector() (*procConn, error) {
+// DialProcConnector opens a proc connector socket and subscribes to all events. It needs
+// CAP_NET_ADMIN and a kernel with CONFIG_PROC_EVENTS.
+func DialProcConnector() (*ProcConn, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_CONNECTOR)
 	if err != nil {
 		return nil, fmt.Errorf("opening proc connector socket: %w", err)
@@ -45,7 +49,7 @@ func dialProcConnector() (*procConn, error) {
 		f.Close()
 		return nil, fmt.Errorf("proc connector socket: %w", err)
 	}
-	c := &procConn{f: f, raw: raw, buf: make([]byte, 64<<10), seq: uint32(os.Getpid())<<8 | uint32(time.Now().UnixNano()&0xff)}
+	c := &ProcConn{f: f, raw: raw, buf: make([]byte, 64<<10), seq: uint32(os.Getpid())<<8 | uint32(time.Now().UnixNano()&0xff)}
 	if err := c.subscribe(); err != nil {
 		f.Close()
 		return nil, err
@@ -53,7 +57,7 @@ func dialProcConnector() (*procConn, error) {
 	return c, nil
 }
 
-func (c *procConn) send(op uint32) error {
+func (c *ProcConn) send(op uint32) error {
 	c.seq++
 	msg := appendListenMessage(nil, c.seq, op)
 	var sendErr error
@@ -67,7 +71,7 @@ func (c *procConn) send(op uint32) error {
 	return err
 }
 
-func (c *procConn) subscribe() error {
+func (c *ProcConn) subscribe() error {
 	if err := c.send(procCnMcastListen); err != nil {
 		return fmt.Errorf("subscribing to proc events: %w", err)
 	}
@@ -96,11 +100,21 @@ func (c *procConn) subscribe() error {
 	}
 }
 
-// read returns the events of the next datagram, waiting for one. Each time it finds the
-// socket empty it calls idle (if not nil) with a CLOCK_MONOTONIC time taken before the empty
-// read: every event the kernel queued before that time has been returned by an earlier
-// read. An overflowed socket yields one ProcEventLost.
-func (c *procConn) read(idle func(now int64)) ([]ProcEvent, error) {
+// Read returns the fork, exec and exit events of the next datagram, waiting for one; it
+// may return none (a datagram of other events). Each time it finds the socket empty it
+// calls idle (if not nil) with a CLOCK_MONOTONIC time taken before the empty read: every
+// event the kernel queued before that time has been returned by an earlier Read. An
+// overflowed socket yields one ProcEventLost. One goroutine reads at a time.
+func (c *ProcConn) Read(idle func(now int64)) ([]ProcEvent, error) {
+	events, err := c.read(idle)
+	return slices.DeleteFunc(events, func(ev ProcEvent) bool {
+		return ev.Kind == procEventAck || ev.Kind == procEventComm
+	}), err
+}
+
+// read is Read with every event, the subscription's acknowledgement and COMM events
+// included.
+func (c *ProcConn) read(idle func(now int64)) ([]ProcEvent, error) {
 	var n int
 	var recvErr error
 	err := c.raw.Read(func(fd uintptr) bool {
@@ -131,7 +145,8 @@ func (c *procConn) read(idle func(now int64)) ([]ProcEvent, error) {
 	return parseProcMessages(c.buf[:n])
 }
 
-func (c *procConn) close() error {
+// Close unsubscribes and closes the socket.
+func (c *ProcConn) Close() error {
 	_ = c.send(procCnMcastIgnore)
 	return c.f.Close()
 }
@@ -145,7 +160,7 @@ func monotonicNow() int64 {
 // ProcEvents delivers the kernel's process events (fork, exec, exit) from the netlink proc
 // connector.
 type ProcEvents struct {
-	c      *procConn
+	c      *ProcConn
 	events chan ProcEvent
 	done   chan struct{}
 	once   sync.Once
@@ -154,7 +169,7 @@ type ProcEvents struct {
 // OpenProcEvents subscribes to the proc connector. It needs CAP_NET_ADMIN and a kernel
 // with CONFIG_PROC_EVENTS.
 func OpenProcEvents() (*ProcEvents, error) {
-	c, err := dialProcConnector()
+	c, err := DialProcConnector()
 	if err != nil {
 		return nil, err
 	}
@@ -170,14 +185,11 @@ func (p *ProcEvents) Events() <-chan ProcEvent { return p.events }
 func (p *ProcEvents) run() {
 	defer close(p.events)
 	for {
-		events, err := p.c.read(nil)
+		events, err := p.c.Read(nil)
 		if err != nil {
 			return
 		}
 		for _, ev := range events {
-			if ev.Kind == procEventAck || ev.Kind == procEventComm {
-				continue
-			}
 			select {
 			case p.events <- ev:
 			case <-p.done:
@@ -192,7 +204,7 @@ func (p *ProcEvents) Close() error {
 	var err error
 	p.once.Do(func() {
 		close(p.done)
-		err = p.c.close()
+		err = p.c.Close()
 	})
 	return err
 }

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && host
 
 package numa
 
@@ -7,20 +7,21 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // TestOpenProcEvents subscribes to the real proc connector and watches a child process
 // come and go. It needs CAP_NET_ADMIN.
 func TestOpenProcEvents(t *testing.T) {
 	pe, err := OpenProcEvents()
-	if err != nil {
-		t.Skipf("precondition: the proc connector cannot be opened here (needs CAP_NET_ADMIN, CONFIG_PROC_EVENTS): %v", err)
-	}
+	testenv.RequireNoError(t, err, "the proc connector (CAP_NET_ADMIN, CONFIG_PROC_EVENTS)", "sudo make host")
 	defer pe.Close()
 
+	testenv.RequireFile(t, "/bin/true", "a system with /bin/true (coreutils)")
 	cmd := exec.Command("/bin/true")
 	if err := cmd.Run(); err != nil {
-		t.Skipf("precondition: cannot run /bin/true: %v", err)
+		t.Fatalf("running /bin/true: %v", err)
 	}
 	child := cmd.Process.Pid
 	seen := map[ProcEventKind]ProcEvent{}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -88,26 +87,6 @@ func TestReadTaskSelf(t *testing.T) {
 	}
 }
 
-func TestParseStatLayout(t *testing.T) {
-	want := memLayout{94244216213504, 94244216231377, 140736522586144, 94244216243440, 94244216244808,
-		94244245450752, 140736522593727, 140736522593747, 140736522593747, 140736522596331}
-	got, ok, err := parseStatLayout(statLine("cat", "1"))
-	if err != nil || !ok {
-		t.Fatalf("parseStatLayout: ok %v, error %v", ok, err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	// A reader without ptrace access sees zeros (and 1 for start_code and end_code).
-	hidden := strings.Replace(statLine("cat", "1"), "94244216213504 94244216231377 140736522586144", "1 1 0", 1)
-	if _, ok, err := parseStatLayout(hidden); err != nil || ok {
-		t.Errorf("hidden layout: ok %v, error %v; want not ok, no error", ok, err)
-	}
-	if _, _, err := parseStatLayout("1 (x) S 1 2 3"); err == nil {
-		t.Error("short stat line: no error")
-	}
-}
-
 func FuzzParseStatStartTime(f *testing.F) {
 	f.Add(statLine("cat", "26001234"))
 	f.Add(statLine("a) b (c", "1"))
@@ -115,7 +94,6 @@ func FuzzParseStatStartTime(f *testing.F) {
 	f.Add(")")
 	f.Fuzz(func(t *testing.T, s string) {
 		_, _ = ParseStatStartTime(s)
-		_, _, _ = parseStatLayout(s)
 	})
 }
 

@@ -47,7 +47,7 @@ type NodeFaults struct {
 // ReadSchedNUMA reads and parses procRoot/<tid>/sched. A task that does not exist yields an
 // error wrapping ErrTaskGone.
 func ReadSchedNUMA(procRoot string, tid int) (SchedNUMA, error) {
-	data, err := readTaskFile(procRoot, tid, "sched")
+	data, err := ReadTaskFile(procRoot, tid, "sched")
 	if err != nil {
 		return SchedNUMA{}, err
 	}
@@ -180,9 +180,4 @@ func parseNodeFaults(line string) (NodeFaults, error) {
 		return NodeFaults{}, errors.New("no node= field")
 	}
 	return f, nil
-}
-
-// formatSchedField prints one line the way the kernel's P() macro does ("%-45s:%21Ld").
-func formatSchedField(key string, value any) string {
-	return fmt.Sprintf("%-45s:%21v\n", key, value)
 }

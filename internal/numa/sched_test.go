@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 func TestParseSchedNUMA(t *testing.T) {
@@ -74,19 +76,17 @@ func TestParseSchedNUMAMalformed(t *testing.T) {
 	}
 }
 
-// TestReadSchedNUMASelf reads this machine's real /proc/self/sched: the kernel here has
-// NUMA balancing built in but not the preferred-node patch.
+// TestReadSchedNUMASelf reads this machine's real /proc/self/sched, which needs a kernel
+// with NUMA balancing and its scheduler statistics built in; with or without the
+// preferred-node patch.
 func TestReadSchedNUMASelf(t *testing.T) {
+	const kernel = "a kernel with CONFIG_SCHED_DEBUG and CONFIG_NUMA_BALANCING"
 	s, err := ReadSchedNUMA("/proc", os.Getpid())
-	if errors.Is(err, ErrTaskGone) {
-		t.Skip("no /proc/<pid>/sched (CONFIG_SCHED_DEBUG off)")
-	}
+	testenv.Require(t, !errors.Is(err, ErrTaskGone), "/proc/<pid>/sched (CONFIG_SCHED_DEBUG)", kernel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Present {
-		t.Skip("the kernel has no NUMA balancing")
-	}
+	testenv.Require(t, s.Present, "the NUMA lines of /proc/<pid>/sched (CONFIG_NUMA_BALANCING)", kernel)
 	if s.PreferredNID < -1 || len(s.Faults) == 0 {
 		t.Errorf("implausible NUMA lines: %+v", s)
 	}
@@ -96,26 +96,6 @@ func TestReadSchedNUMASelf(t *testing.T) {
 func TestReadSchedNUMAGone(t *testing.T) {
 	if _, err := ReadSchedNUMA(t.TempDir(), 1); !errors.Is(err, ErrTaskGone) {
 		t.Errorf("error %v, want ErrTaskGone", err)
-	}
-}
-
-func TestTaskEntryRoundTrip(t *testing.T) {
-	e := taskEntry{TID: 12, TGID: 10, Start: 26001234, Force: 1, Preferred: 1, Origin: originInherited}
-	text := string(e.format())
-	got, err := parseTaskEntry(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(e, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	// The entry reads like /proc/<pid>/sched.
-	s, err := ParseSchedNUMA(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !s.ForcePresent || s.PreferredNIDForce != 1 || s.PreferredNID != 1 {
-		t.Errorf("ParseSchedNUMA of an entry = %+v, want force 1, preferred 1", s)
 	}
 }
 
@@ -133,22 +113,6 @@ func FuzzParseSchedNUMA(f *testing.F) {
 		got, err := ParseSchedNUMA(s)
 		if err == nil && (got.PreferredNID < -1 || got.PreferredNIDForce < -1) {
 			t.Errorf("node ids below -1 accepted: %+v", got)
-		}
-	})
-}
-
-func FuzzParseTaskEntry(f *testing.F) {
-	f.Add(string(taskEntry{TID: 12, TGID: 10, Start: 5, Force: 1, Preferred: 1, Origin: originSet}.format()))
-	f.Add(string(taskEntry{TID: 1, TGID: 1, Start: 0, Force: -1, Preferred: -1, Origin: originAssumedFresh}.format()))
-	f.Add("numapref-emulator (1, tgid 1)\n-\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		e, err := parseTaskEntry(s)
-		if err != nil {
-			return
-		}
-		again, err := parseTaskEntry(string(e.format()))
-		if err != nil || again != e {
-			t.Fatalf("round trip of %+v: %+v, %v", e, again, err)
 		}
 	})
 }

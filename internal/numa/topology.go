@@ -254,7 +254,7 @@ func ParseNodeMask(s string) (NodeMask, error) {
 		return m, nil
 	}
 	chunks := strings.Split(s, ",")
-	if len(chunks) > maxListID/32+1 {
+	if len(chunks) > maxID/32+1 {
 		return NodeMask{}, fmt.Errorf("parsing mask %q: too many words", s)
 	}
 	for i, chunk := range chunks {

@@ -4,13 +4,13 @@ package conformance
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 const (
@@ -18,8 +18,8 @@ const (
 	set = numa.CmdSet
 )
 
-// cases is the suite, in order. Every case leaves the values it set on threads that end
-// with it, or clears them.
+// cases is the suite (Run), in order, and rootCases its cases that need root (RunAsRoot).
+// Every case leaves the values it set on threads that end with it, or clears them.
 var cases = []testCase{
 	{"get-self-default", getSelfDefault},
 	{"set-get-self", setGetSelf},
@@ -30,12 +30,15 @@ var cases = []testCase{
 	{"unknown-pid", unknownPID},
 	{"pid-truncated-to-pid_t", pidTruncated},
 	{"other-process", otherProcess},
-	{"ptrace-access", ptraceAccess},
 	{"fork-child-starts-fresh", forkChildStartsFresh},
 	{"clone-vm-child-inherits-across-exec", cloneVMChildInherits},
 	{"vfork-child-inherits", vforkChildInherits},
 	{"threads-inherit", threadsInherit},
 	{"exec-keeps-value", execKeepsValue},
+}
+
+var rootCases = []testCase{
+	{"ptrace-access", ptraceAccess},
 }
 
 func getSelfDefault(c *caseRun) {
@@ -159,9 +162,6 @@ func otherProcess(c *caseRun) {
 // ptraceAccess: the patch checks ptrace_may_access(PTRACE_MODE_READ_REALCREDS) for GET and
 // SET alike, before it looks at the node or the pointer.
 func ptraceAccess(c *caseRun) {
-	if os.Geteuid() != 0 {
-		c.Skip("precondition: the suite must run as root to start helpers as uid 1000")
-	}
 	user := &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}
 	root := startSleeper(c.T, c.s.test, nil, false)
 	userDumpable := startSleeper(c.T, c.s.test, user, false)
@@ -293,9 +293,9 @@ func execKeepsValue(c *caseRun) {
 }
 
 func requireHeldSpawn(c *caseRun) {
-	if !heldSpawn {
-		c.Skipf("precondition: making a fork() or CLONE_VM child held before exec needs assembly written for amd64 only, not %s", runtime.GOARCH)
-	}
+	testenv.Require(c.T, heldSpawn,
+		fmt.Sprintf("amd64 (making a fork() or CLONE_VM child held before exec needs assembly written for amd64 only, not %s)", runtime.GOARCH),
+		"run the suite on amd64")
 }
 
 func distinct(ids ...int) []int {

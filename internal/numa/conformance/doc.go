@@ -1,6 +1,7 @@
 // Package conformance is one suite of PR_PREFERRED_NID cases that every backend of
-// numa.Raw must pass: the emulator on any machine, and the real patched kernel, where the
-// suite runs as a standalone test binary (go test -c) inside a VM.
+// numa.Raw must pass: the emulator (package emulator) on any machine, and the real patched
+// kernel (numa.Prctl), where the suite runs as a standalone test binary (go test -c)
+// inside a VM.
 //
 // Cases that need other processes (another uid, a fork() child, a CLONE_VM child, new
 // threads, exec) re-execute the test binary as a helper process: Run notices the helper
@@ -10,15 +11,16 @@
 // the case, the backend, each call (command, target, node, pointer, return value, errno
 // name, value read) and the values observed, so kernel and emulator runs can be diffed.
 //
-// Running it:
+// Run runs the cases any user can run; RunAsRoot the cases that change credentials (uid
+// 1000, dropping CAP_SYS_PTRACE), which need root, so its tests are in the host tier:
 //
 //	go test ./internal/numa/conformance                 # TestEmulator; TestPrctl skips without the patch
-//	go test -c -o conformance.test ./internal/numa/conformance
+//	sudo go test -tags host ./internal/numa/conformance # and TestEmulatorAsRoot, TestPrctlAsRoot
+//	go test -c -tags host -o conformance.test ./internal/numa/conformance
 //	./conformance.test -test.v                          # e.g. inside the kernel lab's VM, as root
 //
 // Environment: NUMAPREF_CONFORMANCE_IMPL=prctl|emulator runs one backend only (both when
 // unset); NUMAPREF_PRCTL_OPTION is the patch's option number (default 78, v3 used 79);
-// NUMAPREF_CONFORMANCE_REPORT is the JSON-lines report file. Cases that change credentials
-// (uid 1000, dropping CAP_SYS_PTRACE) need root and skip otherwise; the fork() and held
-// CLONE_VM cases need amd64.
+// NUMAPREF_CONFORMANCE_REPORT is the JSON-lines report file. The fork() and held CLONE_VM
+// cases need amd64.
 package conformance

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // Target is a backend under test.
@@ -50,11 +51,18 @@ func SharedDir(t *testing.T) string {
 	return dir
 }
 
-// Run runs the suite against the backend open returns. open is called once in the test
-// process and once in each helper process (the test binary re-executed with
-// -test.run=^<this test>$); it must open the same backend there. In a helper process, Run
-// plays the helper's part and returns.
-func Run(t *testing.T, open func(t *testing.T) Target) {
+// Run runs the suite's cases that any user can run against the backend open returns.
+// open is called once in the test process and once in each helper process (the test binary
+// re-executed with -test.run=^<this test>$); it must open the same backend there. In a
+// helper process, Run plays the helper's part and returns.
+func Run(t *testing.T, open func(t *testing.T) Target) { run(t, open, cases, false) }
+
+// RunAsRoot is Run for the cases that start helpers under other credentials (uid 1000,
+// root without CAP_SYS_PTRACE): they need root, so the tests that call it are in the host
+// tier (//go:build host).
+func RunAsRoot(t *testing.T, open func(t *testing.T) Target) { run(t, open, rootCases, true) }
+
+func run(t *testing.T, open func(t *testing.T) Target, cases []testCase, asRoot bool) {
 	if data := os.Getenv(envRequest); data != "" {
 		var req helperRequest
 		if err := json.Unmarshal([]byte(data), &req); err != nil {
@@ -69,7 +77,10 @@ func Run(t *testing.T, open func(t *testing.T) Target) {
 	}
 	t.Cleanup(func() { os.RemoveAll(shared) })
 	t.Setenv(envShared, shared)
-	s := &suite{test: t.Name(), target: open(t)} // may skip the test
+	s := &suite{test: t.Name(), target: open(t)} // may select another backend or kernel
+	if asRoot {
+		testenv.RequireRoot(t)
+	}
 	bin, err := helperBinary(shared)
 	if err != nil {
 		t.Fatalf("preparing the helper binary: %v", err)

@@ -1,4 +1,4 @@
-package numa
+package emulator
 
 import (
 	"errors"

@@ -1,10 +1,12 @@
-package numa
+package emulator
 
 import (
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // taskOrigin says how the emulator learned a task's value.
@@ -17,13 +19,13 @@ const (
 	// CLONE_VM child), or kept across an exec.
 	originInherited taskOrigin = "inherited"
 	// originAssumedFresh: the emulator could not tell how the task was made and treats it
-	// as a fresh process (-1). Such tasks are counted in EmulatorStats.AssumedFresh.
+	// as a fresh process (-1). Such tasks are counted in Stats.AssumedFresh.
 	originAssumedFresh taskOrigin = "assumed-fresh"
 )
 
 // taskEntry is the emulator's record of one task: the kernel's numa_preferred_nid_force
 // and numa_preferred_nid, and the task's identity. It is stored as a file shaped like the
-// NUMA lines of /proc/<tid>/sched, so ParseSchedNUMA reads it:
+// NUMA lines of /proc/<tid>/sched, so numa.ParseSchedNUMA reads it:
 //
 //	numapref-emulator (1234, tgid 1234)
 //	-------------------------------------------------------------------
@@ -41,10 +43,10 @@ type taskEntry struct {
 }
 
 // task is the identity the entry belongs to.
-func (e taskEntry) task() Task { return Task{TID: e.TID, StartTime: e.Start} }
+func (e taskEntry) task() numa.Task { return numa.Task{TID: e.TID, StartTime: e.Start} }
 
 // isDefault reports whether the entry holds what a fresh process has.
-func (e taskEntry) isDefault() bool { return e.Force == NoNode && e.Preferred == NoNode }
+func (e taskEntry) isDefault() bool { return e.Force == numa.NoNode && e.Preferred == numa.NoNode }
 
 func (e taskEntry) format() []byte {
 	var b strings.Builder
@@ -55,6 +57,11 @@ func (e taskEntry) format() []byte {
 	b.WriteString(formatSchedField("start_time", e.Start))
 	b.WriteString(formatSchedField("origin", string(e.Origin)))
 	return []byte(b.String())
+}
+
+// formatSchedField prints one line the way the kernel's P() macro does ("%-45s:%21Ld").
+func formatSchedField(key string, value any) string {
+	return fmt.Sprintf("%-45s:%21v\n", key, value)
 }
 
 // parseTaskEntry parses what format wrote. Every line must be there.
@@ -90,12 +97,15 @@ func parseTaskEntry(text string) (taskEntry, error) {
 		}
 		fields[strings.TrimSpace(key)] = strings.TrimSpace(value)
 	}
-	if e.Force, err = parseNodeID(fields["numa_preferred_nid_force"]); err != nil {
-		return taskEntry{}, fmt.Errorf("parsing emulator entry: force: %w", err)
+	// The node lines are read as the kernel's sched file is.
+	sched, err := numa.ParseSchedNUMA(text)
+	if err != nil {
+		return taskEntry{}, fmt.Errorf("parsing emulator entry: %w", err)
 	}
-	if e.Preferred, err = parseNodeID(fields["numa_preferred_nid"]); err != nil {
-		return taskEntry{}, fmt.Errorf("parsing emulator entry: preferred: %w", err)
+	if !sched.ForcePresent || !sched.Present {
+		return taskEntry{}, errors.New("parsing emulator entry: no numa_preferred_nid_force or numa_preferred_nid line")
 	}
+	e.Force, e.Preferred = sched.PreferredNIDForce, sched.PreferredNID
 	if e.Start, err = strconv.ParseUint(fields["start_time"], 10, 64); err != nil {
 		return taskEntry{}, fmt.Errorf("parsing emulator entry: start time: %w", err)
 	}

@@ -1,31 +1,37 @@
 //go:build linux
 
-package numa
+package emulator
 
 import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
-// fakeProc is a /proc tree for emulator tests: tasks with a stat (start time), a status
-// (tgid, ids, capabilities) owned as the kernel would own it, and the caller's
-// thread-self/status.
+// fakeProc is a /proc tree for emulator tests: tasks with a stat (start time) and a status
+// (tgid, ids, capabilities), and the caller's thread-self/status.
+//
+// The ptrace model takes a task's dumpability from the owner of its status file. In an
+// owned fakeProc (newOwnedFakeProc, root only: it chowns) each status file belongs to the
+// task's uid, or to root when the task is not dumpable, as the kernel has it. Otherwise
+// every file belongs to whoever runs the test, and only what does not depend on
+// dumpability may be asserted: anything a caller with CAP_SYS_PTRACE (the default
+// caller) does, and refusals for a difference of uids.
 type fakeProc struct {
-	t    *testing.T
-	root string
+	t     *testing.T
+	root  string
+	owned bool
 }
 
 const (
@@ -51,7 +57,7 @@ func (f *fakeProc) callerCaps(tgid int, uid uint32, capPrm, capEff string) {
 }
 
 // task adds (or replaces) a task: as uid 0 with every capability, as another uid with
-// none. A task that is not dumpable has its files owned by root.
+// none. In an owned fakeProc, a task that is not dumpable has its files owned by root.
 func (f *fakeProc) task(tid, tgid int, start uint64, uid uint32, dumpable bool) {
 	caps := capsNone
 	if uid == 0 {
@@ -67,12 +73,14 @@ func (f *fakeProc) taskCaps(tid, tgid int, start uint64, uid uint32, dumpable bo
 	ids := fmt.Sprintf("%d\t%d\t%d\t%d", uid, uid, uid, uid)
 	status := filepath.Join(dir, "status")
 	writeFile(f.t, status, statusText(tgid, ids, ids, caps, true))
-	owner := uid
-	if !dumpable {
-		owner = 0
-	}
-	if err := os.Chown(status, int(owner), int(owner)); err != nil {
-		f.t.Skipf("precondition: chown needs root: %v", err)
+	if f.owned {
+		owner := uid
+		if !dumpable {
+			owner = 0
+		}
+		if err := os.Chown(status, int(owner), int(owner)); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(f.root, strconv.Itoa(tgid), "task", strconv.Itoa(tid)), 0o755); err != nil {
 		f.t.Fatal(err)
@@ -89,7 +97,7 @@ func (f *fakeProc) remove(tid int) {
 // that stands at tick 1000.
 func newTestEmulator(t *testing.T, proc *fakeProc, sysRoot, stateDir string) *Emulator {
 	t.Helper()
-	e, err := NewEmulator(EmulatorOptions{StateDir: stateDir, ProcRoot: proc.root, SysRoot: sysRoot, now: func() uint64 { return 1000 }})
+	e, err := New(Options{StateDir: stateDir, ProcRoot: proc.root, SysRoot: sysRoot, now: func() uint64 { return 1000 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +110,7 @@ type callResult struct {
 	Errno string
 }
 
-func emuCall(e *Emulator, cmd, pid, nid int, ptr UserPointer) callResult {
+func emuCall(e *Emulator, cmd, pid, nid int, ptr numa.UserPointer) callResult {
 	v, err := e.Call(cmd, pid, nid, ptr)
 	r := callResult{Value: v}
 	var errno unix.Errno
@@ -114,53 +122,30 @@ func emuCall(e *Emulator, cmd, pid, nid int, ptr UserPointer) callResult {
 	return r
 }
 
-func TestEmulatorErrors(t *testing.T) {
-	proc := newFakeProc(t)
+// callCase is one call of a table test, made by a caller with the given ids and
+// capabilities (default: root with every capability).
+type callCase struct {
+	callerUID  uint32
+	callerCaps string
+	callerPrm  string // permitted set, if not callerCaps
+	cmd, pid   int
+	nid        int
+	ptr        numa.UserPointer
+	want       callResult
+}
+
+// callTasks adds the tasks the call tables name to proc.
+func callTasks(proc *fakeProc) {
 	proc.task(100, 100, 500, 0, true)                   // root
 	proc.task(200, 200, 500, 1000, true)                // uid 1000
 	proc.task(300, 300, 500, 1000, false)               // uid 1000, not dumpable
 	proc.task(11, 10, 500, 0, true)                     // another thread of the caller's group
 	proc.task(12, 10, 500, 1000, false)                 // a thread of the caller's group with other ids
 	proc.taskCaps(400, 400, 500, 0, true, capsNoPtrace) // root without CAP_SYS_PTRACE
-	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
-	s := PointerSentinel
-	tests := map[string]struct {
-		callerUID  uint32
-		callerCaps string
-		callerPrm  string // permitted set, if not callerCaps
-		cmd, pid   int
-		nid        int
-		ptr        UserPointer
-		want       callResult
-	}{
-		"cmd 2 before an unknown pid": {cmd: 2, pid: 999, want: callResult{s, "ERANGE"}},
-		"cmd -1 is huge":              {cmd: -1, pid: 100, want: callResult{s, "ERANGE"}},
-		"unknown pid":                 {cmd: CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
-		"negative pid":                {cmd: CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
-		"unknown pid before bad node": {cmd: CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
-		"pid truncated to 32 bits":    {cmd: CmdGet, pid: 1<<32 + 100, ptr: PointerValid, want: callResult{-1, ""}},
-		"misaligned pointer":          {cmd: CmdGet, pid: 100, ptr: PointerMisaligned, want: callResult{s, "EINVAL"}},
-		"nil pointer":                 {cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EFAULT"}},
-		"SET ignores the pointer":     {cmd: CmdSet, pid: 11, nid: 1, ptr: PointerMisaligned, want: callResult{s, ""}},
-		"node = num_possible_nodes()": {cmd: CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
-		"node -2":                     {cmd: CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
-		"node truncated to int: -1":   {cmd: CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
-		"uid 1000 on root":            {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"EPERM before EFAULT":         {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 100, ptr: PointerNil, want: callResult{s, "EPERM"}},
-		"EPERM before EINVAL for SET": {callerUID: 1000, callerCaps: capsNone, cmd: CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
-		"uid 1000 on uid 1000":        {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{-1, ""}},
-		"uid 1000 on non-dumpable":    {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"own thread group always":     {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 12, ptr: PointerValid, want: callResult{-1, ""}},
-		"root without CAP_SYS_PTRACE": {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		// cap_ptrace_access_check: the target's permitted set must be a subset of the caller's.
-		"root without it on root holding it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"root without it SET on root holding it":   {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
-		"root without it on root without it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: CmdGet, pid: 400, ptr: PointerValid, want: callResult{-1, ""}},
-		"root with it permitted only, on root":     {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: CmdGet, pid: 100, ptr: PointerValid, want: callResult{-1, ""}},
-		"root with it permitted only, on uid 1000": {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: CmdGet, pid: 200, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"uid 1000 on root without it":              {callerUID: 1000, callerCaps: capsNone, cmd: CmdGet, pid: 400, ptr: PointerValid, want: callResult{s, "EPERM"}},
-		"root with it on non-dumpable":             {callerUID: 0, callerCaps: capsAll, cmd: CmdGet, pid: 300, ptr: PointerValid, want: callResult{-1, ""}},
-	}
+}
+
+func runCallTable(t *testing.T, proc *fakeProc, e *Emulator, tests map[string]callCase) {
+	t.Helper()
 	for _, name := range sortedKeys(tests) {
 		tc := tests[name]
 		t.Run(name, func(t *testing.T) {
@@ -178,13 +163,39 @@ func TestEmulatorErrors(t *testing.T) {
 	}
 }
 
+// TestEmulatorErrors: the patch's checks, in its order. The EPERM cases are refusals for a
+// difference of uids, whatever the files' owners; TestEmulatorPtraceAccess (host tier) has
+// the rest of the ptrace model.
+func TestEmulatorErrors(t *testing.T) {
+	proc := newFakeProc(t)
+	callTasks(proc)
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	s := numa.PointerSentinel
+	runCallTable(t, proc, e, map[string]callCase{
+		"cmd 2 before an unknown pid": {cmd: 2, pid: 999, want: callResult{s, "ERANGE"}},
+		"cmd -1 is huge":              {cmd: -1, pid: 100, want: callResult{s, "ERANGE"}},
+		"unknown pid":                 {cmd: numa.CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
+		"negative pid":                {cmd: numa.CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
+		"unknown pid before bad node": {cmd: numa.CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
+		"pid truncated to 32 bits":    {cmd: numa.CmdGet, pid: 1<<32 + 100, ptr: numa.PointerValid, want: callResult{-1, ""}},
+		"misaligned pointer":          {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerMisaligned, want: callResult{s, "EINVAL"}},
+		"nil pointer":                 {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EFAULT"}},
+		"SET ignores the pointer":     {cmd: numa.CmdSet, pid: 11, nid: 1, ptr: numa.PointerMisaligned, want: callResult{s, ""}},
+		"node = num_possible_nodes()": {cmd: numa.CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
+		"node -2":                     {cmd: numa.CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
+		"node truncated to int: -1":   {cmd: numa.CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
+		"EPERM before EFAULT":         {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EPERM"}},
+		"EPERM before EINVAL for SET": {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
+	})
+}
+
 func TestEmulatorSparseNodes(t *testing.T) {
 	proc := newFakeProc(t)
 	proc.task(100, 100, 500, 0, true)
 	e := newTestEmulator(t, proc, "testdata/sysfs/sparse", t.TempDir())
 	// Possible nodes {0,2}: the patch compares with their count, 2.
 	for nid, want := range map[int]string{-2: "EINVAL", -1: "", 0: "", 1: "", 2: "EINVAL", 3: "EINVAL"} {
-		if got := emuCall(e, CmdSet, 100, nid, PointerNil); got.Errno != want {
+		if got := emuCall(e, numa.CmdSet, 100, nid, numa.PointerNil); got.Errno != want {
 			t.Errorf("SET %d: %q, want %q", nid, got.Errno, want)
 		}
 	}
@@ -194,10 +205,10 @@ func TestEmulatorNoNUMA(t *testing.T) {
 	proc := newFakeProc(t)
 	proc.task(100, 100, 500, 0, true)
 	e := newTestEmulator(t, proc, "testdata/sysfs/no-numa", t.TempDir())
-	if got := emuCall(e, CmdSet, 100, 0, PointerNil); got.Errno != "" {
+	if got := emuCall(e, numa.CmdSet, 100, 0, numa.PointerNil); got.Errno != "" {
 		t.Errorf("SET 0 without NUMA: %q", got.Errno)
 	}
-	if got := emuCall(e, CmdSet, 100, 1, PointerNil); got.Errno != "EINVAL" {
+	if got := emuCall(e, numa.CmdSet, 100, 1, numa.PointerNil); got.Errno != "EINVAL" {
 		t.Errorf("SET 1 without NUMA: %q, want EINVAL", got.Errno)
 	}
 }
@@ -226,7 +237,7 @@ func TestEmulatorPersists(t *testing.T) {
 		}
 	}
 	// The view reads like /proc/<tid>/sched.
-	view, err := ReadSchedNUMA(filepath.Join(dir, "proc", "100", "task"), 101)
+	view, err := numa.ReadSchedNUMA(filepath.Join(dir, "proc", "100", "task"), 101)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +386,7 @@ func TestEmulatorSharedStateModes(t *testing.T) {
 	proc.task(100, 100, 500, 0, true)
 	for _, shared := range []bool{false, true} {
 		dir := filepath.Join(t.TempDir(), "state")
-		e, err := NewEmulator(EmulatorOptions{StateDir: dir, ProcRoot: proc.root, SysRoot: "testdata/sysfs/two-nodes", SharedState: shared})
+		e, err := New(Options{StateDir: dir, ProcRoot: proc.root, SysRoot: "testdata/sysfs/two-nodes", SharedState: shared})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,9 +441,9 @@ func TestListenerThreadBorn(t *testing.T) {
 		t.Fatal(err)
 	}
 	proc.task(402, 400, 60, 0, true)
-	for _, ev := range []ProcEvent{
-		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 302, ChildTGID: 300},
-		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 402, ChildTGID: 400},
+	for _, ev := range []numa.ProcEvent{
+		{Kind: numa.ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 302, ChildTGID: 300},
+		{Kind: numa.ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: 402, ChildTGID: 400},
 	} {
 		if err := l.handle(ev); err != nil {
 			t.Fatal(err)
@@ -465,7 +476,7 @@ func TestListenerExec(t *testing.T) {
 	proc.remove(101)
 	proc.remove(201)
 	for _, tgid := range []int{100, 200} {
-		if err := l.handle(ProcEvent{Kind: ProcEventExec, ChildTID: tgid, ChildTGID: tgid}); err != nil {
+		if err := l.handle(numa.ProcEvent{Kind: numa.ProcEventExec, ChildTID: tgid, ChildTGID: tgid}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -482,9 +493,9 @@ func TestListenerExec(t *testing.T) {
 	if err := e.Set(102, 1); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range []ProcEvent{
-		{Kind: ProcEventExit, ChildTID: 102, ChildTGID: 100},
-		{Kind: ProcEventExit, ChildTID: 100, ChildTGID: 100},
+	for _, ev := range []numa.ProcEvent{
+		{Kind: numa.ProcEventExit, ChildTID: 102, ChildTGID: 100},
+		{Kind: numa.ProcEventExit, ChildTID: 100, ChildTGID: 100},
 	} {
 		if err := l.handle(ev); err != nil {
 			t.Fatal(err)
@@ -499,7 +510,7 @@ func TestListenerLostEvents(t *testing.T) {
 	proc := newFakeProc(t)
 	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
 	l := testListener(t, e)
-	if err := l.handle(ProcEvent{Kind: ProcEventLost}); err != nil {
+	if err := l.handle(numa.ProcEvent{Kind: numa.ProcEventLost}); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.Stats().EventsLost; got != 1 {
@@ -520,7 +531,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func TestEmulatorCallsAfterCloseFail(t *testing.T) {
-	e, err := NewEmulator(EmulatorOptions{StateDir: t.TempDir(), ForkEvents: true})
+	e, err := New(Options{StateDir: t.TempDir(), ForkEvents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,11 +541,11 @@ func TestEmulatorCallsAfterCloseFail(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Get(os.Getpid()); !errors.Is(err, errEmulatorClosed) {
-		t.Errorf("GET after Close = %v, want errEmulatorClosed", err)
+	if _, err := e.Get(os.Getpid()); !errors.Is(err, errClosed) {
+		t.Errorf("GET after Close = %v, want errClosed", err)
 	}
-	if err := e.Set(os.Getpid(), 0); !errors.Is(err, errEmulatorClosed) {
-		t.Errorf("SET after Close = %v, want errEmulatorClosed", err)
+	if err := e.Set(os.Getpid(), 0); !errors.Is(err, errClosed) {
+		t.Errorf("SET after Close = %v, want errClosed", err)
 	}
 }
 
@@ -582,12 +593,12 @@ func TestListenerCloneTrace(t *testing.T) {
 	}
 	// Events lost up to 5 s: lostChild, born at 4 s, cannot be vouched for.
 	l.trace.log.add(traceBirth{}, traceLineLost, 5_000_000)
-	for _, ev := range []ProcEvent{
-		{Kind: ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: lostChild, ChildTGID: lostChild, TimestampNs: 4 * sec},
-		{Kind: ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: vforkChild, ChildTGID: vforkChild, TimestampNs: 10 * sec},
-		{Kind: ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: forkChild, ChildTGID: forkChild, TimestampNs: 11 * sec},
-		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: newThread, ChildTGID: group, TimestampNs: 12 * sec},
-		{Kind: ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: adopted, ChildTGID: adopted, TimestampNs: 13 * sec},
+	for _, ev := range []numa.ProcEvent{
+		{Kind: numa.ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: lostChild, ChildTGID: lostChild, TimestampNs: 4 * sec},
+		{Kind: numa.ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: vforkChild, ChildTGID: vforkChild, TimestampNs: 10 * sec},
+		{Kind: numa.ProcEventFork, ParentTID: parent, ParentTGID: parent, ChildTID: forkChild, ChildTGID: forkChild, TimestampNs: 11 * sec},
+		{Kind: numa.ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: newThread, ChildTGID: group, TimestampNs: 12 * sec},
+		{Kind: numa.ProcEventFork, ParentTID: 1, ParentTGID: 1, ChildTID: adopted, ChildTGID: adopted, TimestampNs: 13 * sec},
 	} {
 		if err := l.handle(ev); err != nil {
 			t.Fatalf("handling %+v: %v", ev, err)
@@ -610,106 +621,12 @@ func TestListenerCloneTrace(t *testing.T) {
 	}
 }
 
-// TestEmulatorCloneTraceFallback: without tracefs the listener still works, says so, and
-// reports no clone trace.
-func TestEmulatorCloneTraceFallback(t *testing.T) {
-	e, err := NewEmulator(EmulatorOptions{StateDir: t.TempDir(), ForkEvents: true, TracefsRoot: t.TempDir()})
-	if err != nil {
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
-	st := e.Stats()
-	if !st.Listening {
-		t.Skipf("precondition: no proc connector here: %s", e.Support().Reason)
-	}
-	if st.CloneTrace {
-		t.Errorf("CloneTrace with a TracefsRoot that is not tracefs")
-	}
-	if r := e.Support().Reason; !strings.Contains(r, "without clone flags") || !strings.Contains(r, "tracefs is not mounted there") {
-		t.Errorf("Support().Reason = %q, want it to say why there are no clone flags", r)
-	}
-}
-
-// TestEmulatorCloneTrace: on this machine's kernel, the listener's trace instance sees a
-// vfork child that exec'ed at once inherit, and the instance is gone after Close.
-func TestEmulatorCloneTrace(t *testing.T) {
-	e, err := NewEmulator(EmulatorOptions{StateDir: t.TempDir(), ForkEvents: true})
-	if err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
-	if st := e.Stats(); !st.Listening || !st.CloneTrace {
-		t.Skipf("precondition: needs the proc connector and tracefs (root): %s", e.Support().Reason)
-	}
-	instance := e.listener.trace.instance
-	tracefs := e.listener.trace.source
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := e.Set(0, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Set(0, -1)
-	before := e.Stats()
-	// os/exec: clone(CLONE_VM|CLONE_VFORK) by this thread, exec at once; the child (this
-	// binary as cloneTraceHelperEnv's helper) then waits on its stdin, so it is alive,
-	// exec'ed, when it is asked about.
-	helperArg := "-test.run=^TestCloneTraceHelper$"
-	cmd := exec.Command(os.Args[0], helperArg)
-	cmd.Env = append(os.Environ(), cloneTraceHelperEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	// Before the exec, the vfork child's command line is its parent's.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
-		if strings.Contains(string(args), helperArg) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the child did not exec within 5 s (cmdline %q)", args)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if got, err := e.Get(cmd.Process.Pid); err != nil || got != 0 {
-		t.Errorf("Get(exec'ed vfork child) = %d, %v; want 0", got, err)
-	}
-	// The listener counts the inheritance right after it writes the child's entry, which a
-	// GET may read first. (The first os/exec of a process may also vfork a probe child,
-	// which inherits too.)
-	after := e.Stats()
-	for deadline := time.Now().Add(2 * time.Second); after.Inherited <= before.Inherited && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-		after = e.Stats()
-	}
-	if after.AssumedFresh != before.AssumedFresh || after.Inherited <= before.Inherited {
-		t.Errorf("Stats before %+v, after %+v: want more inherited, no assumption", before, after)
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(tracefs, "/") {
-		t.Logf("instance %s was in %s: gone with the emulator", instance, tracefs)
-		return
-	}
-	if _, err := os.Stat(filepath.Join(tracefs, instance)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("trace instance %s left after Close: %v", instance, err)
-	}
-	t.Logf("instance %s/%s removed at Close", tracefs, instance)
-}
-
-const cloneTraceHelperEnv = "NUMAPREF_CLONETRACE_HELPER"
-
-// TestCloneTraceHelper is TestEmulatorCloneTrace's child: it waits until its stdin closes.
-func TestCloneTraceHelper(t *testing.T) {
-	if os.Getenv(cloneTraceHelperEnv) != "1" {
-		t.Skip("the child process of TestEmulatorCloneTrace")
-	}
-	var b [1]byte
-	os.Stdin.Read(b[:])
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package numa
+package emulator
 
 import (
 	"errors"
@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // The listener is the one emulator process that follows task creation through the proc
@@ -168,6 +170,14 @@ func futexWake(addr *uint32) {
 	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(1<<31-1), 0, 0, 0)
 }
 
+// monotonicNow is the current CLOCK_MONOTONIC in nanoseconds: the clock of the proc
+// connector's events and of the listener's watermark.
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
 // nowTicks is the current CLOCK_BOOTTIME in clock ticks (USER_HZ, 100 on every
 // architecture), the unit of the start time in /proc/<pid>/stat.
 func nowTicks() uint64 {
@@ -201,7 +211,7 @@ func kcmp(pid1, pid2, typ int) (int, error) {
 // listener follows the proc connector for an Emulator.
 type listener struct {
 	e    *Emulator
-	conn *procConn
+	conn *numa.ProcConn
 	page *listenerPage
 	done chan struct{}
 	// trace, if not nil, gives each new task's clone flags and creator (task_newtask);
@@ -231,7 +241,7 @@ func startListener(e *Emulator, page *listenerPage) (*listener, error) {
 	if err != nil {
 		traceWhy = err.Error()
 	}
-	conn, err := dialProcConnector()
+	conn, err := numa.DialProcConnector()
 	if err != nil {
 		if trace != nil {
 			trace.close()
@@ -268,7 +278,7 @@ func pageWritable(p *listenerPage) bool {
 func (l *listener) stop() {
 	atomic.StoreUint64(l.page.u64(offMagic), 0)
 	atomic.StoreUint64(l.page.u64(offFlags), 0)
-	_ = l.conn.close()
+	_ = l.conn.Close()
 	<-l.done
 	if l.trace != nil {
 		if err := l.trace.close(); err != nil {
@@ -282,7 +292,7 @@ func (l *listener) stop() {
 func (l *listener) run() {
 	defer close(l.done)
 	for {
-		events, err := l.conn.read(l.publish)
+		events, err := l.conn.Read(l.publish)
 		if err != nil {
 			return
 		}
@@ -318,13 +328,13 @@ func (l *listener) publish(now int64) {
 	futexWake(l.page.u32(offSeq))
 }
 
-func (l *listener) handle(ev ProcEvent) error {
+func (l *listener) handle(ev numa.ProcEvent) error {
 	switch ev.Kind {
-	case ProcEventLost:
+	case numa.ProcEventLost:
 		// Births were missed: nothing born before now can be vouched for.
 		atomic.AddUint64(l.page.u64(offLost), 1)
 		atomic.StoreUint64(l.page.u64(offWatchSince), l.e.now())
-	case ProcEventFork:
+	case numa.ProcEventFork:
 		meta, err := l.e.store.readMeta()
 		if err != nil || meta.FirstForcedAt == 0 {
 			return err // nothing was ever forced: every task holds the default
@@ -333,9 +343,9 @@ func (l *listener) handle(ev ProcEvent) error {
 			return l.threadBorn(ev)
 		}
 		return l.processBorn(ev)
-	case ProcEventExec:
+	case numa.ProcEventExec:
 		return l.execed(ev)
-	case ProcEventExit:
+	case numa.ProcEventExit:
 		if ev.ChildTID != ev.ChildTGID && l.e.store.hasGroup(ev.ChildTGID) {
 			return l.e.store.withLock(func() error { return l.e.store.removeEntry(ev.ChildTGID, ev.ChildTID) })
 		}
@@ -346,22 +356,22 @@ func (l *listener) handle(ev ProcEvent) error {
 }
 
 // value is what the emulator holds for a live task: its entry, or the default.
-func (l *listener) value(tgid int, t Task) taskEntry {
+func (l *listener) value(tgid int, t numa.Task) taskEntry {
 	if e, ok, err := l.e.store.readEntry(tgid, t.TID); err == nil && ok && e.Start == t.StartTime {
 		return e
 	}
-	return taskEntry{TID: t.TID, TGID: tgid, Start: t.StartTime, Force: NoNode, Preferred: NoNode}
+	return defaultEntry(tgid, t)
 }
 
 // threadBorn handles a new thread. The fork event names the group's parent, not the thread
 // that called clone(); the trace, when there is one, names it, and the new thread inherits
 // its value. Without the trace, the creator is one of the group's older threads: if they all
 // hold the same value the new thread inherits it; otherwise the creator is unknown.
-func (l *listener) threadBorn(ev ProcEvent) error {
+func (l *listener) threadBorn(ev numa.ProcEvent) error {
 	if !l.e.store.hasGroup(ev.ChildTGID) {
 		return nil // no thread of the group has an entry: all hold the default
 	}
-	child, err := ReadTask(l.e.procRoot, ev.ChildTID)
+	child, err := numa.ReadTask(l.e.procRoot, ev.ChildTID)
 	if err != nil {
 		return nil // already gone
 	}
@@ -380,7 +390,7 @@ func (l *listener) threadBorn(ev ProcEvent) error {
 		if err != nil || tid == child.TID {
 			continue
 		}
-		t, err := ReadTask(l.e.procRoot, tid)
+		t, err := numa.ReadTask(l.e.procRoot, tid)
 		if err != nil {
 			continue
 		}
@@ -398,7 +408,7 @@ func (l *listener) threadBorn(ev ProcEvent) error {
 
 // traced returns the task_newtask event of a fork event, if the trace has it. It waits for
 // an event not read yet only if wait.
-func (l *listener) traced(ev ProcEvent, wait bool) (traceBirth, bool) {
+func (l *listener) traced(ev numa.ProcEvent, wait bool) (traceBirth, bool) {
 	if l.trace == nil {
 		return traceBirth{}, false
 	}
@@ -416,8 +426,8 @@ func (l *listener) traced(ev ProcEvent, wait bool) (traceBirth, bool) {
 // creatorValue returns the value that thread creator of group tgid held when it made child:
 // its entry (or the default) if it still lives, its entry if it has ended since (a thread's
 // entry goes with its exit event, which comes after this fork event).
-func (l *listener) creatorValue(tgid, creator int, child Task) (taskEntry, bool) {
-	if t, err := ReadTask(l.e.procRoot, creator); err == nil {
+func (l *listener) creatorValue(tgid, creator int, child numa.Task) (taskEntry, bool) {
+	if t, err := numa.ReadTask(l.e.procRoot, creator); err == nil {
 		if t.StartTime > child.StartTime {
 			return taskEntry{}, false // the creator's tid is another task's now
 		}
@@ -437,7 +447,7 @@ func (l *listener) creatorValue(tgid, creator int, child Task) (taskEntry, bool)
 // Without it, kcmp(KCMP_VM) tells the two apart while the child still shares the parent's
 // memory; afterwards an unchanged memory layout still shows a fork() child that has not
 // exec'ed. Anything else is unknown.
-func (l *listener) processBorn(ev ProcEvent) error {
+func (l *listener) processBorn(ev numa.ProcEvent) error {
 	parentEntry, ok, err := l.e.store.readEntry(ev.ParentTGID, ev.ParentTID)
 	if err != nil {
 		return err
@@ -450,11 +460,11 @@ func (l *listener) processBorn(ev ProcEvent) error {
 	if !forced {
 		return nil // the parent holds the default, and so does the child either way
 	}
-	child, err := ReadTask(l.e.procRoot, ev.ChildTID)
+	child, err := numa.ReadTask(l.e.procRoot, ev.ChildTID)
 	if err != nil {
 		return nil
 	}
-	parent, err := ReadTask(l.e.procRoot, ev.ParentTID)
+	parent, err := numa.ReadTask(l.e.procRoot, ev.ParentTID)
 	if err != nil || parent.StartTime != parentEntry.Start {
 		if err == nil {
 			return nil // a stale entry: the parent holds the default
@@ -469,7 +479,7 @@ func (l *listener) processBorn(ev ProcEvent) error {
 	}
 	same, err := kcmp(ev.ParentTID, ev.ChildTID, kcmpVM)
 	if errors.Is(err, unix.ESRCH) {
-		if _, gone := ReadTask(l.e.procRoot, ev.ChildTID); gone != nil {
+		if _, gone := numa.ReadTask(l.e.procRoot, ev.ChildTID); gone != nil {
 			return nil
 		}
 	}
@@ -484,15 +494,15 @@ func (l *listener) processBorn(ev ProcEvent) error {
 
 // bornOfCreator handles a new process whose creator the trace names and the fork event
 // does not (CLONE_PARENT).
-func (l *listener) bornOfCreator(ev ProcEvent, b traceBirth) error {
+func (l *listener) bornOfCreator(ev numa.ProcEvent, b traceBirth) error {
 	if b.Flags&cloneVM == 0 {
 		return nil // a fork() child
 	}
-	child, err := ReadTask(l.e.procRoot, ev.ChildTID)
+	child, err := numa.ReadTask(l.e.procRoot, ev.ChildTID)
 	if err != nil {
 		return nil
 	}
-	data, err := readTaskFile(l.e.procRoot, b.Creator, "status")
+	data, err := numa.ReadTaskFile(l.e.procRoot, b.Creator, "status")
 	if err != nil {
 		return l.e.assumeFresh(ev.ChildTGID, child)
 	}
@@ -537,12 +547,12 @@ func (l *listener) forkCopy(parentTID, childTID int) bool {
 // thread of the group execs, it takes over the leader's pid (and start time) while the
 // other threads die. If the group's threads held different values, which one lives on is
 // unknown.
-func (l *listener) execed(ev ProcEvent) error {
+func (l *listener) execed(ev numa.ProcEvent) error {
 	tgid := ev.ChildTGID
 	if !l.e.store.hasGroup(tgid) {
 		return nil
 	}
-	leader, err := ReadTask(l.e.procRoot, tgid)
+	leader, err := numa.ReadTask(l.e.procRoot, tgid)
 	if err != nil {
 		return nil
 	}

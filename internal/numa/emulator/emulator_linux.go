@@ -1,6 +1,6 @@
 //go:build linux
 
-package numa
+package emulator
 
 import (
 	"errors"
@@ -16,9 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/numa"
 )
 
-// Emulator emulates PR_PREFERRED_NID; see the package documentation in emulator.go.
+// Emulator emulates PR_PREFERRED_NID; see the package documentation.
 type Emulator struct {
 	procRoot    string
 	stateDir    string
@@ -36,19 +37,16 @@ type Emulator struct {
 
 	closeOnce sync.Once
 	// closeMu keeps Close from unmapping the shared page under a running call; after
-	// Close, calls fail with errEmulatorClosed instead of touching released state.
+	// Close, calls fail with errClosed instead of touching released state.
 	closeMu sync.RWMutex
 	closed  bool
 }
 
-var errEmulatorClosed = errors.New("emulator: closed")
+var errClosed = errors.New("emulator: closed")
 
-var _ PreferredNode = (*Emulator)(nil)
-var _ Raw = (*Emulator)(nil)
-
-// NewEmulator opens (or creates) the emulated state in opts.StateDir. State left by a
-// previous boot is wiped, and entries of tasks that no longer exist are dropped.
-func NewEmulator(opts EmulatorOptions) (*Emulator, error) {
+// New opens (or creates) the emulated state in opts.StateDir. State left by a previous
+// boot is wiped, and entries of tasks that no longer exist are dropped.
+func New(opts Options) (*Emulator, error) {
 	if opts.StateDir == "" {
 		return nil, errors.New("emulator: no state directory")
 	}
@@ -105,10 +103,14 @@ func NewEmulator(opts EmulatorOptions) (*Emulator, error) {
 
 // numPossibleNodes is num_possible_nodes(); a kernel without NUMA in sysfs has one node.
 func numPossibleNodes(sysRoot string) (int, error) {
-	ids, err := readList(filepath.Join(sysRoot, "devices", "system", "node", "possible"))
+	data, err := os.ReadFile(filepath.Join(sysRoot, "devices", "system", "node", "possible"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 1, nil
 	}
+	if err != nil {
+		return 0, fmt.Errorf("reading possible nodes: %w", err)
+	}
+	ids, err := numa.ParseList(string(data))
 	if err != nil {
 		return 0, fmt.Errorf("reading possible nodes: %w", err)
 	}
@@ -152,7 +154,7 @@ func (e *Emulator) sweep() error {
 				return err
 			}
 			for _, ent := range entries {
-				if t, err := ReadTask(e.procRoot, ent.TID); err == nil && t.StartTime == ent.Start {
+				if t, err := numa.ReadTask(e.procRoot, ent.TID); err == nil && t.StartTime == ent.Start {
 					continue
 				}
 				if err := e.store.removeEntry(tgid, ent.TID); err != nil {
@@ -188,74 +190,74 @@ func (e *Emulator) Close() error {
 }
 
 // Get returns the forced preferred node of task tid (0: the calling thread).
-func (e *Emulator) Get(tid int) (int, error) { return getViaRaw(e, tid) }
+func (e *Emulator) Get(tid int) (int, error) { return numa.GetViaRaw(e, tid) }
 
 // Set forces the preferred node of task tid (0: the calling thread); nid -1 clears it.
-func (e *Emulator) Set(tid, nid int) error { return setViaRaw(e, tid, nid) }
+func (e *Emulator) Set(tid, nid int) error { return numa.SetViaRaw(e, tid, nid) }
 
 // Call emulates prctl(PR_PREFERRED_NID, cmd, pid, nid, ptr), checks in the patch's order.
-func (e *Emulator) Call(cmd, pid, nid int, ptr UserPointer) (int, error) {
+func (e *Emulator) Call(cmd, pid, nid int, ptr numa.UserPointer) (int, error) {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {
-		return PointerSentinel, errEmulatorClosed
+		return numa.PointerSentinel, errClosed
 	}
 	if uint(cmd) >= 2 { // cmd is an unsigned long: PR_PREFERRED_NID_CMD_MAX
-		return PointerSentinel, unix.ERANGE
+		return numa.PointerSentinel, unix.ERANGE
 	}
 	tid := int(int32(pid)) // pid_t
 	if tid == 0 {
 		tid = unix.Gettid()
 	}
 	if tid < 0 {
-		return PointerSentinel, unix.ESRCH
+		return numa.PointerSentinel, unix.ESRCH
 	}
 	t, err := e.readTarget(tid)
-	if errors.Is(err, ErrTaskGone) {
-		return PointerSentinel, unix.ESRCH
+	if errors.Is(err, numa.ErrTaskGone) {
+		return numa.PointerSentinel, unix.ESRCH
 	}
 	if err != nil {
-		return PointerSentinel, err
+		return numa.PointerSentinel, err
 	}
 	caller, err := e.readCaller()
 	if err != nil {
-		return PointerSentinel, err
+		return numa.PointerSentinel, err
 	}
 	if !mayAccess(caller, t.status, t.dumpable) {
-		return PointerSentinel, unix.EPERM
+		return numa.PointerSentinel, unix.EPERM
 	}
-	if cmd == CmdGet {
+	if cmd == numa.CmdGet {
 		switch ptr {
-		case PointerValid:
-		case PointerMisaligned:
-			return PointerSentinel, unix.EINVAL
-		case PointerNil:
-			return PointerSentinel, unix.EFAULT
+		case numa.PointerValid:
+		case numa.PointerMisaligned:
+			return numa.PointerSentinel, unix.EINVAL
+		case numa.PointerNil:
+			return numa.PointerSentinel, unix.EFAULT
 		default:
-			return PointerSentinel, fmt.Errorf("invalid user pointer model %d", int(ptr))
+			return numa.PointerSentinel, fmt.Errorf("invalid user pointer model %d", int(ptr))
 		}
 		ent, err := e.resolve(t)
 		if err != nil {
-			return PointerSentinel, err
+			return numa.PointerSentinel, err
 		}
 		return ent.Force, nil
 	}
 	n := int(int32(nid)) // the patch's int nid
-	if n < NoNode || n >= e.numPossible {
-		return PointerSentinel, unix.EINVAL
+	if n < numa.NoNode || n >= e.numPossible {
+		return numa.PointerSentinel, unix.EINVAL
 	}
 	if err := e.set(t, n); err != nil {
-		return PointerSentinel, err
+		return numa.PointerSentinel, err
 	}
 	if e.audit != nil {
 		e.audit.record(e.procRoot, t, n)
 	}
-	return PointerSentinel, nil
+	return numa.PointerSentinel, nil
 }
 
 // target is what the emulator reads about the task a call names.
 type target struct {
-	task     Task
+	task     numa.Task
 	status   taskStatus
 	dumpable bool
 }
@@ -263,26 +265,21 @@ type target struct {
 func (t target) tgid() int { return t.status.TGID }
 
 func (e *Emulator) readTarget(tid int) (target, error) {
-	stat, err := readTaskFile(e.procRoot, tid, "stat")
+	task, err := numa.ReadTask(e.procRoot, tid)
 	if err != nil {
 		return target{}, err
 	}
-	start, err := ParseStatStartTime(string(stat))
+	status, owner, err := numa.ReadTaskFileOwner(e.procRoot, tid, "status")
 	if err != nil {
-		return target{}, fmt.Errorf("task %d: %w", tid, err)
-	}
-	var fi unix.Stat_t
-	status, err := fsutil.ReadFileStat(taskFilePath(e.procRoot, tid, "status"), nil, &fi)
-	if err != nil {
-		return target{}, taskFileError(tid, "status", err)
+		return target{}, err
 	}
 	st, err := parseStatus(string(status))
 	if err != nil {
 		return target{}, fmt.Errorf("task %d: %w", tid, err)
 	}
 	// /proc/<pid> files belong to the task's effective uid, or to root when the task is not
-	// dumpable (task_dump_owner). With an effective uid of 0 the two cannot be told apart.
-	return target{task: Task{TID: tid, StartTime: start}, status: st, dumpable: fi.Uid == st.UID[1]}, nil
+	// dumpable. With an effective uid of 0 the two cannot be told apart.
+	return target{task: task, status: st, dumpable: owner == st.UID[1]}, nil
 }
 
 // readCaller reads the calling thread's credentials: the kernel checks the current task's.
@@ -298,8 +295,8 @@ func (e *Emulator) readCaller() (taskStatus, error) {
 	return st, nil
 }
 
-func defaultEntry(tgid int, t Task) taskEntry {
-	return taskEntry{TID: t.TID, TGID: tgid, Start: t.StartTime, Force: NoNode, Preferred: NoNode}
+func defaultEntry(tgid int, t numa.Task) taskEntry {
+	return taskEntry{TID: t.TID, TGID: tgid, Start: t.StartTime, Force: numa.NoNode, Preferred: numa.NoNode}
 }
 
 // resolve returns the emulated values of a live task: its entry if the state has one for
@@ -348,7 +345,7 @@ func (e *Emulator) resolve(t target) (taskEntry, error) {
 
 func (e *Emulator) set(t target, nid int) error {
 	return e.store.withLock(func() error {
-		if nid != NoNode {
+		if nid != numa.NoNode {
 			err := e.store.updateMeta(func(m *emulatorMeta) {
 				if m.FirstForcedAt == 0 {
 					m.FirstForcedAt = e.now()
@@ -367,7 +364,7 @@ func (e *Emulator) set(t target, nid int) error {
 
 // inherit records that child got from's values at birth, unless the child already has an
 // entry (a SET after the birth wins, as in the kernel).
-func (e *Emulator) inherit(tgid int, child Task, from taskEntry) error {
+func (e *Emulator) inherit(tgid int, child numa.Task, from taskEntry) error {
 	if from.isDefault() {
 		return nil
 	}
@@ -386,13 +383,13 @@ func (e *Emulator) inherit(tgid int, child Task, from taskEntry) error {
 	})
 }
 
-func (e *Emulator) assumeFresh(tgid int, t Task) error {
+func (e *Emulator) assumeFresh(tgid int, t numa.Task) error {
 	return e.store.withLock(func() error { return e.assumeFreshLocked(tgid, t, false) })
 }
 
 // assumeFreshLocked records t as a fresh task (-1) whose origin is unknown, and counts it.
 // Unless overwrite, an entry the task already has is kept.
-func (e *Emulator) assumeFreshLocked(tgid int, t Task, overwrite bool) error {
+func (e *Emulator) assumeFreshLocked(tgid int, t numa.Task, overwrite bool) error {
 	if !overwrite {
 		if ent, ok, err := e.store.readEntry(tgid, t.TID); err != nil || (ok && ent.Start == t.StartTime) {
 			return err
@@ -409,38 +406,38 @@ func (e *Emulator) assumeFreshLocked(tgid int, t Task, overwrite bool) error {
 
 // SchedNUMA returns the task's NUMA lines of /proc/<tid>/sched with the emulated
 // numa_preferred_nid_force, and the emulated numa_preferred_nid once the emulator set one.
-func (e *Emulator) SchedNUMA(tid int) (SchedNUMA, error) {
+func (e *Emulator) SchedNUMA(tid int) (numa.SchedNUMA, error) {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {
-		return SchedNUMA{}, errEmulatorClosed
+		return numa.SchedNUMA{}, errClosed
 	}
 	t, err := e.readTarget(tid)
 	if err != nil {
-		return SchedNUMA{}, err
+		return numa.SchedNUMA{}, err
 	}
-	s, err := ReadSchedNUMA(e.procRoot, tid)
+	s, err := numa.ReadSchedNUMA(e.procRoot, tid)
 	if err != nil { // a kernel without CONFIG_SCHED_DEBUG: only the emulated lines
-		s = SchedNUMA{PreferredNID: NoNode, CurrentNode: NoNode}
+		s = numa.SchedNUMA{PreferredNID: numa.NoNode, CurrentNode: numa.NoNode}
 	}
 	ent, err := e.resolve(t)
 	if err != nil {
-		return SchedNUMA{}, err
+		return numa.SchedNUMA{}, err
 	}
 	s.Present, s.ForcePresent = true, true
 	s.PreferredNIDForce = ent.Force
-	if ent.Origin == originSet || ent.Force != NoNode {
+	if ent.Origin == originSet || ent.Force != numa.NoNode {
 		s.PreferredNID = ent.Preferred
 	}
 	return s, nil
 }
 
 // Support describes the emulator and how it learns about new tasks.
-func (e *Emulator) Support() Support {
+func (e *Emulator) Support() numa.Support {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {
-		return Support{Backend: "emulator", Reason: errEmulatorClosed.Error()}
+		return numa.Support{Backend: "emulator", Reason: errClosed.Error()}
 	}
 	var events string
 	switch {
@@ -459,7 +456,7 @@ func (e *Emulator) Support() Support {
 	default:
 		events = "nobody listens to the proc connector (" + e.listenWhy + "): new tasks after a SET are assumed fresh"
 	}
-	return Support{
+	return numa.Support{
 		Supported: true,
 		Backend:   "emulator",
 		Reason:    fmt.Sprintf("emulated in %s; %s; kcmp available: %v", e.stateDir, events, e.kcmpOK),
@@ -467,8 +464,8 @@ func (e *Emulator) Support() Support {
 }
 
 // Stats reports the emulator's counters.
-func (e *Emulator) Stats() EmulatorStats {
-	var s EmulatorStats
+func (e *Emulator) Stats() Stats {
+	var s Stats
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package numa
+package emulator
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // AuditRecord is one line of the emulator's opt-in audit log: a SET that succeeded, with
@@ -45,7 +47,7 @@ func (e *Emulator) AuditTo(path string) error {
 	defer e.closeMu.Unlock()
 	if e.closed {
 		f.Close()
-		return errEmulatorClosed
+		return errClosed
 	}
 	if e.audit != nil {
 		e.audit.f.Close()
@@ -62,8 +64,8 @@ const pfExiting = 0x4
 // were the live task's own, the very task the SET named.
 func (a *auditLog) record(procRoot string, t target, nid int) {
 	r := AuditRecord{TID: t.task.TID, TGID: t.tgid(), Start: t.task.StartTime, NID: nid}
-	data, err := readTaskFile(procRoot, t.task.TID, "cgroup")
-	stat, serr := readTaskFile(procRoot, t.task.TID, "stat")
+	data, err := numa.ReadTaskFile(procRoot, t.task.TID, "cgroup")
+	stat, serr := numa.ReadTaskFile(procRoot, t.task.TID, "stat")
 	if err != nil || serr != nil || !liveSince(string(stat), t.task.StartTime) {
 		r.Gone = true
 	} else {
@@ -79,7 +81,7 @@ func (a *auditLog) record(procRoot string, t target, nid int) {
 // liveSince reports whether a /proc/<tid>/stat line is of a task started at start that is
 // not exiting.
 func liveSince(stat string, start uint64) bool {
-	now, err := ParseStatStartTime(stat)
+	now, err := numa.ParseStatStartTime(stat)
 	if err != nil || now != start {
 		return false
 	}

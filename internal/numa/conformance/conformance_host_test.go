@@ -1,0 +1,18 @@
+//go:build linux && host
+
+package conformance_test
+
+import (
+	"testing"
+
+	"github.com/numapref/numapref/internal/numa/conformance"
+)
+
+// The host tier: the cases that start helpers as uid 1000 or as root without
+// CAP_SYS_PTRACE, which needs root.
+
+// TestPrctlAsRoot is TestPrctl's root cases.
+func TestPrctlAsRoot(t *testing.T) { conformance.RunAsRoot(t, conformance.OpenPrctl) }
+
+// TestEmulatorAsRoot is TestEmulator's root cases.
+func TestEmulatorAsRoot(t *testing.T) { conformance.RunAsRoot(t, conformance.OpenEmulator) }
