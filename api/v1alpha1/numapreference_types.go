@@ -7,27 +7,41 @@ import (
 // Annotations a pod can carry to choose its NUMA node without any NumaPreference. They win
 // over every NumaPreference that selects the pod.
 const (
-	// AnnotationPreferredNode applies to every app container of the pod: "<node id>".
+	// AnnotationPreferredNode applies to every app container of the pod: a node id ("1")
+	// or an automatic mode ("Spread", "FollowCPUs", "MostFreeMemory"). Spread spreads the
+	// pods of one namespace on one host that carry the same value.
 	AnnotationPreferredNode = "numapref.io/preferred-node"
 	// AnnotationPreferredNodePrefix + "<container name>" applies to one container (init
 	// containers included) and wins over AnnotationPreferredNode.
 	AnnotationPreferredNodePrefix = AnnotationPreferredNode + "."
 )
 
-// PlacementMode says how the preferred node is chosen.
-// +kubebuilder:validation:Enum=Static
+// PlacementMode says how the preferred node is chosen on each host.
+// +kubebuilder:validation:Enum=Static;Spread;FollowCPUs;MostFreeMemory
 type PlacementMode string
 
 const (
-	// PlacementModeStatic prefers the node given in spec.node.
+	// PlacementModeStatic prefers the node given in spec.node, on every host.
 	PlacementModeStatic PlacementMode = "Static"
+	// PlacementModeSpread spreads the selected pods of each host over its NUMA nodes: one
+	// node per pod, the lightest node (by CPU requests) takes the next pod, and a running
+	// pod keeps its node.
+	PlacementModeSpread PlacementMode = "Spread"
+	// PlacementModeFollowCPUs prefers, per container, the node that holds most of the
+	// container's effective cpuset.cpus, and follows it when the cpuset changes.
+	PlacementModeFollowCPUs PlacementMode = "FollowCPUs"
+	// PlacementModeMostFreeMemory prefers the node with the most free memory when a pod is
+	// first placed, and keeps that choice.
+	PlacementModeMostFreeMemory PlacementMode = "MostFreeMemory"
 )
 
 // MaxNUMANodeID is the highest node id Linux can have (MAX_NUMNODES is at most 1024).
 const MaxNUMANodeID = 1023
 
 // NumaPreferenceSpec says which pods should prefer which NUMA node.
-// +kubebuilder:validation:XValidation:rule="self.mode != 'Static' || has(self.node)",message="mode Static needs spec.node"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Static' || has(self.node)",message="mode Static needs spec.node: the NUMA node id every host should prefer"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'Static' || !has(self.node)",message="spec.node is only for mode Static: the automatic modes choose the node on each host (restrict them with spec.nodes)"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Static' || !has(self.nodes)",message="spec.nodes restricts the automatic modes: mode Static uses spec.node alone"
 type NumaPreferenceSpec struct {
 	// selector picks pods in this namespace. It must not be empty: an empty selector would
 	// give every pod of the namespace a NUMA home.
@@ -46,16 +60,27 @@ type NumaPreferenceSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Containers []string `json:"containers,omitempty"`
 
-	// mode says how the preferred node is chosen. Only Static exists today.
+	// mode says how the preferred node is chosen on each host: Static (spec.node), Spread,
+	// FollowCPUs or MostFreeMemory.
 	// +optional
 	// +kubebuilder:default=Static
 	Mode PlacementMode `json:"mode,omitempty"`
 
-	// node is the preferred NUMA node id on every host the selected pods run on.
+	// node is the preferred NUMA node id on every host the selected pods run on (mode
+	// Static only).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1023
 	Node *int32 `json:"node,omitempty"`
+
+	// nodes restricts the automatic modes to these NUMA node ids; unset allows every node.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="spec.nodes must not be empty: leave it out to allow every NUMA node"
+	// +kubebuilder:validation:items:Minimum=0
+	// +kubebuilder:validation:items:Maximum=1023
+	Nodes []int32 `json:"nodes,omitempty"`
 }
 
 // Condition types of a NumaPreference.
@@ -66,6 +91,9 @@ const (
 	ConditionDegraded = "Degraded"
 	// ConditionConflict is True when some selected pod follows another preference instead.
 	ConditionConflict = "Conflict"
+	// ConditionEffective is False when placed containers run where the kernel ignores the
+	// preference (kernel.numa_balancing disabled on their node).
+	ConditionEffective = "Effective"
 )
 
 // Reasons used in conditions, node entries and pod Events.
@@ -86,7 +114,11 @@ const (
 	ReasonOverriddenByPreference = "OverriddenByPreference"
 	ReasonPermissionDenied       = "PermissionDenied"
 	ReasonKernelError            = "KernelError"
-	ReasonStatusTruncated        = "StatusTruncated"
+	ReasonCPUsNotPinned          = "CPUsNotPinned"
+	ReasonNumaBalancingDisabled  = "NumaBalancingDisabled"
+	ReasonNumaBalancingEnabled   = "NumaBalancingEnabled"
+	ReasonNoPlacedContainers     = "NoPlacedContainers"
+	ReasonLedgerError            = "LedgerError"
 )
 
 // ReasonCount counts containers or tasks for one reason.
@@ -101,39 +133,7 @@ type ReasonCount struct {
 	Count int32 `json:"count"`
 }
 
-// NodeStatus is what the agent on one Kubernetes node did for this preference. Each agent
-// owns its own entry (server-side apply, field manager per node) and removes it when it
-// has nothing left to report.
-type NodeStatus struct {
-	// nodeName is the Kubernetes node.
-	// +required
-	// +kubebuilder:validation:MaxLength=253
-	NodeName string `json:"nodeName"`
-	// pods governed by this preference on the node.
-	// +optional
-	Pods int32 `json:"pods,omitempty"`
-	// containers placed at the preferred node.
-	// +optional
-	Containers int32 `json:"containers,omitempty"`
-	// tasks (threads) that have the preferred node.
-	// +optional
-	Tasks int32 `json:"tasks,omitempty"`
-	// skipped counts containers not placed, by reason (MemoryPinnedElsewhere, NodeNotPresent,
-	// KernelUnsupported, OverriddenByAnnotation, OverriddenByPreference, ...).
-	// +optional
-	// +listType=map
-	// +listMapKey=reason
-	// +kubebuilder:validation:MaxItems=16
-	Skipped []ReasonCount `json:"skipped,omitempty"`
-	// failed counts tasks the kernel refused, by reason (PermissionDenied, KernelError).
-	// +optional
-	// +listType=map
-	// +listMapKey=reason
-	// +kubebuilder:validation:MaxItems=16
-	Failed []ReasonCount `json:"failed,omitempty"`
-}
-
-// Summary adds up the node entries; printer columns show it.
+// Summary adds up the node reports; printer columns show it.
 type Summary struct {
 	// nodes that report pods for this preference.
 	// +optional
@@ -149,35 +149,55 @@ type Summary struct {
 	Tasks int32 `json:"tasks,omitempty"`
 }
 
-// MaxNodeEntries bounds status.nodes. An entry is about 150 bytes, so the status stays
-// under ~1 MiB even at the cap; entries exist only for nodes that run selected pods, and a
-// node past the cap reports through Events and metrics instead (reason StatusTruncated).
-const MaxNodeEntries = 4096
+// NodeProblem names one Kubernetes node where some selected containers did not get their
+// preference, or got it without effect, and why.
+type NodeProblem struct {
+	// nodeName is the Kubernetes node; its NumaNodeReport has the detail.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+	// reason is the node's most frequent problem (MemoryPinnedElsewhere, KernelUnsupported,
+	// NumaBalancingDisabled, ...).
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+	// count adds up the node's problems, all reasons together: containers skipped or
+	// without effect, and tasks the kernel refused.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Count int32 `json:"count"`
+}
 
-// NumaPreferenceStatus is written by two kinds of writers that never overlap: each node's
-// agent applies its own entry of nodes; one elected agent computes summary and conditions.
+// MaxProblemNodes bounds status.problemNodes: the status of a preference stays the same
+// small size on a cluster of 10 nodes or 5,000. The full list is the NumaNodeReports
+// (kubectl numapref status lists them).
+const MaxProblemNodes = 10
+
+// NumaPreferenceStatus is written only by the elected summarizer, from the NumaNodeReports
+// of the node agents, at most once per preference every few seconds.
 type NumaPreferenceStatus struct {
 	// observedGeneration is the generation the summary and conditions were computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready, Degraded, Conflict.
+	// conditions: Ready, Degraded, Conflict, Effective.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// summary adds up nodes.
+	// summary adds up the node reports.
 	// +optional
 	Summary Summary `json:"summary,omitempty"`
 
-	// nodes has one entry per Kubernetes node that runs pods of this preference.
+	// problemNodes names up to 10 nodes with the most containers that have a problem, most
+	// first (ties by name).
 	// +optional
 	// +listType=map
 	// +listMapKey=nodeName
-	// +kubebuilder:validation:MaxItems=4096
-	Nodes []NodeStatus `json:"nodes,omitempty"`
+	// +kubebuilder:validation:MaxItems=10
+	ProblemNodes []NodeProblem `json:"problemNodes,omitempty"`
 }
 
 // NumaPreference gives the selected pods a soft NUMA home: on each host, every task of their
@@ -185,10 +205,13 @@ type NumaPreferenceStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=numapref,categories=numapref
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Node-ID",type=integer,JSONPath=`.spec.node`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.summary.nodes`,priority=1
 // +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.summary.pods`
 // +kubebuilder:printcolumn:name="Tasks",type=integer,JSONPath=`.status.summary.tasks`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Effective",type=string,JSONPath=`.status.conditions[?(@.type=="Effective")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NumaPreference struct {
 	metav1.TypeMeta   `json:",inline"`

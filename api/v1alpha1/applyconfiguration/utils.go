@@ -16,16 +16,26 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=numa.numapref.io, Version=v1alpha1
-	case v1alpha1.SchemeGroupVersion.WithKind("NodeStatus"):
-		return &apiv1alpha1.NodeStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NodeCount"):
+		return &apiv1alpha1.NodeCountApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NodeProblem"):
+		return &apiv1alpha1.NodeProblemApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NumaNodeReport"):
+		return &apiv1alpha1.NumaNodeReportApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NumaNodeReportStatus"):
+		return &apiv1alpha1.NumaNodeReportStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NumaPreference"):
 		return &apiv1alpha1.NumaPreferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NumaPreferenceSpec"):
 		return &apiv1alpha1.NumaPreferenceSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NumaPreferenceStatus"):
 		return &apiv1alpha1.NumaPreferenceStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PreferenceReport"):
+		return &apiv1alpha1.PreferenceReportApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ReasonCount"):
 		return &apiv1alpha1.ReasonCountApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ReportTotals"):
+		return &apiv1alpha1.ReportTotalsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Summary"):
 		return &apiv1alpha1.SummaryApplyConfiguration{}
 

@@ -23,37 +23,66 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
-- name: com.github.numapref.numapref.api.v1alpha1.NodeStatus
+- name: com.github.numapref.numapref.api.v1alpha1.NodeCount
   map:
     fields:
-    - name: containers
+    - name: node
       type:
         scalar: numeric
-    - name: failed
-      type:
-        list:
-          elementType:
-            namedType: com.github.numapref.numapref.api.v1alpha1.ReasonCount
-          elementRelationship: associative
-          keys:
-          - reason
-    - name: nodeName
-      type:
-        scalar: string
     - name: pods
       type:
         scalar: numeric
-    - name: skipped
+- name: com.github.numapref.numapref.api.v1alpha1.NodeProblem
+  map:
+    fields:
+    - name: count
+      type:
+        scalar: numeric
+    - name: nodeName
+      type:
+        scalar: string
+    - name: reason
+      type:
+        scalar: string
+- name: com.github.numapref.numapref.api.v1alpha1.NumaNodeReport
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta
+    - name: status
+      type:
+        namedType: com.github.numapref.numapref.api.v1alpha1.NumaNodeReportStatus
+- name: com.github.numapref.numapref.api.v1alpha1.NumaNodeReportStatus
+  map:
+    fields:
+    - name: kernelSupport
+      type:
+        scalar: string
+    - name: numaBalancing
+      type:
+        scalar: string
+    - name: numaNodes
+      type:
+        scalar: numeric
+    - name: preferences
       type:
         list:
           elementType:
-            namedType: com.github.numapref.numapref.api.v1alpha1.ReasonCount
+            namedType: com.github.numapref.numapref.api.v1alpha1.PreferenceReport
           elementRelationship: associative
           keys:
-          - reason
-    - name: tasks
+          - namespace
+          - name
+    - name: totals
       type:
-        scalar: numeric
+        namedType: com.github.numapref.numapref.api.v1alpha1.ReportTotals
 - name: com.github.numapref.numapref.api.v1alpha1.NumaPreference
   map:
     fields:
@@ -88,6 +117,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: node
       type:
         scalar: numeric
+    - name: nodes
+      type:
+        list:
+          elementType:
+            scalar: numeric
+          elementRelationship: associative
     - name: selector
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
@@ -102,22 +137,75 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
-    - name: nodes
-      type:
-        list:
-          elementType:
-            namedType: com.github.numapref.numapref.api.v1alpha1.NodeStatus
-          elementRelationship: associative
-          keys:
-          - nodeName
     - name: observedGeneration
       type:
         scalar: numeric
+    - name: problemNodes
+      type:
+        list:
+          elementType:
+            namedType: com.github.numapref.numapref.api.v1alpha1.NodeProblem
+          elementRelationship: associative
+          keys:
+          - nodeName
     - name: summary
       type:
         namedType: com.github.numapref.numapref.api.v1alpha1.Summary
 - name: com.github.numapref.numapref.api.v1alpha1.PlacementMode
   scalar: string
+- name: com.github.numapref.numapref.api.v1alpha1.PreferenceReport
+  map:
+    fields:
+    - name: containers
+      type:
+        scalar: numeric
+    - name: failed
+      type:
+        list:
+          elementType:
+            namedType: com.github.numapref.numapref.api.v1alpha1.ReasonCount
+          elementRelationship: associative
+          keys:
+          - reason
+    - name: generation
+      type:
+        scalar: numeric
+    - name: ineffective
+      type:
+        list:
+          elementType:
+            namedType: com.github.numapref.numapref.api.v1alpha1.ReasonCount
+          elementRelationship: associative
+          keys:
+          - reason
+    - name: name
+      type:
+        scalar: string
+    - name: namespace
+      type:
+        scalar: string
+    - name: pods
+      type:
+        scalar: numeric
+    - name: podsByNode
+      type:
+        list:
+          elementType:
+            namedType: com.github.numapref.numapref.api.v1alpha1.NodeCount
+          elementRelationship: associative
+          keys:
+          - node
+    - name: skipped
+      type:
+        list:
+          elementType:
+            namedType: com.github.numapref.numapref.api.v1alpha1.ReasonCount
+          elementRelationship: associative
+          keys:
+          - reason
+    - name: tasks
+      type:
+        scalar: numeric
 - name: com.github.numapref.numapref.api.v1alpha1.ReasonCount
   map:
     fields:
@@ -127,6 +215,21 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: reason
       type:
         scalar: string
+- name: com.github.numapref.numapref.api.v1alpha1.ReportTotals
+  map:
+    fields:
+    - name: pods
+      type:
+        scalar: numeric
+    - name: preferences
+      type:
+        scalar: numeric
+    - name: problems
+      type:
+        scalar: numeric
+    - name: tasks
+      type:
+        scalar: numeric
 - name: com.github.numapref.numapref.api.v1alpha1.Summary
   map:
     fields:

@@ -18,10 +18,14 @@ type NumaPreferenceSpecApplyConfiguration struct {
 	// containers names the containers to place. Empty means every app container; init
 	// containers (sidecars too) are placed only when named here.
 	Containers []string `json:"containers,omitempty"`
-	// mode says how the preferred node is chosen. Only Static exists today.
+	// mode says how the preferred node is chosen on each host: Static (spec.node), Spread,
+	// FollowCPUs or MostFreeMemory.
 	Mode *apiv1alpha1.PlacementMode `json:"mode,omitempty"`
-	// node is the preferred NUMA node id on every host the selected pods run on.
+	// node is the preferred NUMA node id on every host the selected pods run on (mode
+	// Static only).
 	Node *int32 `json:"node,omitempty"`
+	// nodes restricts the automatic modes to these NUMA node ids; unset allows every node.
+	Nodes []int32 `json:"nodes,omitempty"`
 }
 
 // NumaPreferenceSpecApplyConfiguration constructs a declarative configuration of the NumaPreferenceSpec type for use with
@@ -61,5 +65,15 @@ func (b *NumaPreferenceSpecApplyConfiguration) WithMode(value apiv1alpha1.Placem
 // If called multiple times, the Node field is set to the value of the last call.
 func (b *NumaPreferenceSpecApplyConfiguration) WithNode(value int32) *NumaPreferenceSpecApplyConfiguration {
 	b.Node = &value
+	return b
+}
+
+// WithNodes adds the given value to the Nodes field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Nodes field.
+func (b *NumaPreferenceSpecApplyConfiguration) WithNodes(values ...int32) *NumaPreferenceSpecApplyConfiguration {
+	for i := range values {
+		b.Nodes = append(b.Nodes, values[i])
+	}
 	return b
 }

@@ -9,17 +9,18 @@ import (
 // NumaPreferenceStatusApplyConfiguration represents a declarative configuration of the NumaPreferenceStatus type for use
 // with apply.
 //
-// NumaPreferenceStatus is written by two kinds of writers that never overlap: each node's
-// agent applies its own entry of nodes; one elected agent computes summary and conditions.
+// NumaPreferenceStatus is written only by the elected summarizer, from the NumaNodeReports
+// of the node agents, at most once per preference every few seconds.
 type NumaPreferenceStatusApplyConfiguration struct {
 	// observedGeneration is the generation the summary and conditions were computed for.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready, Degraded, Conflict.
+	// conditions: Ready, Degraded, Conflict, Effective.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
-	// summary adds up nodes.
+	// summary adds up the node reports.
 	Summary *SummaryApplyConfiguration `json:"summary,omitempty"`
-	// nodes has one entry per Kubernetes node that runs pods of this preference.
-	Nodes []NodeStatusApplyConfiguration `json:"nodes,omitempty"`
+	// problemNodes names up to 10 nodes with the most containers that have a problem, most
+	// first (ties by name).
+	ProblemNodes []NodeProblemApplyConfiguration `json:"problemNodes,omitempty"`
 }
 
 // NumaPreferenceStatusApplyConfiguration constructs a declarative configuration of the NumaPreferenceStatus type for use with
@@ -57,15 +58,15 @@ func (b *NumaPreferenceStatusApplyConfiguration) WithSummary(value *SummaryApply
 	return b
 }
 
-// WithNodes adds the given value to the Nodes field in the declarative configuration
+// WithProblemNodes adds the given value to the ProblemNodes field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
-// If called multiple times, values provided by each call will be appended to the Nodes field.
-func (b *NumaPreferenceStatusApplyConfiguration) WithNodes(values ...*NodeStatusApplyConfiguration) *NumaPreferenceStatusApplyConfiguration {
+// If called multiple times, values provided by each call will be appended to the ProblemNodes field.
+func (b *NumaPreferenceStatusApplyConfiguration) WithProblemNodes(values ...*NodeProblemApplyConfiguration) *NumaPreferenceStatusApplyConfiguration {
 	for i := range values {
 		if values[i] == nil {
-			panic("nil value passed to WithNodes")
+			panic("nil value passed to WithProblemNodes")
 		}
-		b.Nodes = append(b.Nodes, *values[i])
+		b.ProblemNodes = append(b.ProblemNodes, *values[i])
 	}
 	return b
 }

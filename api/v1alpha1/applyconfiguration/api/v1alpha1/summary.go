@@ -5,7 +5,7 @@ package v1alpha1
 // SummaryApplyConfiguration represents a declarative configuration of the Summary type for use
 // with apply.
 //
-// Summary adds up the node entries; printer columns show it.
+// Summary adds up the node reports; printer columns show it.
 type SummaryApplyConfiguration struct {
 	// nodes that report pods for this preference.
 	Nodes *int32 `json:"nodes,omitempty"`

@@ -1,0 +1,148 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NumaNodeReport is what the agent on one Kubernetes node did, for every NumaPreference
+// that selects pods there, and the node's kernel facts. It is named after the node, owned
+// by the Node (deleted with it) and written only by that node's agent: a
+// ValidatingAdmissionPolicy refuses any other agent. One node's change costs one write of
+// its own small object, whatever the size of the cluster; the elected summarizer adds the
+// reports up into each NumaPreference's status.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=numareport,categories=numapref
+// +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.kernelSupport`
+// +kubebuilder:printcolumn:name="Balancing",type=string,JSONPath=`.status.numaBalancing`
+// +kubebuilder:printcolumn:name="NUMA-Nodes",type=integer,JSONPath=`.status.numaNodes`
+// +kubebuilder:printcolumn:name="Preferences",type=integer,JSONPath=`.status.totals.preferences`
+// +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.totals.pods`
+// +kubebuilder:printcolumn:name="Tasks",type=integer,JSONPath=`.status.totals.tasks`
+// +kubebuilder:printcolumn:name="Problems",type=integer,JSONPath=`.status.totals.problems`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NumaNodeReport struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Status NumaNodeReportStatus `json:"status,omitempty"`
+}
+
+// NumaNodeReportStatus is one node's report.
+type NumaNodeReportStatus struct {
+	// kernelSupport says whether the node's kernel can set a preferred node: prctl,
+	// emulator or unsupported.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	KernelSupport string `json:"kernelSupport,omitempty"`
+	// numaBalancing is kernel.numa_balancing: disabled, normal, memory-tiering or
+	// normal-memory-tiering. The kernel acts on a preference only while it is enabled.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	NumaBalancing string `json:"numaBalancing,omitempty"`
+	// numaNodes counts the node's online NUMA nodes.
+	// +optional
+	NumaNodes int32 `json:"numaNodes,omitempty"`
+
+	// totals adds up preferences.
+	// +optional
+	Totals ReportTotals `json:"totals,omitempty"`
+
+	// preferences has one entry per NumaPreference that selects pods on this node.
+	// +optional
+	// +listType=map
+	// +listMapKey=namespace
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
+	Preferences []PreferenceReport `json:"preferences,omitempty"`
+}
+
+// ReportTotals adds up a node's preference entries.
+type ReportTotals struct {
+	// preferences counts the entries.
+	// +optional
+	Preferences int32 `json:"preferences,omitempty"`
+	// pods governed by some preference on this node.
+	// +optional
+	Pods int32 `json:"pods,omitempty"`
+	// tasks that have their preferred node.
+	// +optional
+	Tasks int32 `json:"tasks,omitempty"`
+	// problems counts containers skipped, refused or without effect.
+	// +optional
+	Problems int32 `json:"problems,omitempty"`
+}
+
+// PreferenceReport is what one node's agent did for one NumaPreference.
+type PreferenceReport struct {
+	// namespace and name of the NumaPreference.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// generation of the NumaPreference the agent acted on.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
+	// pods governed by this preference on the node.
+	// +optional
+	Pods int32 `json:"pods,omitempty"`
+	// containers placed at their preferred node.
+	// +optional
+	Containers int32 `json:"containers,omitempty"`
+	// tasks (threads) that have their preferred node.
+	// +optional
+	Tasks int32 `json:"tasks,omitempty"`
+	// podsByNode counts pods by the NUMA node chosen for them.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=64
+	PodsByNode []NodeCount `json:"podsByNode,omitempty"`
+	// skipped counts containers not placed, by reason (MemoryPinnedElsewhere,
+	// NodeNotPresent, KernelUnsupported, OverriddenByAnnotation, OverriddenByPreference, ...).
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	// +kubebuilder:validation:MaxItems=16
+	Skipped []ReasonCount `json:"skipped,omitempty"`
+	// failed counts tasks the kernel refused, by reason (PermissionDenied, KernelError).
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	// +kubebuilder:validation:MaxItems=16
+	Failed []ReasonCount `json:"failed,omitempty"`
+	// ineffective counts placed containers on which the kernel does not act, by reason
+	// (NumaBalancingDisabled).
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	// +kubebuilder:validation:MaxItems=16
+	Ineffective []ReasonCount `json:"ineffective,omitempty"`
+}
+
+// NodeCount counts pods for one NUMA node.
+type NodeCount struct {
+	// node is the NUMA node id.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1023
+	Node int32 `json:"node"`
+	// pods that prefer it.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Pods int32 `json:"pods"`
+}
+
+// NumaNodeReportList is a list of NumaNodeReport.
+// +kubebuilder:object:root=true
+type NumaNodeReportList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NumaNodeReport `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NumaNodeReport{}, &NumaNodeReportList{})
+}
