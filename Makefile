@@ -32,12 +32,14 @@ k8s-binaries: ## Build kube-apiserver, etcd and kubectl from the module proxy (c
 generate: ## Regenerate deepcopy, apply configurations, CRDs and RBAC from the Go markers.
 	hack/tools.sh controller-gen >/dev/null
 	$(CONTROLLER_GEN) object paths=./api/...
+	rm -rf api/v1alpha1/applyconfiguration
 	$(CONTROLLER_GEN) applyconfiguration paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=numapref-agent paths=./controllers/... output:rbac:artifacts:config=config/rbac
 	rm -f charts/numapref/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/numapref/crds/
 	cp config/rbac/role.yaml charts/numapref/files/role.yaml
+	cp config/rbac/node_restriction_policy.yaml charts/numapref/files/node_restriction_policy.yaml
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale, code is unformatted or vet complains.

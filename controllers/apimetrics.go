@@ -16,19 +16,31 @@ var apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Requests the agent sent to the API server, by HTTP method and resource[/subresource]; watches count once when opened.",
 }, []string{"method", "resource"})
 
-// InstrumentAPI makes every request made with cfg count in numapref_api_requests_total,
-// registered in reg.
-func InstrumentAPI(cfg *rest.Config, reg prometheus.Registerer) error {
-	if err := reg.Register(apiRequests); err != nil {
-		return err
+// reportWrites counts the node agent's writes of its NumaNodeReport by result (ok, error):
+// a node that cannot report keeps enforcing, and says so here and in its log.
+var reportWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "numapref", Name: "report_writes_total",
+	Help: "Writes of this node's NumaNodeReport, by result (ok, error).",
+}, []string{"result"})
+
+// RegisterMetrics registers the controllers' metrics in reg.
+func RegisterMetrics(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{apiRequests, reportWrites} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// InstrumentAPI makes every request made with cfg count in numapref_api_requests_total.
+func InstrumentAPI(cfg *rest.Config) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			apiRequests.WithLabelValues(req.Method, APIResource(req.URL.Path)).Inc()
 			return rt.RoundTrip(req)
 		})
 	})
-	return nil
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

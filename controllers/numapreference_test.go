@@ -92,14 +92,14 @@ var _ = Describe("Node agent controller", func() {
 
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "old")(g)
-			g.Expect(p.Status.Nodes).To(ConsistOf(numav1.NodeStatus{NodeName: "node-a", Pods: 1, Containers: 2, Tasks: 6}))
+			g.Expect(nodeEntry(g, "node-a", ns, "old")).To(Equal(entry{Pods: 1, Containers: 2, Tasks: 6}))
 			g.Expect(p.Status.Summary).To(Equal(numav1.Summary{Nodes: 1, Pods: 1, Containers: 2, Tasks: 6}))
 			g.Expect(condition(p, numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "newer")(g)
-			g.Expect(p.Status.Nodes).To(ConsistOf(numav1.NodeStatus{NodeName: "node-a",
+			g.Expect(nodeEntry(g, "node-a", ns, "newer")).To(Equal(entry{
 				Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonOverriddenByPreference, Count: 2}}}))
 			c := condition(p, numav1.ConditionConflict)
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
@@ -128,7 +128,7 @@ var _ = Describe("Node agent controller", func() {
 		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "pref")(g)
-			g.Expect(p.Status.Nodes).To(ConsistOf(numav1.NodeStatus{NodeName: "node-a",
+			g.Expect(nodeEntry(g, "node-a", ns, "pref")).To(Equal(entry{
 				Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonOverriddenByAnnotation, Count: 2}}}))
 			g.Expect(condition(p, numav1.ConditionConflict).Reason).To(Equal(numav1.ReasonOverriddenByAnnotation))
 		}).Should(Succeed())
@@ -235,7 +235,7 @@ var _ = Describe("Node agent controller", func() {
 		Eventually(func() bool { _, ok := engine.Desired(b, "main"); return ok }).Should(BeFalse())
 	})
 
-	It("merges the entries of two node agents without conflicts, and removes an entry with nothing left", func() {
+	It("keeps each node's counts in its own report, adds them up, and drops an entry with nothing left", func() {
 		ea, eb := newScriptedEngine(appliedWithTasks(2)), newScriptedEngine(appliedWithTasks(5))
 		startAgent("node-a", ea, true)
 		startAgent("node-b", eb, false)
@@ -245,26 +245,26 @@ var _ = Describe("Node agent controller", func() {
 
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "pref")(g)
-			g.Expect(p.Status.Nodes).To(ConsistOf(
-				numav1.NodeStatus{NodeName: "node-a", Pods: 1, Containers: 1, Tasks: 2},
-				numav1.NodeStatus{NodeName: "node-b", Pods: 1, Containers: 2, Tasks: 10},
-			))
+			g.Expect(nodeEntry(g, "node-a", ns, "pref")).To(Equal(entry{Pods: 1, Containers: 1, Tasks: 2}))
+			g.Expect(nodeEntry(g, "node-b", ns, "pref")).To(Equal(entry{Pods: 1, Containers: 2, Tasks: 10}))
 			g.Expect(p.Status.Summary).To(Equal(numav1.Summary{Nodes: 2, Pods: 2, Containers: 3, Tasks: 12}))
-			managers := map[string]bool{}
-			for _, m := range p.ManagedFields {
-				managers[m.Manager] = true
+			// One writer per object: each agent its own report, the summarizer the status.
+			g.Expect(managersOf(p.ManagedFields)).To(And(HaveKey(SummaryFieldManager),
+				Not(HaveKey(AgentFieldManager("node-a"))), Not(HaveKey(AgentFieldManager("node-b")))))
+			for _, node := range []string{"node-a", "node-b"} {
+				rep := &numav1.NumaNodeReport{}
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: node}, rep)).To(Succeed())
+				g.Expect(managersOf(rep.ManagedFields)).To(Equal(map[string]bool{AgentFieldManager(node): true}))
+				g.Expect(rep.OwnerReferences).To(ConsistOf(HaveField("Name", node)))
 			}
-			g.Expect(managers).To(HaveKey(AgentFieldManager("node-a")))
-			g.Expect(managers).To(HaveKey(AgentFieldManager("node-b")))
-			g.Expect(managers).To(HaveKey(SummaryFieldManager))
 		}).Should(Succeed())
 
 		// No kubelet confirms the deletion here: remove the pod at once.
 		Expect(k8sClient.Delete(ctx, pb, client.GracePeriodSeconds(0))).To(Succeed())
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "pref")(g)
-			g.Expect(p.Status.Nodes).To(ConsistOf(numav1.NodeStatus{NodeName: "node-a", Pods: 1, Containers: 1, Tasks: 2}))
-			g.Expect(p.Status.Summary.Nodes).To(Equal(int32(1)))
+			g.Expect(nodeEntry(g, "node-b", ns, "pref")).To(Equal(entry{}), "node-b has no entry left")
+			g.Expect(p.Status.Summary).To(Equal(numav1.Summary{Nodes: 1, Pods: 1, Containers: 1, Tasks: 2}))
 		}).Should(Succeed())
 	})
 
@@ -273,11 +273,14 @@ var _ = Describe("Node agent controller", func() {
 		startAgent("node-a", engine, true)
 		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "quiet"}))).To(Succeed())
 		pod := createRunningPod(ctx, ns, "q", "node-a", map[string]string{"app": "quiet"}, nil, "main")
-		var settled string
+		var settled, reported string
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "pref")(g)
 			g.Expect(condition(p, numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 			settled = p.ResourceVersion
+			rep := &numav1.NumaNodeReport{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "node-a"}, rep)).To(Succeed())
+			reported = rep.ResourceVersion
 		}).Should(Succeed())
 
 		// Make the agent reconcile many times with nothing that changes the outcome.
@@ -290,9 +293,38 @@ var _ = Describe("Node agent controller", func() {
 		Eventually(func() int32 { return engine.calls.Load() - before }).Should(BeNumerically(">=", 5))
 		Consistently(func(g Gomega) {
 			g.Expect(getPreference(ctx, ns, "pref")(g).ResourceVersion).To(Equal(settled))
+			rep := &numav1.NumaNodeReport{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "node-a"}, rep)).To(Succeed())
+			g.Expect(rep.ResourceVersion).To(Equal(reported))
 		}, "2s").Should(Succeed())
 	})
 })
+
+// entry is what a spec asserts of a node's report entry.
+type entry struct {
+	Pods, Containers, Tasks int32
+	Skipped, Failed         []numav1.ReasonCount
+}
+
+// nodeEntry reads node's report entry for the preference ns/name (zero when none).
+func nodeEntry(g Gomega, node, ns, name string) entry {
+	rep := &numav1.NumaNodeReport{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Name: node}, rep)).To(Succeed())
+	for _, e := range rep.Status.Preferences {
+		if e.Namespace == ns && e.Name == name {
+			return entry{Pods: e.Pods, Containers: e.Containers, Tasks: e.Tasks, Skipped: e.Skipped, Failed: e.Failed}
+		}
+	}
+	return entry{}
+}
+
+func managersOf(fields []metav1.ManagedFieldsEntry) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range fields {
+		m[f.Manager] = true
+	}
+	return m
+}
 
 // expectPodEvent waits for an events.k8s.io Event about pod with reason and a note
 // containing text.
@@ -313,15 +345,52 @@ func expectPodEvent(ctx context.Context, pod *corev1.Pod, reason, text string) {
 
 var _ = Describe("Node facts", func() {
 	ctx := context.Background()
-	It("labels the agent's node with its kernel facts", func() {
+	It("labels the node, reports its facts, and tells when the kernel ignores the preference", func() {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "facts-node", Labels: map[string]string{"keep": "me"}}}
 		Expect(k8sClient.Create(ctx, node)).To(Succeed())
-		facts := NodeFacts{KernelSupport: "unsupported", NUMABalancing: "disabled", NUMANodes: 2}
-		startAgent("facts-node", newScriptedEngine(nil), false, PublishNodeFacts(k8sClient, "facts-node", facts))
+		var balancing atomic.Value
+		balancing.Store("disabled")
+		opts := testAgentOptions
+		opts.Facts = func() NodeFacts {
+			return NodeFacts{KernelSupport: "emulator", NUMABalancing: balancing.Load().(string), NUMANodes: 2}
+		}
+		engine := newScriptedEngine(nil)
+		startAgentWith("facts-node", engine, true, opts)
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 			g.Expect(node.Labels).To(Equal(map[string]string{"keep": "me",
-				LabelKernelSupport: "unsupported", LabelNUMABalancing: "disabled", LabelNUMANodes: "2"}))
+				LabelKernelSupport: "emulator", LabelNUMABalancing: "disabled", LabelNUMANodes: "2"}))
+			rep := &numav1.NumaNodeReport{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "facts-node"}, rep)).To(Succeed())
+			g.Expect(rep.Status.KernelSupport).To(Equal("emulator"))
+			g.Expect(rep.Status.NumaBalancing).To(Equal("disabled"))
+			g.Expect(rep.Status.NumaNodes).To(Equal(int32(2)))
+		}).Should(Succeed())
+
+		// A pod placed while kernel.numa_balancing is off: Ready, but not Effective.
+		ns := newNamespace(ctx)
+		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "db"}))).To(Succeed())
+		pod := createRunningPod(ctx, ns, "db-0", "facts-node", map[string]string{"app": "db"}, nil, "main")
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "pref")(g)
+			g.Expect(condition(p, numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+			c := condition(p, numav1.ConditionEffective)
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(numav1.ReasonNumaBalancingDisabled))
+			g.Expect(c.Message).To(ContainSubstring("facts-node"))
+			g.Expect(p.Status.ProblemNodes).To(Equal([]numav1.NodeProblem{{NodeName: "facts-node", Reason: numav1.ReasonNumaBalancingDisabled, Count: 1}}))
+		}).Should(Succeed())
+		expectPodEvent(ctx, pod, numav1.ReasonNumaBalancingDisabled, "kernel.numa_balancing is disabled on node facts-node")
+
+		// Balancing switched on: the labels, the report and the condition follow.
+		balancing.Store("normal")
+		engine.changes <- struct{}{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
+			g.Expect(node.Labels).To(HaveKeyWithValue(LabelNUMABalancing, "normal"))
+			p := getPreference(ctx, ns, "pref")(g)
+			g.Expect(condition(p, numav1.ConditionEffective).Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(p.Status.ProblemNodes).To(BeEmpty())
 		}).Should(Succeed())
 	})
 })

@@ -30,10 +30,10 @@ type Engine interface {
 }
 
 // SetupNodeAgent registers the node agent's controller for nodeName with mgr. Its cache
-// must hold only this node's pods (see NodeCacheOptions). The controller runs on every
-// agent, without leader election.
-func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine) error {
-	r := NewNodeAgentReconciler(mgr.GetClient(), nodeName, engine, mgr.GetEventRecorder("numapref-agent"))
+// must hold only this node's pods and report (see NodeCacheOptions). The controller runs
+// on every agent, without leader election.
+func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine, opts NodeAgentOptions) error {
+	r := NewNodeAgentReconciler(mgr.GetClient(), mgr.GetAPIReader(), nodeName, engine, mgr.GetEventRecorder("numapref-agent"), opts)
 	nodeKey := []reconcile.Request{{NamespacedName: types.NamespacedName{Name: nodeName}}}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return nodeKey })
 
@@ -50,7 +50,8 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine) error {
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxStatusRetryDelay),
 		}).
 		Watches(&corev1.Pod{}, toNode).
-		Watches(&numav1.NumaPreference{}, toNode, builder.WithPredicates(preferenceChanged(nodeName))).
+		Watches(&numav1.NumaPreference{}, toNode, builder.WithPredicates(specChanged())).
+		Watches(&numav1.NumaNodeReport{}, toNode).
 		WatchesRawSource(source.Channel(changes, toNode)).
 		Complete(r)
 	if err != nil {
@@ -62,39 +63,32 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine) error {
 // maxStatusRetryDelay bounds the node agent controller's backoff after failures.
 const maxStatusRetryDelay = 10 * time.Second
 
-// preferenceChanged passes the NumaPreference events this node must react to: spec or
-// lifecycle changes, and changes of its own status entry (not other nodes' entries,
-// which thousands of agents write).
-func preferenceChanged(nodeName string) predicate.Predicate {
-	return predicate.Funcs{
+// specChanged passes the NumaPreference events this node must react to: spec and lifecycle
+// changes. Status writes (the summarizer's) change neither.
+func specChanged() predicate.Predicate {
+	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*numav1.NumaPreference)
-			n, ok2 := e.ObjectNew.(*numav1.NumaPreference)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return o.Generation != n.Generation ||
-				!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
-				nodeEntryChanged(nodeName, o, n)
+			return !e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp())
 		},
-	}
+	})
 }
 
-// forwardChanges turns the engine's change signals into controller events.
+// forwardChanges turns the engine's change signals into controller events, after one at
+// start: the node's labels and report are written even where no pod is selected.
 func forwardChanges(from <-chan struct{}, to chan<- event.GenericEvent, nodeName string) manager.Runnable {
 	return nodeRunnable(func(ctx context.Context) error {
 		node := &corev1.Node{}
 		node.Name = nodeName
 		for {
 			select {
+			case to <- event.GenericEvent{Object: node}:
 			case <-ctx.Done():
 				return nil
+			}
+			select {
 			case <-from:
-				select {
-				case to <- event.GenericEvent{Object: node}:
-				case <-ctx.Done():
-					return nil
-				}
+			case <-ctx.Done():
+				return nil
 			}
 		}
 	})

@@ -9,6 +9,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -76,14 +79,42 @@ var _ = AfterSuite(func() {
 	Expect(testEnv.Stop()).To(Succeed())
 })
 
+// The specs coalesce writes over short times, to run fast; the coalescing itself is
+// tested with a fake clock (TestSummaryCoalescing).
+var (
+	testAgentOptions = NodeAgentOptions{
+		ReportInterval: 100 * time.Millisecond,
+		Facts:          func() NodeFacts { return NodeFacts{KernelSupport: "emulator", NUMABalancing: "normal", NUMANodes: 1} },
+	}
+	testSummaryOptions = SummaryOptions{Quiet: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MinInterval: 100 * time.Millisecond}
+)
+
+// ensureNode creates the Node object an agent runs on (the report is owned by it).
+func ensureNode(name string) {
+	GinkgoHelper()
+	err := k8sClient.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+}
+
 // startAgent runs a manager like the agent's for one node, with the given engine, and
 // the summary controller when summarize is set. It stops when the spec ends.
 func startAgent(node string, engine Engine, summarize bool, runnables ...manager.Runnable) manager.Manager {
-	return startAgentVia(cfg, node, engine, summarize, runnables...)
+	return startAgentOn(cfg, node, engine, summarize, testAgentOptions, runnables...)
+}
+
+// startAgentWith is startAgent with the node agent's options.
+func startAgentWith(node string, engine Engine, summarize bool, opts NodeAgentOptions) manager.Manager {
+	return startAgentOn(cfg, node, engine, summarize, opts)
 }
 
 // startAgentVia is startAgent with the agent reaching the apiserver through c.
 func startAgentVia(c *rest.Config, node string, engine Engine, summarize bool, runnables ...manager.Runnable) manager.Manager {
+	return startAgentOn(c, node, engine, summarize, testAgentOptions, runnables...)
+}
+
+func startAgentOn(c *rest.Config, node string, engine Engine, summarize bool, opts NodeAgentOptions, runnables ...manager.Runnable) manager.Manager {
 	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme:  scheme,
 		Cache:   NodeCacheOptions(node),
@@ -92,12 +123,13 @@ func startAgentVia(c *rest.Config, node string, engine Engine, summarize bool, r
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(SetupNodeAgent(mgr, node, engine)).To(Succeed())
+	ensureNode(node)
+	Expect(SetupNodeAgent(mgr, node, engine, opts)).To(Succeed())
 	for _, r := range runnables {
 		Expect(mgr.Add(r)).To(Succeed())
 	}
 	if summarize {
-		Expect(SetupSummary(mgr)).To(Succeed())
+		Expect(SetupSummary(mgr, testSummaryOptions)).To(Succeed())
 	}
 	ctx, stop := context.WithCancel(suiteCtx)
 	done := make(chan struct{})

@@ -20,79 +20,178 @@ var conflictReasons = map[string]bool{
 	numav1.ReasonOverriddenByPreference: true,
 }
 
-// summarize computes the summary and conditions of a NumaPreference from its node entries.
-// It returns a new status with the node entries left as they are.
-func summarize(pref *numav1.NumaPreference) numav1.NumaPreferenceStatus {
-	st := *pref.Status.DeepCopy()
-	st.ObservedGeneration = pref.Generation
-	st.Summary = numav1.Summary{}
-	problems, conflicts := map[string]int32{}, map[string]int32{}
-	pending := int32(0)
-	for _, n := range pref.Status.Nodes {
-		st.Summary.Nodes++
-		st.Summary.Pods += n.Pods
-		st.Summary.Containers += n.Containers
-		st.Summary.Tasks += n.Tasks
-		for _, s := range n.Skipped {
+// tally adds up the entries the node reports have for one preference.
+type tally struct {
+	summary                       numav1.Summary
+	problems, conflicts, noEffect map[string]int32
+	pending, behind               int32 // containers not running yet; nodes on an older generation
+	nodes                         []numav1.NodeProblem
+	ineffectiveNodes              []string
+}
+
+func tallyReports(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) tally {
+	t := tally{problems: map[string]int32{}, conflicts: map[string]int32{}, noEffect: map[string]int32{}}
+	for i := range reports {
+		rep := &reports[i]
+		e, ok := findEntry(rep, pref.Namespace, pref.Name)
+		if !ok {
+			continue
+		}
+		if e.Pods > 0 {
+			t.summary.Nodes++
+		}
+		t.summary.Pods += e.Pods
+		t.summary.Containers += e.Containers
+		t.summary.Tasks += e.Tasks
+		if e.Generation != pref.Generation {
+			t.behind++
+		}
+		node := map[string]int32{}
+		for _, s := range e.Skipped {
 			switch {
 			case conflictReasons[s.Reason]:
-				conflicts[s.Reason] += s.Count
+				t.conflicts[s.Reason] += s.Count
 			case s.Reason == numav1.ReasonContainerNotRunning:
-				pending += s.Count
+				t.pending += s.Count
 			default:
-				problems[s.Reason] += s.Count
+				node[s.Reason] += s.Count
+				t.problems[s.Reason] += s.Count
 			}
 		}
-		for _, f := range n.Failed {
-			problems[f.Reason] += f.Count
+		for _, f := range e.Failed {
+			node[f.Reason] += f.Count
+			t.problems[f.Reason] += f.Count
+		}
+		for _, n := range e.Ineffective {
+			node[n.Reason] += n.Count
+			t.noEffect[n.Reason] += n.Count
+		}
+		if len(e.Ineffective) > 0 {
+			t.ineffectiveNodes = append(t.ineffectiveNodes, rep.Name)
+		}
+		if len(node) > 0 {
+			var total int32
+			for _, n := range node {
+				total += n
+			}
+			t.nodes = append(t.nodes, numav1.NodeProblem{NodeName: rep.Name, Reason: topReason(node), Count: total})
 		}
 	}
+	return t
+}
 
-	ready := metav1.Condition{Type: numav1.ConditionReady, ObservedGeneration: pref.Generation}
+func findEntry(rep *numav1.NumaNodeReport, namespace, name string) (numav1.PreferenceReport, bool) {
+	for _, e := range rep.Status.Preferences {
+		if e.Namespace == namespace && e.Name == name {
+			return e, true
+		}
+	}
+	return numav1.PreferenceReport{}, false
+}
+
+// summarize computes the status of a NumaPreference from the reports of the nodes.
+func summarize(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) numav1.NumaPreferenceStatus {
+	t := tallyReports(pref, reports)
+	st := *pref.Status.DeepCopy()
+	st.ObservedGeneration = pref.Generation
+	st.Summary = t.summary
+	st.ProblemNodes = problemNodes(t.nodes)
+
+	gen := pref.Generation
+	ready := metav1.Condition{Type: numav1.ConditionReady, ObservedGeneration: gen}
 	switch {
-	case st.Summary.Pods == 0:
+	case t.summary.Pods == 0:
 		ready.Status, ready.Reason = metav1.ConditionFalse, numav1.ReasonNoMatchingPods
 		ready.Message = "no pod governed by this preference runs on a node with an agent"
-	case len(problems) > 0 || pending > 0:
+	case len(t.problems) > 0 || t.pending > 0 || t.behind > 0:
 		ready.Status, ready.Reason = metav1.ConditionFalse, numav1.ReasonPartiallyApplied
-		ready.Message = fmt.Sprintf("%d containers placed; %s", st.Summary.Containers, describeCounts(problems, pending))
+		ready.Message = fmt.Sprintf("%d containers placed; %s", t.summary.Containers, describeCounts(t.problems, t.pending, t.behind))
 	default:
 		ready.Status, ready.Reason = metav1.ConditionTrue, numav1.ReasonApplied
-		ready.Message = fmt.Sprintf("%d containers (%d tasks) on %d nodes prefer NUMA node %d",
-			st.Summary.Containers, st.Summary.Tasks, st.Summary.Nodes, ptrValue(pref.Spec.Node))
+		ready.Message = fmt.Sprintf("%d containers (%d tasks) on %d nodes prefer %s",
+			t.summary.Containers, t.summary.Tasks, t.summary.Nodes, describeTarget(pref))
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 
-	degraded := metav1.Condition{Type: numav1.ConditionDegraded, ObservedGeneration: pref.Generation,
+	degraded := metav1.Condition{Type: numav1.ConditionDegraded, ObservedGeneration: gen,
 		Status: metav1.ConditionFalse, Reason: numav1.ReasonNoProblems, Message: "no container was refused"}
-	if len(problems) > 0 {
-		degraded.Status, degraded.Reason = metav1.ConditionTrue, topReason(problems)
-		degraded.Message = describeCounts(problems, 0)
+	if len(t.problems) > 0 {
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, topReason(t.problems)
+		degraded.Message = describeCounts(t.problems, 0, 0) + " (kubectl numapref status lists the nodes)"
 	}
 	meta.SetStatusCondition(&st.Conditions, degraded)
 
-	conflict := metav1.Condition{Type: numav1.ConditionConflict, ObservedGeneration: pref.Generation,
+	conflict := metav1.Condition{Type: numav1.ConditionConflict, ObservedGeneration: gen,
 		Status: metav1.ConditionFalse, Reason: numav1.ReasonNoConflict, Message: "no selected container follows another source"}
-	if len(conflicts) > 0 {
-		conflict.Status, conflict.Reason = metav1.ConditionTrue, topReason(conflicts)
-		conflict.Message = describeCounts(conflicts, 0) + " (see the pods' Conflict events)"
+	if len(t.conflicts) > 0 {
+		conflict.Status, conflict.Reason = metav1.ConditionTrue, topReason(t.conflicts)
+		conflict.Message = describeCounts(t.conflicts, 0, 0) + " (see the pods' Conflict events)"
 	}
 	meta.SetStatusCondition(&st.Conditions, conflict)
+
+	meta.SetStatusCondition(&st.Conditions, effective(t, gen))
 	return st
+}
+
+// effective says whether the kernel acts on the placed containers' preference: it ignores
+// it on a node whose kernel.numa_balancing is disabled.
+func effective(t tally, gen int64) metav1.Condition {
+	c := metav1.Condition{Type: numav1.ConditionEffective, ObservedGeneration: gen}
+	var ineffective int32
+	for _, n := range t.noEffect {
+		ineffective += n
+	}
+	switch {
+	case t.summary.Containers == 0:
+		c.Status, c.Reason = metav1.ConditionUnknown, numav1.ReasonNoPlacedContainers
+		c.Message = "no container is placed yet"
+	case ineffective > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, topReason(t.noEffect)
+		nodes := t.ineffectiveNodes
+		slices.Sort(nodes)
+		more := ""
+		if len(nodes) > 3 {
+			nodes, more = nodes[:3], fmt.Sprintf(" and %d more", len(t.ineffectiveNodes)-3)
+		}
+		c.Message = fmt.Sprintf("%d of %d placed containers run where kernel.numa_balancing is disabled, so the kernel ignores their preferred node (nodes %s%s)",
+			ineffective, t.summary.Containers, strings.Join(nodes, ", "), more)
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, numav1.ReasonNumaBalancingEnabled
+		c.Message = fmt.Sprintf("NUMA balancing is enabled where the %d placed containers run", t.summary.Containers)
+	}
+	return c
+}
+
+// problemNodes keeps the MaxProblemNodes nodes with the most problems, most first, ties by name.
+func problemNodes(nodes []numav1.NodeProblem) []numav1.NodeProblem {
+	slices.SortFunc(nodes, func(a, b numav1.NodeProblem) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.NodeName, b.NodeName))
+	})
+	if len(nodes) > numav1.MaxProblemNodes {
+		nodes = nodes[:numav1.MaxProblemNodes]
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	return nodes
+}
+
+func describeTarget(pref *numav1.NumaPreference) string {
+	if pref.Spec.Node != nil && (pref.Spec.Mode == "" || pref.Spec.Mode == numav1.PlacementModeStatic) {
+		return fmt.Sprintf("NUMA node %d", *pref.Spec.Node)
+	}
+	return fmt.Sprintf("the NUMA node %s chose on each host", pref.Spec.Mode)
 }
 
 // topReason is the reason with the highest count, ties broken by name.
 func topReason(m map[string]int32) string {
 	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int {
-		if c := cmp.Compare(m[b], m[a]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
+		return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b))
 	})
 	return keys[0]
 }
 
-func describeCounts(m map[string]int32, pending int32) string {
+func describeCounts(m map[string]int32, pending, behind int32) string {
 	var parts []string
 	for _, r := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s: %d", r, m[r]))
@@ -100,12 +199,8 @@ func describeCounts(m map[string]int32, pending int32) string {
 	if pending > 0 {
 		parts = append(parts, fmt.Sprintf("%d containers not running yet", pending))
 	}
-	return strings.Join(parts, ", ")
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return -1
+	if behind > 0 {
+		parts = append(parts, fmt.Sprintf("%d nodes have not acted on the latest spec yet", behind))
 	}
-	return *p
+	return strings.Join(parts, ", ")
 }

@@ -1,70 +1,114 @@
 package controllers
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 )
 
+// report makes node's report with one entry for ns/p at generation 3.
+func report(node string, e numav1.PreferenceReport, balancing string) numav1.NumaNodeReport {
+	e.Namespace, e.Name, e.Generation = "ns", "p", 3
+	return numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: node},
+		Status: numav1.NumaNodeReportStatus{NumaBalancing: balancing, Preferences: []numav1.PreferenceReport{e}}}
+}
+
 func TestSummarize(t *testing.T) {
 	type cond struct{ Type, Status, Reason string }
+	counts := func(kv ...any) []numav1.ReasonCount {
+		var out []numav1.ReasonCount
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, numav1.ReasonCount{Reason: kv[i].(string), Count: int32(kv[i+1].(int))})
+		}
+		return out
+	}
 	tests := map[string]struct {
-		nodes       []numav1.NodeStatus
-		wantSummary numav1.Summary
-		want        []cond
+		reports      []numav1.NumaNodeReport
+		wantSummary  numav1.Summary
+		wantProblems []numav1.NodeProblem
+		want         []cond
 	}{
 		"no node reports anything": {
 			want: []cond{
 				{numav1.ConditionReady, "False", numav1.ReasonNoMatchingPods},
 				{numav1.ConditionDegraded, "False", numav1.ReasonNoProblems},
 				{numav1.ConditionConflict, "False", numav1.ReasonNoConflict},
+				{numav1.ConditionEffective, "Unknown", numav1.ReasonNoPlacedContainers},
 			},
 		},
 		"all applied on two nodes": {
-			nodes:       []numav1.NodeStatus{{NodeName: "a", Pods: 1, Containers: 2, Tasks: 10}, {NodeName: "b", Pods: 2, Containers: 2, Tasks: 5}},
+			reports: []numav1.NumaNodeReport{
+				report("a", numav1.PreferenceReport{Pods: 1, Containers: 2, Tasks: 10}, "normal"),
+				report("b", numav1.PreferenceReport{Pods: 2, Containers: 2, Tasks: 5}, "normal"),
+			},
 			wantSummary: numav1.Summary{Nodes: 2, Pods: 3, Containers: 4, Tasks: 15},
 			want: []cond{
 				{numav1.ConditionReady, "True", numav1.ReasonApplied},
 				{numav1.ConditionDegraded, "False", numav1.ReasonNoProblems},
 				{numav1.ConditionConflict, "False", numav1.ReasonNoConflict},
+				{numav1.ConditionEffective, "True", numav1.ReasonNumaBalancingEnabled},
 			},
 		},
 		"problems, conflicts and a container still starting": {
-			nodes: []numav1.NodeStatus{
-				{NodeName: "a", Pods: 2, Containers: 1, Tasks: 4, Skipped: []numav1.ReasonCount{
-					{Reason: numav1.ReasonMemoryPinnedElsewhere, Count: 1}, {Reason: numav1.ReasonOverriddenByAnnotation, Count: 3},
-					{Reason: numav1.ReasonContainerNotRunning, Count: 1}}},
-				{NodeName: "b", Pods: 1, Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonNodeNotPresent, Count: 2}},
-					Failed: []numav1.ReasonCount{{Reason: numav1.ReasonPermissionDenied, Count: 1}}},
+			reports: []numav1.NumaNodeReport{
+				report("a", numav1.PreferenceReport{Pods: 2, Containers: 1, Tasks: 4, Skipped: counts(
+					numav1.ReasonMemoryPinnedElsewhere, 1, numav1.ReasonOverriddenByAnnotation, 3, numav1.ReasonContainerNotRunning, 1)}, "normal"),
+				report("b", numav1.PreferenceReport{Pods: 1, Skipped: counts(numav1.ReasonNodeNotPresent, 2),
+					Failed: counts(numav1.ReasonPermissionDenied, 1)}, "normal"),
 			},
 			wantSummary: numav1.Summary{Nodes: 2, Pods: 3, Containers: 1, Tasks: 4},
+			wantProblems: []numav1.NodeProblem{{NodeName: "b", Reason: numav1.ReasonNodeNotPresent, Count: 3},
+				{NodeName: "a", Reason: numav1.ReasonMemoryPinnedElsewhere, Count: 1}},
 			want: []cond{
 				{numav1.ConditionReady, "False", numav1.ReasonPartiallyApplied},
 				{numav1.ConditionDegraded, "True", numav1.ReasonNodeNotPresent},
 				{numav1.ConditionConflict, "True", numav1.ReasonOverriddenByAnnotation},
+				{numav1.ConditionEffective, "True", numav1.ReasonNumaBalancingEnabled},
 			},
 		},
 		"only still starting: not ready, not degraded": {
-			nodes:       []numav1.NodeStatus{{NodeName: "a", Pods: 1, Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonContainerNotRunning, Count: 1}}}},
+			reports:     []numav1.NumaNodeReport{report("a", numav1.PreferenceReport{Pods: 1, Skipped: counts(numav1.ReasonContainerNotRunning, 1)}, "normal")},
 			wantSummary: numav1.Summary{Nodes: 1, Pods: 1},
 			want: []cond{
 				{numav1.ConditionReady, "False", numav1.ReasonPartiallyApplied},
 				{numav1.ConditionDegraded, "False", numav1.ReasonNoProblems},
 				{numav1.ConditionConflict, "False", numav1.ReasonNoConflict},
+				{numav1.ConditionEffective, "Unknown", numav1.ReasonNoPlacedContainers},
+			},
+		},
+		"placed where NUMA balancing is off: ready, not effective": {
+			reports: []numav1.NumaNodeReport{
+				report("a", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 3, Ineffective: counts(numav1.ReasonNumaBalancingDisabled, 1)}, "disabled"),
+				report("b", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 3}, "normal"),
+			},
+			wantSummary:  numav1.Summary{Nodes: 2, Pods: 2, Containers: 2, Tasks: 6},
+			wantProblems: []numav1.NodeProblem{{NodeName: "a", Reason: numav1.ReasonNumaBalancingDisabled, Count: 1}},
+			want: []cond{
+				{numav1.ConditionReady, "True", numav1.ReasonApplied},
+				{numav1.ConditionDegraded, "False", numav1.ReasonNoProblems},
+				{numav1.ConditionConflict, "False", numav1.ReasonNoConflict},
+				{numav1.ConditionEffective, "False", numav1.ReasonNumaBalancingDisabled},
 			},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p := &numav1.NumaPreference{ObjectMeta: metav1.ObjectMeta{Generation: 3},
-				Spec: numav1.NumaPreferenceSpec{Node: ptr.To[int32](1)}, Status: numav1.NumaPreferenceStatus{Nodes: tc.nodes}}
-			st := summarize(p)
+			p := &numav1.NumaPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Generation: 3},
+				Spec: numav1.NumaPreferenceSpec{Node: ptr.To[int32](1)}}
+			st := summarize(p, tc.reports)
 			if diff := cmp.Diff(tc.wantSummary, st.Summary); diff != "" {
 				t.Errorf("summary (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantProblems, st.ProblemNodes); diff != "" {
+				t.Errorf("problem nodes (-want +got):\n%s", diff)
 			}
 			var got []cond
 			for _, c := range st.Conditions {
@@ -83,12 +127,119 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+func TestSummarizeWaitsForNodesOnAnOlderSpec(t *testing.T) {
+	p := &numav1.NumaPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Generation: 4},
+		Spec: numav1.NumaPreferenceSpec{Node: ptr.To[int32](1)}}
+	st := summarize(p, []numav1.NumaNodeReport{report("a", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 2}, "normal")})
+	ready := st.Conditions[0]
+	if ready.Status != metav1.ConditionFalse || ready.Message != "1 containers placed; 1 nodes have not acted on the latest spec yet" {
+		t.Errorf("Ready = %s %q; want False until node a reports generation 4", ready.Status, ready.Message)
+	}
+}
+
+func TestSummarizeBoundsProblemNodes(t *testing.T) {
+	p := &numav1.NumaPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Generation: 3},
+		Spec: numav1.NumaPreferenceSpec{Node: ptr.To[int32](1)}}
+	var reports []numav1.NumaNodeReport
+	for i := range 5000 {
+		reports = append(reports, report(fmt.Sprintf("node-%04d", i), numav1.PreferenceReport{Pods: 1,
+			Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonKernelUnsupported, Count: int32(1 + i%7)}}}, "normal"))
+	}
+	st := summarize(p, reports)
+	if len(st.ProblemNodes) != numav1.MaxProblemNodes {
+		t.Fatalf("%d problem nodes, want %d", len(st.ProblemNodes), numav1.MaxProblemNodes)
+	}
+	// Count 7 belongs to i%7 == 6: node-0006, node-0013, ... in name order.
+	if first := st.ProblemNodes[0]; first.NodeName != "node-0006" || first.Count != 7 {
+		t.Errorf("first problem node = %+v, want node-0006 with 7", first)
+	}
+	if st.Summary.Nodes != 5000 || st.Summary.Pods != 5000 {
+		t.Errorf("summary = %+v, want 5000 nodes and pods", st.Summary)
+	}
+}
+
 func TestSummarizeKeepsTransitionTimeWhenStatusHolds(t *testing.T) {
 	p := &numav1.NumaPreference{Spec: numav1.NumaPreferenceSpec{Node: ptr.To[int32](0)}}
-	first := summarize(p)
+	first := summarize(p, nil)
 	p.Status = first
-	second := summarize(p)
+	second := summarize(p, nil)
 	if diff := cmp.Diff(first, second); diff != "" {
 		t.Errorf("a second summary of the same state differs (-first +second):\n%s", diff)
+	}
+}
+
+// The summarizer holds a write back until the burst of report changes is quiet, or has
+// lasted MaxDelay, and until MinInterval has passed since its last write.
+func TestSummaryCoalescing(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	r := NewSummaryReconciler(nil, SummaryOptions{Quiet: time.Second, MaxDelay: 5 * time.Second, MinInterval: 2 * time.Second, Clock: clk})
+	key := types.NamespacedName{Namespace: "ns", Name: "p"}
+	step := func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
+
+	if w := r.wait(key, false); w > 0 {
+		t.Fatalf("nothing pending and never written: wait %s, want none", w)
+	}
+	if !r.changed(key) {
+		t.Fatal("the first change must start a burst")
+	}
+	if w := r.wait(key, false); w != time.Second {
+		t.Fatalf("right after a change: wait %s, want the quiet time 1s", w)
+	}
+	// Changes every 500ms keep the burst open until MaxDelay.
+	for range 8 {
+		step(500 * time.Millisecond)
+		if r.changed(key) {
+			t.Fatal("a change within a burst started a new one")
+		}
+	}
+	if w := r.wait(key, false); w != time.Second {
+		t.Fatalf("4s into a busy burst: wait %s, want 1s (MaxDelay is 1s away)", w)
+	}
+	step(500 * time.Millisecond)
+	r.changed(key)
+	if w := r.wait(key, false); w != 500*time.Millisecond {
+		t.Fatalf("4.5s into a busy burst: wait %s, want 500ms until MaxDelay", w)
+	}
+	step(500 * time.Millisecond)
+	if w := r.wait(key, false); w > 0 {
+		t.Fatalf("at MaxDelay: wait %s, want none", w)
+	}
+	r.settled(key, true)
+	// Just written: a new change waits for MinInterval even once quiet; a new generation too.
+	r.changed(key)
+	step(time.Second)
+	if w := r.wait(key, false); w != time.Second {
+		t.Fatalf("1s after a write: wait %s, want 1s more of MinInterval", w)
+	}
+	if w := r.wait(key, true); w != time.Second {
+		t.Fatalf("a new generation 1s after a write: wait %s, want 1s", w)
+	}
+	step(time.Second)
+	if w := r.wait(key, false); w > 0 {
+		t.Fatalf("quiet and MinInterval passed: wait %s, want none", w)
+	}
+}
+
+func TestChangedEntries(t *testing.T) {
+	a := report("n", numav1.PreferenceReport{Pods: 1, Tasks: 3}, "normal")
+	b := a.DeepCopy()
+	b.Status.Preferences[0].Tasks = 4
+	b.Status.Preferences = append(b.Status.Preferences, numav1.PreferenceReport{Namespace: "ns", Name: "q"})
+	key := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
+	tests := map[string]struct {
+		old, cur *numav1.NumaNodeReport
+		want     map[types.NamespacedName]bool
+	}{
+		"created":           {nil, &a, map[types.NamespacedName]bool{key("p"): true}},
+		"deleted":           {&a, nil, map[types.NamespacedName]bool{key("p"): true}},
+		"unchanged":         {&a, a.DeepCopy(), map[types.NamespacedName]bool{}},
+		"changed and added": {&a, b, map[types.NamespacedName]bool{key("p"): true, key("q"): true}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, changedEntries(tc.old, tc.cur)); diff != "" {
+				t.Errorf("changedEntries (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

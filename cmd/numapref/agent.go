@@ -51,6 +51,9 @@ type agentFlags struct {
 	leaseDuration     time.Duration
 	renewDeadline     time.Duration
 	retryPeriod       time.Duration
+	reportInterval    time.Duration
+	summaryQuiet      time.Duration
+	summaryMaxDelay   time.Duration
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -75,6 +78,9 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 60*time.Second, "how long a lost leader keeps the summary lease")
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 45*time.Second, "how long the leader keeps trying to renew before it gives up")
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
+	fs.DurationVar(&f.reportInterval, "report-interval", 5*time.Second, "least time between two writes of this node's NumaNodeReport")
+	fs.DurationVar(&f.summaryQuiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
+	fs.DurationVar(&f.summaryMaxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
 }
 
 func runAgent(args []string) error {
@@ -152,18 +158,23 @@ func runAgent(args []string) error {
 	if err := mgr.Add(engine); err != nil {
 		return fmt.Errorf("agent: adding engine: %w", err)
 	}
-	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine); err != nil {
+	facts := func() controllers.NodeFacts {
+		// Read on every reconcile: kernel.numa_balancing can be switched at any time.
+		b, err := numa.ReadBalancing(procRoot)
+		label := b.Label()
+		if err != nil {
+			label = "unknown"
+		}
+		return controllers.NodeFacts{KernelSupport: kernelLabel(support), NUMABalancing: label, NUMANodes: len(topo.Online)}
+	}
+	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, controllers.NodeAgentOptions{Facts: facts, ReportInterval: f.reportInterval}); err != nil {
 		return err
 	}
 	if err := addInspectEndpoint(mgr, &f, engine); err != nil {
 		return err
 	}
-	if err := controllers.SetupSummary(mgr); err != nil {
+	if err := controllers.SetupSummary(mgr, controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay}); err != nil {
 		return err
-	}
-	facts := controllers.NodeFacts{KernelSupport: kernelLabel(support), NUMABalancing: balancing.Label(), NUMANodes: len(topo.Online)}
-	if err := mgr.Add(controllers.PublishNodeFacts(mgr.GetClient(), f.nodeName, facts)); err != nil {
-		return fmt.Errorf("agent: adding node facts: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("agent: adding health check: %w", err)
@@ -238,9 +249,10 @@ func newManager(f *agentFlags) (ctrl.Manager, error) {
 	if err := numav1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	if err := controllers.InstrumentAPI(cfg, ctrlmetrics.Registry); err != nil {
-		return nil, fmt.Errorf("agent: API request metrics: %w", err)
+	if err := controllers.RegisterMetrics(ctrlmetrics.Registry); err != nil {
+		return nil, fmt.Errorf("agent: registering controller metrics: %w", err)
 	}
+	controllers.InstrumentAPI(cfg)
 	metrics := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.secureMetrics}
 	if f.secureMetrics {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization

@@ -1,40 +1,45 @@
 package nodeagent
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 )
 
-// NodeEntries computes, for every NumaPreference that selects a pod on this node, the
-// status entry this node's agent reports. Results that belong to an older desire (the
-// engine has not run since it changed) are left out until the engine catches up. The
-// keys are NumaPreference names within the pods' namespaces: "namespace/name".
-func NodeEntries(nodeName string, plans []PodPlan, results map[ContainerKey]ContainerResult) map[string]numav1.NodeStatus {
+// PreferenceReports computes, for every NumaPreference that selects a pod on this node,
+// the entry this node's report carries, sorted by namespace and name. Results that belong
+// to an older desire (the engine has not run since it changed) are left out until the
+// engine catches up. balancing is false when the kernel ignores the preference
+// (kernel.numa_balancing disabled): every placed container then counts as ineffective.
+func PreferenceReports(plans []PodPlan, results map[ContainerKey]ContainerResult, balancing bool) []numav1.PreferenceReport {
 	type acc struct {
-		pods              map[string]bool
-		containers, tasks int32
-		skipped, failed   map[string]int32
+		pods                       map[string]bool
+		podNode                    map[string]int
+		containers, tasks          int32
+		skipped, failed, noEffects map[string]int32
 	}
-	accs := map[string]*acc{}
-	get := func(key string) *acc {
-		a := accs[key]
+	type key struct{ namespace, name string }
+	accs := map[key]*acc{}
+	get := func(k key) *acc {
+		a := accs[k]
 		if a == nil {
-			a = &acc{pods: map[string]bool{}, skipped: map[string]int32{}, failed: map[string]int32{}}
-			accs[key] = a
+			a = &acc{pods: map[string]bool{}, podNode: map[string]int{},
+				skipped: map[string]int32{}, failed: map[string]int32{}, noEffects: map[string]int32{}}
+			accs[k] = a
 		}
 		return a
 	}
 	for _, plan := range plans {
 		for _, name := range plan.Selected {
-			get(plan.Namespace + "/" + name)
+			get(key{plan.Namespace, name})
 		}
 		for _, d := range plan.Desires {
 			if d.Preference == "" {
 				continue
 			}
-			a := get(d.Pod.Namespace + "/" + d.Preference)
+			a := get(key{d.Pod.Namespace, d.Preference})
 			a.pods[string(d.PodUID)] = true
 			r, ok := results[d.Key()]
 			if !ok || r.Desire != d {
@@ -42,6 +47,10 @@ func NodeEntries(nodeName string, plans []PodPlan, results map[ContainerKey]Cont
 			}
 			if r.Reason == numav1.ReasonApplied {
 				a.containers++
+				a.podNode[string(d.PodUID)] = d.Node
+				if !balancing {
+					a.noEffects[numav1.ReasonNumaBalancingDisabled]++
+				}
 			} else {
 				a.skipped[r.Reason]++
 			}
@@ -51,20 +60,31 @@ func NodeEntries(nodeName string, plans []PodPlan, results map[ContainerKey]Cont
 			}
 		}
 		for _, c := range plan.Conflicts {
-			get(plan.Namespace + "/" + c.Preference).skipped[c.Reason]++
+			get(key{plan.Namespace, c.Preference}).skipped[c.Reason]++
 		}
 	}
-	out := make(map[string]numav1.NodeStatus, len(accs))
-	for key, a := range accs {
-		out[key] = numav1.NodeStatus{
-			NodeName:   nodeName,
-			Pods:       int32(len(a.pods)),
-			Containers: a.containers,
-			Tasks:      a.tasks,
-			Skipped:    reasonCounts(a.skipped),
-			Failed:     reasonCounts(a.failed),
+	out := make([]numav1.PreferenceReport, 0, len(accs))
+	for k, a := range accs {
+		byNode := map[int]int32{}
+		for _, n := range a.podNode {
+			byNode[n]++
 		}
+		var podsByNode []numav1.NodeCount
+		for _, n := range slices.Sorted(maps.Keys(byNode)) {
+			podsByNode = append(podsByNode, numav1.NodeCount{Node: int32(n), Pods: byNode[n]})
+		}
+		out = append(out, numav1.PreferenceReport{
+			Namespace: k.namespace, Name: k.name,
+			Pods: int32(len(a.pods)), Containers: a.containers, Tasks: a.tasks,
+			PodsByNode:  podsByNode,
+			Skipped:     reasonCounts(a.skipped),
+			Failed:      reasonCounts(a.failed),
+			Ineffective: reasonCounts(a.noEffects),
+		})
 	}
+	slices.SortFunc(out, func(a, b numav1.PreferenceReport) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	return out
 }
 

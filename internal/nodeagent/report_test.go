@@ -9,18 +9,20 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 )
 
-func TestNodeEntries(t *testing.T) {
+func TestPreferenceReports(t *testing.T) {
 	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
 	d := func(uid, container, preference string, node int) Desire {
 		return Desire{Pod: pod, PodUID: types.UID(uid), Container: container, Preference: preference, Node: node}
 	}
 	applied, pinned, stale := d("u1", "app", "a", 0), d("u1", "side", "a", 0), d("u2", "app", "a", 0)
+	other := d("u4", "app", "a", 1)
 	byAnnotation := d("u3", "app", "", 1)
 	plans := []PodPlan{
 		{Namespace: "ns", Desires: []Desire{applied, pinned}, Selected: []string{"a", "b"},
 			Conflicts: []Conflict{{Preference: "b", Container: "app", Reason: numav1.ReasonOverriddenByPreference, Winner: "a"},
 				{Preference: "b", Container: "side", Reason: numav1.ReasonOverriddenByPreference, Winner: "a"}}},
 		{Namespace: "ns", Desires: []Desire{stale}, Selected: []string{"a"}},
+		{Namespace: "ns", Desires: []Desire{other}, Selected: []string{"a"}},
 		{Namespace: "ns", Desires: []Desire{byAnnotation}},
 	}
 	staleDesire := stale
@@ -29,15 +31,20 @@ func TestNodeEntries(t *testing.T) {
 		applied.Key():      {Desire: applied, Reason: numav1.ReasonApplied, Tasks: 7, Failed: map[string]int{numav1.ReasonPermissionDenied: 1}},
 		pinned.Key():       {Desire: pinned, Reason: numav1.ReasonMemoryPinnedElsewhere},
 		stale.Key():        {Desire: staleDesire, Reason: numav1.ReasonApplied, Tasks: 100}, // from an older desire: not counted
+		other.Key():        {Desire: other, Reason: numav1.ReasonApplied, Tasks: 2},
 		byAnnotation.Key(): {Desire: byAnnotation, Reason: numav1.ReasonApplied, Tasks: 3},
 	}
-	want := map[string]numav1.NodeStatus{
-		"ns/a": {NodeName: "n1", Pods: 2, Containers: 1, Tasks: 7,
-			Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonMemoryPinnedElsewhere, Count: 1}},
-			Failed:  []numav1.ReasonCount{{Reason: numav1.ReasonPermissionDenied, Count: 1}}},
-		"ns/b": {NodeName: "n1", Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonOverriddenByPreference, Count: 2}}},
+	a := numav1.PreferenceReport{Namespace: "ns", Name: "a", Pods: 3, Containers: 2, Tasks: 9,
+		PodsByNode: []numav1.NodeCount{{Node: 0, Pods: 1}, {Node: 1, Pods: 1}},
+		Skipped:    []numav1.ReasonCount{{Reason: numav1.ReasonMemoryPinnedElsewhere, Count: 1}},
+		Failed:     []numav1.ReasonCount{{Reason: numav1.ReasonPermissionDenied, Count: 1}}}
+	b := numav1.PreferenceReport{Namespace: "ns", Name: "b", Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonOverriddenByPreference, Count: 2}}}
+	if diff := cmp.Diff([]numav1.PreferenceReport{a, b}, PreferenceReports(plans, results, true)); diff != "" {
+		t.Errorf("PreferenceReports with NUMA balancing (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want, NodeEntries("n1", plans, results)); diff != "" {
-		t.Errorf("NodeEntries (-want +got):\n%s", diff)
+	// Without NUMA balancing the kernel ignores the preference: the placed containers say so.
+	a.Ineffective = []numav1.ReasonCount{{Reason: numav1.ReasonNumaBalancingDisabled, Count: 2}}
+	if diff := cmp.Diff([]numav1.PreferenceReport{a, b}, PreferenceReports(plans, results, false)); diff != "" {
+		t.Errorf("PreferenceReports without NUMA balancing (-want +got):\n%s", diff)
 	}
 }

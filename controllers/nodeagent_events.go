@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+)
+
+// recordEvents emits pod Events when something a user acts on changes, never because a
+// count moved: one Applied Event per pod naming its containers and their node (not one per
+// container: a rollout of many pods would queue an Event storm behind the client's rate
+// limiter), one Warning per container and reason, and one Conflict Event per pod. Counts
+// live in the status and the metrics; a Warning's message is the first one of its reason,
+// and a churning container whose count changes every pass gets no new Event.
+func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagent.ContainerKey]nodeagent.ContainerResult, facts NodeFacts) {
+	seen := map[nodeagent.ContainerKey]bool{}
+	seenPods := map[types.UID]bool{}
+	for _, p := range plans {
+		seenPods[p.pod.UID] = true
+		if msg := conflictMessage(p.plan); msg != r.conflicts[p.pod.UID] {
+			r.conflicts[p.pod.UID] = msg
+			if msg != "" {
+				r.recorder.Eventf(p.pod, nil, corev1.EventTypeNormal, "Conflict", "Select", "%s", msg)
+			}
+		}
+		var applied []nodeagent.Desire
+		for _, d := range p.plan.Desires {
+			res, ok := results[d.Key()]
+			if !ok || res.Desire != d {
+				continue // not acted on yet
+			}
+			seen[d.Key()] = true
+			if res.Reason == numav1.ReasonApplied {
+				applied = append(applied, d)
+			}
+			if r.reported[d.Key()] == res.Reason {
+				continue
+			}
+			r.reported[d.Key()] = res.Reason
+			if res.Reason != numav1.ReasonApplied && !quietReason(p.pod, res.Reason) {
+				r.recorder.Eventf(p.pod, nil, corev1.EventTypeWarning, res.Reason, "SetPreferredNode",
+					"container %s: %s", d.Container, res.Message)
+			}
+		}
+		if msg := appliedMessage(applied); msg != r.applied[p.pod.UID] {
+			r.applied[p.pod.UID] = msg
+			if msg != "" {
+				r.recorder.Eventf(p.pod, nil, corev1.EventTypeNormal, numav1.ReasonApplied, "SetPreferredNode", "%s", msg)
+			}
+		}
+		// Placed, but the kernel ignores the preference: say so once per pod.
+		if ineffective := len(applied) > 0 && !facts.BalancingEnabled(); ineffective != r.ineffective[p.pod.UID] {
+			r.ineffective[p.pod.UID] = ineffective
+			if ineffective {
+				r.recorder.Eventf(p.pod, nil, corev1.EventTypeWarning, numav1.ReasonNumaBalancingDisabled, "SetPreferredNode",
+					"kernel.numa_balancing is %s on node %s: the kernel ignores the preferred node until it is enabled", facts.NUMABalancing, r.nodeName)
+			}
+		}
+	}
+	for k := range r.reported {
+		if !seen[k] {
+			delete(r.reported, k)
+		}
+	}
+	for _, m := range []map[types.UID]string{r.conflicts, r.applied} {
+		for uid := range m {
+			if !seenPods[uid] {
+				delete(m, uid)
+			}
+		}
+	}
+	for uid := range r.ineffective {
+		if !seenPods[uid] {
+			delete(r.ineffective, uid)
+		}
+	}
+}
+
+// quietReason tells the outcomes that get no Warning: transient and expected ones.
+func quietReason(pod *corev1.Pod, reason string) bool {
+	switch reason {
+	case numav1.ReasonContainerNotRunning:
+		return true // starting or stopped
+	case numav1.ReasonContainerNotFound:
+		return pod.DeletionTimestamp != nil // the runtime removed a terminating pod's cgroups before kubelet said so
+	}
+	return false
+}
+
+// appliedMessage says which containers of a pod prefer which node, and why, grouped by node
+// and source: "prefers NUMA node 0 (NumaPreference db): containers app, log".
+func appliedMessage(applied []nodeagent.Desire) string {
+	groups := map[string][]string{}
+	for _, d := range applied {
+		head := fmt.Sprintf("prefers NUMA node %d (%s)", d.Node, desireSource(d))
+		groups[head] = append(groups[head], d.Container)
+	}
+	var parts []string
+	for _, head := range slices.Sorted(maps.Keys(groups)) {
+		names := groups[head]
+		slices.Sort(names)
+		noun := "containers"
+		if len(names) == 1 {
+			noun = "container"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s %s", head, noun, strings.Join(names, ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func desireSource(d nodeagent.Desire) string {
+	if d.Preference == "" {
+		return "pod annotation"
+	}
+	return "NumaPreference " + d.Preference
+}
+
+func conflictMessage(plan nodeagent.PodPlan) string {
+	var parts []string
+	for _, c := range plan.Conflicts {
+		parts = append(parts, fmt.Sprintf("container %s follows %s, not NumaPreference %s", c.Container, c.Winner, c.Preference))
+	}
+	slices.Sort(parts)
+	return strings.Join(slices.Compact(parts), "; ")
+}

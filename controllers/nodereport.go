@@ -1,0 +1,184 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	numaac "github.com/numapref/numapref/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+)
+
+// Node labels the agent publishes, so users can target capable nodes.
+const (
+	LabelKernelSupport = "numapref.io/kernel-support" // prctl, emulator or unsupported
+	LabelNUMABalancing = "numapref.io/numa-balancing" // disabled, normal, memory-tiering, normal-memory-tiering
+	LabelNUMANodes     = "numapref.io/numa-nodes"     // online NUMA node count
+)
+
+// NodeFacts are this host's kernel facts, as node labels and in the node's report.
+type NodeFacts struct {
+	KernelSupport string
+	NUMABalancing string
+	NUMANodes     int
+}
+
+// BalancingEnabled is false when kernel.numa_balancing is known to be disabled: the kernel
+// then ignores every preferred node.
+func (f NodeFacts) BalancingEnabled() bool { return f.NUMABalancing != "disabled" }
+
+// report writes the node's NumaNodeReport when it differs from the cached one, at most once
+// per ReportInterval. A write that fails is retried with backoff: the engine keeps
+// enforcing whatever the API does.
+func (r *NodeAgentReconciler) report(ctx context.Context, plans []podPlan, prefs []numav1.NumaPreference, results map[nodeagent.ContainerKey]nodeagent.ContainerResult, facts NodeFacts) (reconcile.Result, error) {
+	want := r.reportStatus(plans, prefs, results, facts)
+	var have numav1.NumaNodeReport
+	err := r.client.Get(ctx, client.ObjectKey{Name: r.nodeName}, &have)
+	switch {
+	case err == nil && equality.Semantic.DeepEqual(want, have.Status):
+		return reconcile.Result{}, nil
+	case apierrors.IsNotFound(err):
+		r.nodeUID = "" // created anew: the Node may be new too
+	case err != nil:
+		return reconcile.Result{}, fmt.Errorf("reading the report of node %s: %w", r.nodeName, err)
+	}
+	if wait := r.opts.ReportInterval - r.opts.Clock.Since(r.lastReport); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if err := r.applyReport(ctx, want); err != nil {
+		reportWrites.WithLabelValues("error").Inc()
+		return reconcile.Result{}, err
+	}
+	reportWrites.WithLabelValues("ok").Inc()
+	r.lastReport = r.opts.Clock.Now()
+	ctrl.LoggerFrom(ctx).V(2).Info("Reported node status", "preferences", want.Totals.Preferences, "pods", want.Totals.Pods, "tasks", want.Totals.Tasks)
+	return reconcile.Result{}, nil
+}
+
+// reportStatus is the report the node's state calls for.
+func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaPreference, results map[nodeagent.ContainerKey]nodeagent.ContainerResult, facts NodeFacts) numav1.NumaNodeReportStatus {
+	pp := make([]nodeagent.PodPlan, 0, len(plans))
+	for _, p := range plans {
+		pp = append(pp, p.plan)
+	}
+	generation := make(map[string]int64, len(prefs))
+	for _, p := range prefs {
+		generation[p.Namespace+"/"+p.Name] = p.Generation
+	}
+	st := numav1.NumaNodeReportStatus{
+		KernelSupport: facts.KernelSupport, NumaBalancing: facts.NUMABalancing, NumaNodes: int32(facts.NUMANodes),
+		Preferences: nodeagent.PreferenceReports(pp, results, facts.BalancingEnabled()),
+	}
+	for i := range st.Preferences {
+		e := &st.Preferences[i]
+		e.Generation = generation[e.Namespace+"/"+e.Name]
+		st.Totals.Preferences++
+		st.Totals.Pods += e.Pods
+		st.Totals.Tasks += e.Tasks
+		for _, list := range [][]numav1.ReasonCount{e.Skipped, e.Failed, e.Ineffective} {
+			for _, c := range list {
+				if !conflictReasons[c.Reason] && c.Reason != numav1.ReasonContainerNotRunning {
+					st.Totals.Problems += c.Count
+				}
+			}
+		}
+	}
+	if len(st.Preferences) == 0 {
+		st.Preferences = nil
+	}
+	return st
+}
+
+// applyReport server-side-applies the whole report under the agent's field manager, owned
+// by the Node so that it goes when the Node goes.
+func (r *NodeAgentReconciler) applyReport(ctx context.Context, st numav1.NumaNodeReportStatus) error {
+	if r.nodeUID == "" {
+		var node corev1.Node
+		if err := r.reader.Get(ctx, client.ObjectKey{Name: r.nodeName}, &node); err != nil {
+			return fmt.Errorf("reading node %s to own its report: %w", r.nodeName, err)
+		}
+		r.nodeUID = node.UID
+	}
+	status, err := applyConfigOf[numaac.NumaNodeReportStatusApplyConfiguration](st)
+	if err != nil {
+		return err
+	}
+	ac := numaac.NumaNodeReport(r.nodeName).WithStatus(status).
+		WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").
+			WithName(r.nodeName).WithUID(r.nodeUID))
+	if err := r.client.Apply(ctx, ac, client.FieldOwner(AgentFieldManager(r.nodeName)), client.ForceOwnership); err != nil {
+		r.nodeUID = "" // perhaps a new Node: read it again next time
+		return fmt.Errorf("applying the report of node %s: %w", r.nodeName, err)
+	}
+	return nil
+}
+
+// publishLabels applies the node's labels when the facts changed since the last time.
+func (r *NodeAgentReconciler) publishLabels(ctx context.Context, facts NodeFacts) error {
+	if facts == r.labels {
+		return nil
+	}
+	ac := corev1ac.Node(r.nodeName).WithLabels(map[string]string{
+		LabelKernelSupport: facts.KernelSupport,
+		LabelNUMABalancing: facts.NUMABalancing,
+		LabelNUMANodes:     strconv.Itoa(facts.NUMANodes),
+	})
+	if err := r.client.Apply(ctx, ac, client.FieldOwner(AgentFieldManager(r.nodeName)), client.ForceOwnership); err != nil {
+		return fmt.Errorf("labelling node %s: %w", r.nodeName, err)
+	}
+	r.labels = facts
+	return nil
+}
+
+// applyConfigOf converts a typed API value into its generated apply configuration; the two
+// share their JSON form field for field. Empty objects (a zero struct such as totals of an
+// idle node) are left out: the apply request would carry them as null, which the schema
+// refuses, and leaving them out means the same to server-side apply.
+func applyConfigOf[T any](v any) (*T, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %T: %w", v, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decoding %T: %w", v, err)
+	}
+	if data, err = json.Marshal(pruneEmpty(m)); err != nil {
+		return nil, fmt.Errorf("encoding %T: %w", v, err)
+	}
+	out := new(T)
+	if err := json.Unmarshal(data, out); err != nil {
+		return nil, fmt.Errorf("converting %T into its apply configuration: %w", v, err)
+	}
+	return out, nil
+}
+
+// pruneEmpty drops the keys of m, at any depth, whose value is an empty object.
+func pruneEmpty(m map[string]any) map[string]any {
+	for k, v := range m {
+		switch t := v.(type) {
+		case map[string]any:
+			if len(pruneEmpty(t)) == 0 {
+				delete(m, k)
+			}
+		case []any:
+			for _, e := range t {
+				if em, ok := e.(map[string]any); ok {
+					pruneEmpty(em)
+				}
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,95 @@
+//go:build integration
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+)
+
+// startSummarizer runs the summarizer alone, as the elected agent would, until stop.
+func startSummarizer() (stop func()) {
+	GinkgoHelper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(SetupSummary(mgr, testSummaryOptions)).To(Succeed())
+	ctx, cancel := context.WithCancel(suiteCtx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	var once atomic.Bool
+	stop = func() {
+		if once.CompareAndSwap(false, true) {
+			cancel()
+			<-done
+		}
+	}
+	DeferCleanup(stop)
+	return stop
+}
+
+var _ = Describe("Summarizer", func() {
+	ctx := context.Background()
+
+	It("converges when it restarts in the middle of a rollout", func() {
+		ns := newNamespace(ctx)
+		var tasks atomic.Int32
+		tasks.Store(2)
+		engines := map[string]*scriptedEngine{}
+		for i := range 3 {
+			node := fmt.Sprintf("sum-%d", i)
+			engines[node] = newScriptedEngine(func(d nodeagent.Desire) nodeagent.ContainerResult {
+				return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: int(tasks.Load())}
+			})
+			startAgent(node, engines[node], false)
+		}
+		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "roll"}))).To(Succeed())
+		stop := startSummarizer()
+		createRunningPod(ctx, ns, "r-0", "sum-0", map[string]string{"app": "roll"}, nil, "main")
+		Eventually(func(g Gomega) {
+			g.Expect(getPreference(ctx, ns, "pref")(g).Status.Summary).To(Equal(numav1.Summary{Nodes: 1, Pods: 1, Containers: 1, Tasks: 2}))
+		}).Should(Succeed())
+
+		// The summarizer goes away; the rollout goes on, and the tasks churn.
+		stop()
+		createRunningPod(ctx, ns, "r-1", "sum-1", map[string]string{"app": "roll"}, nil, "main")
+		createRunningPod(ctx, ns, "r-2", "sum-2", map[string]string{"app": "roll"}, nil, "main")
+		tasks.Store(3)
+		for _, e := range engines {
+			e.changes <- struct{}{}
+		}
+		Eventually(func(g Gomega) {
+			for i := range 3 {
+				g.Expect(nodeEntry(g, fmt.Sprintf("sum-%d", i), ns, "pref")).To(Equal(entry{Pods: 1, Containers: 1, Tasks: 3}))
+			}
+		}).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(getPreference(ctx, ns, "pref")(g).Status.Summary.Nodes).To(Equal(int32(1)), "nobody summarizes")
+		}, "500ms").Should(Succeed())
+
+		// A new summarizer knows nothing of the old one's bursts, and still converges.
+		startSummarizer()
+		Eventually(func(g Gomega) {
+			p := getPreference(ctx, ns, "pref")(g)
+			g.Expect(p.Status.Summary).To(Equal(numav1.Summary{Nodes: 3, Pods: 3, Containers: 3, Tasks: 9}))
+			g.Expect(condition(p, numav1.ConditionReady).Status).To(BeEquivalentTo("True"))
+		}).Should(Succeed())
+	})
+})
