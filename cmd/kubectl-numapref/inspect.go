@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/numapref/numapref/internal/inspect"
 )
@@ -102,14 +101,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 
-	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, else ~/.kube/config
-	rules.ExplicitPath = o.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext})
-	cfg, err := cc.ClientConfig()
+	cfg, cc, err := loadKubeconfig(o.kubeconfig, o.kubeContext, o.timeout)
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return err
 	}
-	cfg.Timeout = o.timeout
 	ns, name, err := podArg(pos[0], o.namespace, func() (string, error) {
 		ns, _, err := cc.Namespace()
 		return ns, err

@@ -1,5 +1,9 @@
 // Command kubectl-numapref is a kubectl plugin for numapref:
 //
+//	kubectl numapref status <namespace>/<name> [flags]
+//
+// shows a NumaPreference with every node that has problems, from the NumaNodeReports, and
+//
 //	kubectl numapref inspect <namespace>/<pod> [flags]
 //
 // shows one pod the way the numapref agent on its node sees it: each container's cgroup,
@@ -21,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -37,9 +42,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	switch args[0] {
-	case "inspect":
-		err := runInspect(ctx, args[1:], stdout, stderr)
+	commands := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
+		"inspect": runInspect,
+		"status":  runStatus,
+	}
+	switch cmd := commands[args[0]]; {
+	case cmd != nil:
+		err := cmd(ctx, args[1:], stdout, stderr)
 		switch {
 		case errors.Is(err, flag.ErrHelp):
 			return 0
@@ -51,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
-	case "-h", "-help", "--help", "help":
+	case slices.Contains([]string{"-h", "-help", "--help", "help"}, args[0]):
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
@@ -63,9 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 const usage = `usage: kubectl numapref <command> [flags]
 
 commands:
-  inspect <namespace>/<pod>   show a pod as the numapref agent on its node sees it
+  inspect <namespace>/<pod>    show a pod as the numapref agent on its node sees it
+  status <namespace>/<name>    show a NumaPreference and the nodes with problems, and why
 
-Run "kubectl numapref inspect -h" for its flags.
+Run "kubectl numapref <command> -h" for its flags.
 `
 
 // errUsage marks errors in how the plugin was called (exit code 2).
