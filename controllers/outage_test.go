@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // outageProxy is a TCP proxy between the agent and the apiserver that can be cut: from the

@@ -15,9 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // The whole agent on this host: controllers against the real apiserver, the real engine,
@@ -76,8 +77,8 @@ func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *numa.Emulator) 
 	emu, err := numa.NewEmulator(numa.EmulatorOptions{StateDir: GinkgoT().TempDir(), ForkEvents: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(emu.Close)
-	resolver, err := nodeagent.NewResolver("/", nodeagent.ResolverOptions{
-		Driver: nodeagent.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
+	resolver, err := cgroups.NewResolver("/", cgroups.ResolverOptions{
+		Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
 	Expect(err).NotTo(HaveOccurred())
 	pe, err := numa.OpenProcEvents()
 	Expect(err).NotTo(HaveOccurred(), "the proc connector needs CAP_NET_ADMIN")

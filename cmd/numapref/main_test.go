@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
@@ -69,7 +69,7 @@ func TestTasksCommandOnRealCgroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep nodeagent.ContainerReport
+	var rep cgroups.ContainerReport
 	out := numapref(t, "tasks", "-pod-uid", uid, "-qos", "Guaranteed", "-container-id", c.ContainerID,
 		"-cgroup-driver", "cgroupfs", "-kubelet-cgroup-root", lab.KubeletCgroupRoot())
 	if err := json.Unmarshal(out, &rep); err != nil {

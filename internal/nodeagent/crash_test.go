@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
@@ -67,7 +68,7 @@ func TestCrashHelper(t *testing.T) {
 	if err := emu.AuditTo(cfg.Audit); err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewResolver("/", ResolverOptions{Driver: DriverCgroupfs, KubeletCgroupRoot: cfg.KubeletCgroupRoot})
+	r, err := cgroups.NewResolver("/", cgroups.ResolverOptions{Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: cfg.KubeletCgroupRoot})
 	if err != nil {
 		t.Fatal(err)
 	}

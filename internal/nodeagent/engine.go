@@ -13,14 +13,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 )
 
 // cgroupResolver finds a container's cgroup and lists its tasks.
 type cgroupResolver interface {
-	Resolve(ref ContainerRef) (*ContainerCgroup, error)
-	ListTIDs(c *ContainerCgroup) ([]TaskRef, error)
-	Cpuset(c *ContainerCgroup) (Cpuset, error)
+	Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error)
+	ListTIDs(c *cgroups.Container) ([]cgroups.TaskRef, error)
+	Cpuset(c *cgroups.Container) (cgroups.Cpuset, error)
 	ProcRoot() string
 }
 
@@ -94,8 +95,8 @@ type Engine struct {
 
 // containerListing is the cgroup and tasks a pass found for a container it acted on.
 type containerListing struct {
-	cgroup *ContainerCgroup
-	tasks  []TaskRef
+	cgroup *cgroups.Container
+	tasks  []cgroups.TaskRef
 }
 
 // forkMark is the fork event a one-container pass runs for.
@@ -543,7 +544,7 @@ func (e *Engine) undo(key ContainerKey) bool {
 		return false // cannot read the kernel: keep the entry for a kernel that can
 	}
 	cg, err := e.cfg.Resolver.Resolve(entry.ref())
-	if errors.Is(err, ErrContainerNotFound) {
+	if errors.Is(err, cgroups.ErrContainerNotFound) {
 		delete(e.ledger, key) // the cgroup is gone, and its tasks with it
 		return true
 	}
@@ -564,7 +565,7 @@ func (e *Engine) undo(key ContainerKey) bool {
 	const maxRounds = 4
 	for round := 0; ; round++ {
 		tids, err := e.cfg.Resolver.ListTIDs(cg)
-		if errors.Is(err, ErrContainerNotFound) {
+		if errors.Is(err, cgroups.ErrContainerNotFound) {
 			delete(e.ledger, key)
 			return true
 		}
@@ -652,7 +653,7 @@ func (e *Engine) saveLedger() {
 }
 
 func cgroupReason(err error) string {
-	if errors.Is(err, ErrContainerNotFound) {
+	if errors.Is(err, cgroups.ErrContainerNotFound) {
 		return numav1.ReasonContainerNotFound
 	}
 	return numav1.ReasonCgroupError

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 // (proc connector) as the kernel does, so threads the Go runtime adds later inherit.
 type engineLab struct {
 	lab      *hostlab.Lab
-	resolver *Resolver
+	resolver *cgroups.Resolver
 	emu      *numa.Emulator
 	emuOpts  numa.EmulatorOptions
 	ledger   string
@@ -55,7 +56,7 @@ func newEngineLab(t *testing.T) *engineLab {
 			t.Error(err)
 		}
 	})
-	r, err := NewResolver("/", ResolverOptions{Driver: DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
+	r, err := cgroups.NewResolver("/", cgroups.ResolverOptions{Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func (el *engineLab) container(t *testing.T, name string, node, threads int) (*h
 		t.Fatal(err)
 	}
 	d := Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID(podUID), Container: "main",
-		Ref: ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: node, Preference: "pref"}
+		Ref: cgroups.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: node, Preference: "pref"}
 	return w, c, d
 }
 

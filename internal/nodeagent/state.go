@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 )
 
 // The ledger is the agent's memory of what it set, kept in a small file on the host so that
@@ -37,11 +38,11 @@ type containerEntry struct {
 	PodUID    string `json:"podUID"`
 	Container string `json:"container"`
 	// Ref locates its cgroup (for a static pod, with the kubelet's pod UID).
-	Ref   ContainerRef       `json:"ref"`
-	Tasks map[int]*taskEntry `json:"tasks"`
+	Ref   cgroups.ContainerRef `json:"ref"`
+	Tasks map[int]*taskEntry   `json:"tasks"`
 }
 
-func (c *containerEntry) ref() ContainerRef { return c.Ref }
+func (c *containerEntry) ref() cgroups.ContainerRef { return c.Ref }
 
 type ledgerFile struct {
 	Version    int               `json:"version"`

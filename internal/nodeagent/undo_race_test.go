@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -29,18 +30,20 @@ func (h *fakeHost) addTask(tid, value int) {
 	h.values[tid] = value
 }
 
-func (h *fakeHost) Resolve(ref ContainerRef) (*ContainerCgroup, error) {
-	return &ContainerCgroup{Ref: ref, Path: "/fake"}, nil
+func (h *fakeHost) Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error) {
+	return &cgroups.Container{Ref: ref, Path: "/fake"}, nil
 }
-func (h *fakeHost) ListTIDs(*ContainerCgroup) ([]TaskRef, error) {
-	var out []TaskRef
+func (h *fakeHost) ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error) {
+	var out []cgroups.TaskRef
 	for _, tid := range h.tids {
-		out = append(out, TaskRef{TGID: h.tids[0], TID: tid})
+		out = append(out, cgroups.TaskRef{TGID: h.tids[0], TID: tid})
 	}
 	return out, nil
 }
-func (h *fakeHost) Cpuset(*ContainerCgroup) (Cpuset, error) { return Cpuset{Mems: []int{0, 1}}, nil }
-func (h *fakeHost) ProcRoot() string                        { return h.proc }
+func (h *fakeHost) Cpuset(*cgroups.Container) (cgroups.Cpuset, error) {
+	return cgroups.Cpuset{Mems: []int{0, 1}}, nil
+}
+func (h *fakeHost) ProcRoot() string { return h.proc }
 func (h *fakeHost) Get(tid int) (int, error) {
 	if h.onGet != nil {
 		h.onGet(tid)
@@ -68,7 +71,7 @@ func TestEngineUndoRacesThreadCreation(t *testing.T) {
 	h := &fakeHost{t: t, proc: t.TempDir(), values: map[int]int{}}
 	h.addTask(100, -1)
 	h.addTask(101, -1)
-	d := Desire{PodUID: "pod", Container: "main", Ref: ContainerRef{PodUID: "pod", ContainerID: "containerd://x"}, Node: 1}
+	d := Desire{PodUID: "pod", Container: "main", Ref: cgroups.ContainerRef{PodUID: "pod", ContainerID: "containerd://x"}, Node: 1}
 	e, err := NewEngine(EngineConfig{Resolver: h, Kernel: h, Support: numa.Support{Supported: true, Backend: "fake"},
 		OnlineNodes: []int{0, 1}, LedgerPath: filepath.Join(t.TempDir(), "ledger.json")})
 	if err != nil {

@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ type TaskRef struct {
 // are read may be missed until the next listing, and one moved by a process inside the
 // container between reading a cgroup's threads and its processes may be given the wrong
 // TGID (the TID is right).
-func (r *Resolver) ListTIDs(c *ContainerCgroup) ([]TaskRef, error) {
+func (r *Resolver) ListTIDs(c *Container) ([]TaskRef, error) {
 	w := taskWalker{r: r, threadsFile: "tasks", buf: getScratch()}
 	defer putScratch(w.buf)
 	if r.layout.Version == 2 {
@@ -123,9 +123,9 @@ func (w *taskWalker) walk(dir string, top bool) error {
 // skipped, a vanished container is ErrContainerNotFound.
 func (w *taskWalker) dirError(dir string, top bool, err error) error {
 	switch {
-	case isGone(err) && top:
+	case IsGone(err) && top:
 		return fmt.Errorf("%s: %w: %w", dir, ErrContainerNotFound, err)
-	case isGone(err):
+	case IsGone(err):
 		w.vanished = true
 		return nil
 	default:
@@ -261,7 +261,7 @@ func (l *procLookup) tgidOf(tid int, candidates []int) (int, error) {
 		}
 		l.read[tgid] = true
 		tids, err := readSubdirIDs(filepath.Join(l.procRoot, strconv.Itoa(tgid), "task"))
-		if isGone(err) {
+		if IsGone(err) {
 			continue
 		}
 		if err != nil {
@@ -275,7 +275,7 @@ func (l *procLookup) tgidOf(tid int, candidates []int) (int, error) {
 		}
 	}
 	tgid, err := readStatusTgid(l.procRoot, tid)
-	if isGone(err) {
+	if IsGone(err) {
 		return 0, nil
 	}
 	if err != nil {

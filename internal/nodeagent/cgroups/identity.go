@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ type IdentifiedTask struct {
 // before its identity was read is dropped, and one reused inside the container shows a
 // start time that differs from VerifyTask's later. Tasks that exited are left out. Costs
 // one /proc/<tid>/stat read per task, so pass only new tasks.
-func (r *Resolver) Identify(c *ContainerCgroup, refs []TaskRef) ([]IdentifiedTask, error) {
+func (r *Resolver) Identify(c *Container, refs []TaskRef) ([]IdentifiedTask, error) {
 	ids := make([]IdentifiedTask, 0, len(refs))
 	for _, ref := range refs {
 		task, err := numa.ReadTask(r.procRoot, ref.TID)
