@@ -456,7 +456,7 @@ func (e *Engine) planContainer(key ContainerKey, d Desire, trust map[int]bool) (
 		if err != nil {
 			continue // exited since listing
 		}
-		if known != nil && known.Start != task.StartTime {
+		if known != nil && known.task(t.TID) != task {
 			known = nil // the pid was recycled: a different task
 		}
 		if known == nil {
@@ -622,8 +622,7 @@ func (e *Engine) restoreListed(key ContainerKey, entry *containerEntry, tid int,
 // restore puts back the value a task had before the agent set it, when the task is the
 // same one (start time) and still has a value the agent set.
 func (e *Engine) restore(tid int, te *taskEntry) error {
-	task, err := numa.ReadTask(e.cfg.Resolver.ProcRoot(), tid)
-	if err != nil || task.StartTime != te.Start {
+	if err := te.task(tid).Verify(e.cfg.Resolver.ProcRoot()); err != nil {
 		return nil // gone or recycled: not ours any more
 	}
 	v, err := e.cfg.Kernel.Get(tid)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // TaskRef is one task (thread) listed in a container's cgroups: its thread id and the id
@@ -260,12 +261,12 @@ func (l *procLookup) tgidOf(tid int, candidates []int) (int, error) {
 			continue
 		}
 		l.read[tgid] = true
-		tids, err := readSubdirIDs(filepath.Join(l.procRoot, strconv.Itoa(tgid), "task"))
-		if IsGone(err) {
+		tids, err := numa.ListThreads(l.procRoot, tgid)
+		if errors.Is(err, numa.ErrTaskGone) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("reading threads of process %d: %w", tgid, err)
+			return 0, err
 		}
 		for _, t := range tids {
 			l.owner[t] = tgid
@@ -283,26 +284,6 @@ func (l *procLookup) tgidOf(tid int, candidates []int) (int, error) {
 	}
 	l.owner[tid] = tgid
 	return tgid, nil
-}
-
-// readSubdirIDs returns the numeric entry names of a directory such as /proc/<pid>/task.
-func readSubdirIDs(dir string) ([]int, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]int, 0, len(names))
-	for _, name := range names {
-		if id, err := strconv.Atoi(name); err == nil && id > 0 {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
 }
 
 // readStatusTgid reads the Tgid line of /proc/<tid>/status.

@@ -61,7 +61,7 @@ func TestNumaprefTaskHelper(t *testing.T) {
 }
 
 func countTasks(pid int) int {
-	ids, _ := readSubdirIDs(fmt.Sprintf("/proc/%d/task", pid))
+	ids, _ := numa.ListThreads("/proc", pid)
 	return len(ids)
 }
 
@@ -236,7 +236,7 @@ func randomHex(t testing.TB, n int) string {
 func procTaskRefs(t testing.TB, pids ...int) []TaskRef {
 	var refs []TaskRef
 	for _, pid := range pids {
-		tids, err := readSubdirIDs(fmt.Sprintf("/proc/%d/task", pid))
+		tids, err := numa.ListThreads("/proc", pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -550,8 +550,8 @@ func testRealCgroupTasks(t *testing.T, tc realLayout) {
 		t.Fatalf("Identify: %v", err)
 	}
 	for _, task := range ids {
-		if err := r.VerifyTask(task.Task); err != nil {
-			t.Errorf("VerifyTask(%+v): %v", task, err)
+		if err := task.Verify(r.ProcRoot()); err != nil {
+			t.Errorf("Verify(%+v): %v", task, err)
 		}
 	}
 	if len(ids) != len(refs) {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // cgroup2Mount returns the cgroup2 mount's directory under /sys/fs/cgroup: "." on a
@@ -110,8 +112,8 @@ func TestRealPIDReuse(t *testing.T) {
 		return cmp.Diff(want, refs)
 	})
 	// ...but not the same task.
-	if err := r.VerifyTask(old.Task); !errors.Is(err, ErrTaskReplaced) {
-		t.Errorf("VerifyTask(old task %+v) = %v, want ErrTaskReplaced", old.Task, err)
+	if err := old.Verify(r.ProcRoot()); !errors.Is(err, numa.ErrTaskReplaced) {
+		t.Errorf("Verify(old task %+v) = %v, want numa.ErrTaskReplaced", old.Task, err)
 	}
 	now, err := r.Identify(c, []TaskRef{{TGID: pid, TID: pid}})
 	if err != nil {
@@ -120,8 +122,8 @@ func TestRealPIDReuse(t *testing.T) {
 	if len(now) != 1 || now[0].TID != pid || now[0].StartTime == old.StartTime {
 		t.Errorf("Identify after reuse = %+v; want task %d with a start time other than %d", now, pid, old.StartTime)
 	}
-	if err := r.VerifyTask(now[0].Task); err != nil {
-		t.Errorf("VerifyTask(new task): %v", err)
+	if err := now[0].Verify(r.ProcRoot()); err != nil {
+		t.Errorf("Verify(new task): %v", err)
 	}
 }
 
