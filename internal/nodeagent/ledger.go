@@ -56,6 +56,17 @@ type ledgerFile struct {
 // ledger maps containers to what the agent set in them.
 type ledger map[ContainerKey]*containerEntry
 
+// saveLedger writes the engine's ledger to its file, if it has one. A failed write is
+// logged: the ledger in memory stays right, and the next pass that changes it writes again.
+func (e *Engine) saveLedger() {
+	if e.cfg.LedgerPath == "" {
+		return
+	}
+	if err := e.ledger.save(e.cfg.LedgerPath); err != nil {
+		e.cfg.Log.Error(err, "Saving ledger")
+	}
+}
+
 // loadLedger reads the ledger at path. A missing file is an empty ledger. A file that cannot
 // be parsed yields an empty ledger and an error saying so: the agent starts anyway, and its
 // next passes record again every task that has the value it wants.
