@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
@@ -41,7 +42,12 @@ type EngineConfig struct {
 	ForkRetryDelays []time.Duration
 	// Metrics receives the engine's measurements; nil makes unregistered ones.
 	Metrics *Metrics
-	Log     logr.Logger
+	// Clock runs the rescan ticker and the fork retries' timers, and times passes and
+	// fork events' arrivals; nil means the real clock. (The fork-lag metric also reads the
+	// kernel's CLOCK_MONOTONIC, which the proc connector stamps events with: no Clock
+	// stands for that one.)
+	Clock clock.WithTickerAndDelayedExecution
+	Log   logr.Logger
 }
 
 // ContainerResult is what the engine achieved for one container on its last pass.
@@ -106,6 +112,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	e := &Engine{
 		cfg:      cfg,
@@ -162,7 +171,7 @@ func (e *Engine) Changes() <-chan struct{} { return e.changes }
 // Start runs the apply loop until ctx ends: a pass when the desired state changes, on every
 // rescan tick, and for one container when one of its processes forks.
 func (e *Engine) Start(ctx context.Context) error {
-	tick := time.NewTicker(e.cfg.RescanInterval)
+	tick := e.cfg.Clock.NewTicker(e.cfg.RescanInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -170,7 +179,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			return nil
 		case <-e.kick:
 			e.Pass()
-		case <-tick.C:
+		case <-tick.C():
 			e.Pass()
 		case ev, ok := <-e.cfg.ProcEvents:
 			if !ok {
@@ -196,7 +205,7 @@ func (e *Engine) Pass() { e.pass(nil, nil) }
 func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	start := time.Now()
+	start := e.cfg.Clock.Now()
 
 	e.mu.Lock()
 	if !e.synced {
@@ -262,7 +271,7 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 		e.cfg.Metrics.reportResults(results)
 		e.cfg.Metrics.reportBalancing(e.cfg.Resolver.ProcRoot())
 	}
-	e.cfg.Metrics.reportPass(kind, time.Since(start))
+	e.cfg.Metrics.reportPass(kind, e.cfg.Clock.Since(start))
 }
 
 // resultEqual reports whether two results would publish the same state (Skipped, only

@@ -10,11 +10,12 @@ import (
 // forkMark is the fork event a one-container pass runs for.
 type forkMark struct {
 	tid      int
-	kernelNs uint64 // the event's kernel timestamp (CLOCK_MONOTONIC), 0 if none
-	arrival  time.Time
+	kernelNs uint64    // the event's kernel timestamp (CLOCK_MONOTONIC), 0 if none
+	arrival  time.Time // on the engine's clock
 }
 
-// setMark is when a SET returned, on CLOCK_MONOTONIC (0 if unreadable) and the wall clock.
+// setMark is when a SET returned, on CLOCK_MONOTONIC (0 if unreadable) and on the
+// engine's clock.
 type setMark struct {
 	mono uint64
 	at   time.Time
@@ -23,7 +24,7 @@ type setMark struct {
 // onProcEvent handles one proc connector event: a fork runs a pass for the container of
 // the new task's process (or of its creator), a lost event a full pass.
 func (e *Engine) onProcEvent(ev numa.ProcEvent) {
-	arrival := time.Now()
+	arrival := e.cfg.Clock.Now()
 	if ev.Kind == numa.ProcEventLost {
 		e.Pass() // the socket overflowed: any fork may be among the lost events
 		return
@@ -71,7 +72,7 @@ func (e *Engine) retryUnlisted(key ContainerKey, fork *forkMark, attempt int) {
 	if attempt >= len(e.cfg.ForkRetryDelays) || e.listed(key, fork.tid) {
 		return
 	}
-	time.AfterFunc(e.cfg.ForkRetryDelays[attempt], func() {
+	e.cfg.Clock.AfterFunc(e.cfg.ForkRetryDelays[attempt], func() {
 		select {
 		case e.retries <- forkRetry{key: key, fork: fork, attempt: attempt + 1}:
 		default: // a burst filled the queue: the rescan catches the rest
@@ -113,7 +114,7 @@ func (e *Engine) trusted(key ContainerKey, d Desire, results map[ContainerKey]Co
 // noteForkSet reports the fork-to-SET lag of tid, just set by the pass for fork's event:
 // now when the event named tid, else when tid's own event comes.
 func (e *Engine) noteForkSet(fork *forkMark, tid int) {
-	set := setMark{at: time.Now()}
+	set := setMark{at: e.cfg.Clock.Now()}
 	set.mono, _ = monotonicNs()
 	if tid == fork.tid {
 		e.cfg.Metrics.reportForkLag(fork, set, true)
