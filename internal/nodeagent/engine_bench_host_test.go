@@ -1,3 +1,5 @@
+//go:build host && linux
+
 package nodeagent
 
 import (
@@ -14,9 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -25,6 +25,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // Benchmarks of the apply engine on real lab cgroups and real multi-threaded processes
@@ -68,9 +69,7 @@ func benchStateDir(b *testing.B) string {
 
 func newPassBench(b *testing.B, containers, threads int) *passBench {
 	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Skip("engine benchmarks need root: they make real cgroups and act on real processes")
-	}
+	testenv.RequireRoot(b) // real cgroups, real processes
 	lab, err := hostlab.New("/sys/fs/cgroup")
 	if err != nil {
 		b.Fatal(err)
@@ -345,12 +344,7 @@ func benchForkToApplied(b *testing.B, events bool, rescan time.Duration, ledgerO
 	kernel := &timedKernel{k: pb.emu}
 	var ch <-chan numa.ProcEvent
 	if events {
-		pe, err := numa.OpenProcEvents()
-		if err != nil {
-			b.Fatalf("opening the proc connector (needs CAP_NET_ADMIN): %v", err)
-		}
-		defer pe.Close()
-		ch = pe.Events()
+		ch = openProcEvents(b).Events()
 	}
 	e, err := NewEngine(EngineConfig{
 		Resolver: pb.resolver, Kernel: kernel, Support: pb.emu.Support(), OnlineNodes: []int{0, 1},
@@ -454,21 +448,6 @@ func (t *timedKernel) Set(tid, nid int) error {
 	err := t.k.Set(tid, nid)
 	t.setNs.Add(int64(time.Since(start)))
 	return err
-}
-
-type histStats struct {
-	count uint64
-	sum   float64 // seconds
-}
-
-// passStats reads the engine's pass duration histogram of kind.
-func passStats(tb testing.TB, m *Metrics, kind string) histStats {
-	tb.Helper()
-	var out dto.Metric
-	if err := m.passSeconds.WithLabelValues(kind).(prometheus.Histogram).Write(&out); err != nil {
-		tb.Fatal(err)
-	}
-	return histStats{count: out.GetHistogram().GetSampleCount(), sum: out.GetHistogram().GetSampleSum()}
 }
 
 func reportPercentiles(b *testing.B, name string, ds []time.Duration) {

@@ -1,3 +1,5 @@
+//go:build host && linux
+
 package nodeagent
 
 import (
@@ -81,11 +83,7 @@ func TestEngineChurnNeverMisapplies(t *testing.T) {
 	if err := el.emu.AuditTo(audit); err != nil {
 		t.Fatal(err)
 	}
-	pe, err := numa.OpenProcEvents()
-	if err != nil {
-		t.Fatalf("opening the proc connector (needs CAP_NET_ADMIN; CI runs as root): %v", err)
-	}
-	defer pe.Close()
+	pe := openProcEvents(t)
 
 	var cs []*labContainer
 	var ctrs []*hostlab.Container
