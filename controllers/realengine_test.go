@@ -1,3 +1,5 @@
+//go:build integration
+
 package controllers
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // The whole agent on this host: controllers against the real apiserver, the real engine,
@@ -70,7 +73,8 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 // on lab cgroups of this host, fork events, the emulated kernel.
 func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *numa.Emulator) {
 	GinkgoHelper()
-	Expect(os.Geteuid()).To(BeZero(), "needs root: makes cgroups and acts on processes (CI runs as root)")
+	// It makes cgroups and acts on processes.
+	testenv.Require(GinkgoTB(), os.Geteuid() == 0, "root (uid 0)", "sudo make integration")
 	lab, err := hostlab.New("/sys/fs/cgroup")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(lab.Close)
@@ -81,7 +85,7 @@ func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *numa.Emulator) 
 		Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
 	Expect(err).NotTo(HaveOccurred())
 	pe, err := numa.OpenProcEvents()
-	Expect(err).NotTo(HaveOccurred(), "the proc connector needs CAP_NET_ADMIN")
+	testenv.RequireNoError(GinkgoTB(), err, "opening the proc connector (CAP_NET_ADMIN)", "sudo make integration")
 	DeferCleanup(pe.Close)
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: resolver, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0},
