@@ -10,7 +10,12 @@
 // on the fixture trees under testdata/host.
 //
 // A listing is a snapshot: task ids may be reused as soon as a task exits. Identify pins
-// listed tasks to their start times (numa.Task), so that a task id the kernel gave to a
-// newer task is not taken for the old one.
-// DescribeContainer puts it all in one report, what `numapref tasks` prints.
+// listed tasks to their start times (numa.Task), and numa.Task.Verify tells later whether
+// an id still names the same task. DescribeContainer puts it all in one report, what
+// `numapref tasks` prints.
+//
+// The package imports only package numa of this module; the engine (package nodeagent)
+// uses it through a small interface of its own. Tests of the fixture trees are the unit
+// tier; those that build kubepods trees on this machine's real cgroups are the host tier
+// (build tag host, root).
 package cgroups
