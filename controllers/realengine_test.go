@@ -1,3 +1,5 @@
+//go:build integration
+
 package controllers
 
 import (
@@ -16,9 +18,11 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // The whole agent on this host: controllers against the real apiserver, the real engine,
@@ -70,18 +74,19 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 // on lab cgroups of this host, fork events, the emulated kernel.
 func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *emulator.Emulator) {
 	GinkgoHelper()
-	Expect(os.Geteuid()).To(BeZero(), "needs root: makes cgroups and acts on processes (CI runs as root)")
+	// It makes cgroups and acts on processes.
+	testenv.Require(GinkgoTB(), os.Geteuid() == 0, "root (uid 0)", "sudo make integration")
 	lab, err := hostlab.New("/sys/fs/cgroup")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(lab.Close)
 	emu, err := emulator.New(emulator.Options{StateDir: GinkgoT().TempDir(), ForkEvents: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(emu.Close)
-	resolver, err := nodeagent.NewResolver("/", nodeagent.ResolverOptions{
-		Driver: nodeagent.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
+	resolver, err := cgroups.NewResolver("/", cgroups.ResolverOptions{
+		Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
 	Expect(err).NotTo(HaveOccurred())
 	pe, err := numa.OpenProcEvents()
-	Expect(err).NotTo(HaveOccurred(), "the proc connector needs CAP_NET_ADMIN")
+	testenv.RequireNoError(GinkgoTB(), err, "opening the proc connector (CAP_NET_ADMIN)", "sudo make integration")
 	DeferCleanup(pe.Close)
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: resolver, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0},

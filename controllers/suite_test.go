@@ -1,3 +1,5 @@
+//go:build integration
+
 package controllers
 
 import (
@@ -27,10 +29,13 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
-// These tests run the controllers against a real kube-apiserver and etcd (envtest). The
-// binaries come from hack/k8s-binaries.sh through KUBEBUILDER_ASSETS (make test sets it).
+// These tests run the controllers against a real kube-apiserver and etcd (envtest): the
+// integration tier (build tag integration). The binaries come from hack/k8s-binaries.sh
+// through KUBEBUILDER_ASSETS (make integration sets it). The real-engine specs
+// (realengine_test.go, outage_test.go) also need root.
 
 var (
 	testEnv   *envtest.Environment
@@ -47,9 +52,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestControllers(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test` (it builds kube-apiserver and etcd with hack/k8s-binaries.sh) or export KUBEBUILDER_ASSETS=$(hack/k8s-binaries.sh)")
-	}
+	testenv.RequireEnvtest(t)
 	RegisterFailHandler(Fail)
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)

@@ -13,6 +13,10 @@ var (
 	// GroupVersion is the group and version of every type in this package.
 	GroupVersion = schema.GroupVersion{Group: "numa.numapref.io", Version: "v1alpha1"}
 
+	// SchemeGroupVersion is GroupVersion under the name generated code (the apply
+	// configurations' utils.go) expects.
+	SchemeGroupVersion = GroupVersion
+
 	// SchemeBuilder registers the types of this package with a scheme.
 	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
 

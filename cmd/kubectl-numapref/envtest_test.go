@@ -1,10 +1,11 @@
+//go:build integration
+
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,14 +17,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
-// A real kube-apiserver and etcd (envtest), started by the first test that needs them.
-// The binaries come from hack/k8s-binaries.sh through KUBEBUILDER_ASSETS.
+// A real kube-apiserver and etcd (envtest), started by the first test that needs them: the
+// integration tier (build tag integration). The binaries come from hack/k8s-binaries.sh
+// through KUBEBUILDER_ASSETS (make integration sets it).
 var (
 	envOnce  sync.Once
 	testEnv  *envtest.Environment
@@ -44,9 +46,7 @@ func TestMain(m *testing.M) {
 // apiServer returns an admin config and client of the shared envtest API server.
 func apiServer(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: export KUBEBUILDER_ASSETS=$(hack/k8s-binaries.sh) (make test sets it)")
-	}
+	testenv.RequireEnvtest(t)
 	envOnce.Do(func() {
 		testEnv = &envtest.Environment{}
 		adminCfg, envErr = testEnv.Start()
@@ -149,21 +149,6 @@ func bindClusterRole(t *testing.T, cs kubernetes.Interface, role *rbacv1.Cluster
 var podReader = &rbacv1.ClusterRole{
 	ObjectMeta: metav1.ObjectMeta{Name: "test-pod-reader"},
 	Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}},
-}
-
-// writeKubeconfig writes a kubeconfig for the API server at cfg whose user has token.
-func writeKubeconfig(t *testing.T, cfg *rest.Config, token string) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "user", Namespace: "default"}
-	kc.CurrentContext = "envtest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // eventually polls f until it returns nil or the deadline passes.

@@ -25,6 +25,7 @@ import (
 	"github.com/numapref/numapref/controllers"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 )
@@ -113,7 +114,7 @@ func runAgent(args []string) error {
 	} else if !balancing.Enabled() {
 		log.Info("kernel.numa_balancing is disabled: preferences are set but the kernel does not act on them until it is enabled", "mode", balancing.String())
 	}
-	resolver, err := nodeagent.NewResolver(f.hostRoot, nodeagent.ResolverOptions{
+	resolver, err := cgroups.NewResolver(f.hostRoot, cgroups.ResolverOptions{
 		Version: f.cgroupVersion, Driver: f.cgroupDriver, CgroupRoot: f.cgroupRoot, KubeletCgroupRoot: f.kubeletCgroupRoot,
 	})
 	if err != nil {

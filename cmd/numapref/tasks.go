@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 )
 
 func runTasks(args []string) error {
@@ -26,13 +26,13 @@ func runTasks(args []string) error {
 	if *cgroupsPath == "" && (*podUID == "" || *containerID == "") {
 		return fmt.Errorf("tasks: give -pod-uid, -qos and -container-id, or -cgroups-path")
 	}
-	r, err := nodeagent.NewResolver(*hostRoot, nodeagent.ResolverOptions{
+	r, err := cgroups.NewResolver(*hostRoot, cgroups.ResolverOptions{
 		Version: *version, Driver: *driver, CgroupRoot: *cgroupRoot, KubeletCgroupRoot: *kubeletRoot,
 	})
 	if err != nil {
 		return err
 	}
-	rep, err := nodeagent.DescribeContainer(r, nodeagent.ContainerRef{
+	rep, err := cgroups.DescribeContainer(r, cgroups.ContainerRef{
 		PodUID: *podUID, QOS: corev1.PodQOSClass(*qos), ContainerID: *containerID, CgroupsPath: *cgroupsPath,
 	})
 	if err != nil {

@@ -236,9 +236,8 @@ func containerTasks(id string) ([]taskNode, error) {
 	}
 	var out []taskNode
 	for _, pid := range pids {
-		tids, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		for _, t := range tids {
-			tid, _ := strconv.Atoi(t.Name())
+		tids, _ := numa.ListThreads("/proc", pid)
+		for _, tid := range tids {
 			node := numa.NoNode
 			if s, err := numa.ReadSchedNUMA(filepath.Join(emulatorView, strconv.Itoa(pid), "task"), tid); err == nil && s.ForcePresent {
 				node = s.PreferredNIDForce

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 )
 
 // Desire is what one container of a pod should get on this host.
@@ -20,7 +21,7 @@ type Desire struct {
 	PodUID    types.UID
 	Container string
 	// Ref locates the container's cgroup; Ref.ContainerID is empty while it is not running.
-	Ref ContainerRef
+	Ref cgroups.ContainerRef
 	// Node is the preferred NUMA node.
 	Node int
 	// Preference names the NumaPreference the node comes from; empty for an annotation.
@@ -198,9 +199,9 @@ func containerStatuses(pod *corev1.Pod) map[string]corev1.ContainerStatus {
 
 // runningRef locates a running container; a container that is not running yet (or any
 // more) is skipped, not an error.
-func runningRef(pod *corev1.Pod, s corev1.ContainerStatus) (ContainerRef, string, string) {
+func runningRef(pod *corev1.Pod, s corev1.ContainerStatus) (cgroups.ContainerRef, string, string) {
 	if s.ContainerID == "" || s.State.Running == nil {
-		return ContainerRef{}, numav1.ReasonContainerNotRunning, "container is not running"
+		return cgroups.ContainerRef{}, numav1.ReasonContainerNotRunning, "container is not running"
 	}
-	return ContainerRef{PodUID: PodCgroupUID(pod), QOS: pod.Status.QOSClass, ContainerID: s.ContainerID}, "", ""
+	return cgroups.ContainerRef{PodUID: cgroups.PodUID(pod), QOS: pod.Status.QOSClass, ContainerID: s.ContainerID}, "", ""
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -181,7 +182,7 @@ func TestPlanPodLocatesRunningContainers(t *testing.T) {
 	p := PlanPod(testPod(nil, map[string]string{numav1.AnnotationPreferredNode: "0"}), nil)
 	want := Desire{
 		Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, PodUID: "uid-1", Container: "app",
-		Ref: ContainerRef{PodUID: "uid-1", QOS: corev1.PodQOSBurstable, ContainerID: "containerd://a"},
+		Ref: cgroups.ContainerRef{PodUID: "uid-1", QOS: corev1.PodQOSBurstable, ContainerID: "containerd://a"},
 	}
 	if diff := cmp.Diff(want, p.Desires[0]); diff != "" {
 		t.Errorf("desire (-want +got):\n%s", diff)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -160,7 +161,7 @@ func (c *EffectCollector) numaMapsMemory(pids []int) map[int]uint64 {
 	perNode := map[int]uint64{}
 	for _, pid := range pids {
 		data, err := fsutil.ReadFileInto(filepath.Join(c.procRoot, strconv.Itoa(pid), "numa_maps"), nil)
-		if isGone(err) {
+		if cgroups.IsGone(err) {
 			continue
 		}
 		if err == nil {
@@ -177,7 +178,7 @@ func (c *EffectCollector) numaMapsMemory(pids []int) map[int]uint64 {
 // listing is a snapshot) or that the file does not exist (a memory controller that is
 // not enabled for the cgroup).
 func (c *EffectCollector) countError(source string, err error) {
-	if err == nil || isGone(err) || errors.Is(err, fs.ErrNotExist) {
+	if err == nil || cgroups.IsGone(err) || errors.Is(err, fs.ErrNotExist) {
 		return
 	}
 	c.errCounts[source].Add(1)

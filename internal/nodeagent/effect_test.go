@@ -1,13 +1,8 @@
 package nodeagent
 
 import (
-	"bufio"
-	"fmt"
 	"math"
-	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -16,7 +11,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/numa"
 )
 
 // fixedView is a managedLister with a fixed answer.
@@ -116,120 +110,4 @@ func readErrors(t *testing.T, c prometheus.Collector, source string) float64 {
 		}
 	}
 	return v
-}
-
-// On this host (cgroup v1) the memory comes from the numa_maps of the container's real
-// processes, each counted once however many threads it has: the sum must match the
-// processes' resident set sizes, which the kernel counts independently.
-func TestEffectCollectorRealProcessesCgroupV1(t *testing.T) {
-	el := newEngineLab(t)
-	if el.lab.Version() != 1 {
-		t.Skip("numa_maps is the cgroup v1 source; this host has cgroup v2 (the fixture test covers it)")
-	}
-	w, _, d := el.container(t, "a", 0, 4)
-	shell, forked, err := w.Fork() // two more processes in the container
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := el.engine(t, nil)
-	e.SetDesired([]Desire{d})
-	el.settle(t, e, 0, w.Pid(), shell, forked)
-
-	managed := e.Managed()
-	if len(managed) != 1 {
-		t.Fatalf("Managed() = %+v, want one container", managed)
-	}
-	mc := managed[0]
-	if want := []int{w.Pid(), shell, forked}; !sameSet(mc.PIDs, want) {
-		t.Fatalf("Managed PIDs = %v, want %v", mc.PIDs, want)
-	}
-	c := NewEffectCollector(e, el.resolver.ProcRoot(), 1)
-
-	var rss uint64
-	for _, pid := range mc.PIDs {
-		rss += vmRSS(t, pid)
-	}
-	got := gaugeValue(t, c, "numapref_container_memory_bytes", map[string]string{"namespace": "ns", "pod": "a", "container": "main", "numa_node": "0"})
-	// Pages mapped (numa_maps) and resident pages (VmRSS) are counted by different kernel
-	// code; both move as the processes run, so allow a small difference. Counting every
-	// thread's process again would multiply the sum by at least 5.
-	if diff := math.Abs(got - float64(rss)); diff > 0.1*float64(rss) {
-		t.Errorf("memory on node 0 = %.0f bytes, want about the processes' VmRSS %d", got, rss)
-	}
-	if got := gaugeValue(t, c, "numapref_container_memory_locality_ratio", map[string]string{"pod": "a"}); got != 1 {
-		t.Errorf("locality on a one-node host = %v, want 1", got)
-	}
-	var faults uint64
-	for _, tid := range mc.TIDs {
-		if s, err := numa.ReadSchedNUMA("/proc", tid); err == nil {
-			faults += s.TotalFaults
-		}
-	}
-	if got := gaugeValue(t, c, "numapref_container_numa_faults", map[string]string{"pod": "a"}); got < float64(faults) {
-		t.Errorf("numa faults = %v, want at least %d (the kernel's sum a moment before)", got, faults)
-	}
-	if v := readErrors(t, c, effectSourceNumaMaps); v != 0 {
-		t.Errorf("numa_maps read errors = %v, want 0", v)
-	}
-}
-
-// gaugeValue collects c and returns the value of the one series of name whose labels
-// include want.
-func gaugeValue(t *testing.T, c prometheus.Collector, name string, want map[string]string) float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var found []float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := want[lp.GetName()]; ok && v != lp.GetValue() {
-					continue metrics
-				}
-			}
-			found = append(found, m.GetGauge().GetValue())
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("%d series of %s with %v, want 1", len(found), name, want)
-	}
-	return found[0]
-}
-
-func vmRSS(t *testing.T, pid int) uint64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("no VmRSS for %d", pid)
-	return 0
-}
-
-func sameSet(a, b []int) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
 }

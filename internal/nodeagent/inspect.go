@@ -12,6 +12,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -81,7 +82,7 @@ func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 		ic := inspect.Container{Name: c.name, Init: c.init, ContainerID: statuses[c.name].ContainerID, Tasks: []inspect.Task{}}
 		m, hasManaged := managed[c.name]
 		e.describeDesire(&ic, desires[c.name], m, hasManaged)
-		ref := ContainerRef{PodUID: PodCgroupUID(pod), QOS: pod.Status.QOSClass, ContainerID: ic.ContainerID}
+		ref := cgroups.ContainerRef{PodUID: cgroups.PodUID(pod), QOS: pod.Status.QOSClass, ContainerID: ic.ContainerID}
 		e.describeHost(&ic, ref, m.TIDs)
 		out.Containers = append(out.Containers, ic)
 	}
@@ -127,7 +128,7 @@ func (e *Engine) describeDesire(ic *inspect.Container, d *Desire, m ManagedConta
 
 // describeHost reads the container's cgroup, cpuset and tasks, and each task's forced and
 // effective preferred node. listed are the tasks the engine's last pass listed.
-func (e *Engine) describeHost(ic *inspect.Container, ref ContainerRef, listed []int) {
+func (e *Engine) describeHost(ic *inspect.Container, ref cgroups.ContainerRef, listed []int) {
 	if ref.ContainerID == "" {
 		ic.CgroupError = "the container has not started: no container ID in pod status"
 		return

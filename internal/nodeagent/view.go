@@ -3,6 +3,8 @@ package nodeagent
 import (
 	"cmp"
 	"slices"
+
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 )
 
 // ManagedContainer is a read-only view of one selected container (one the desired state
@@ -73,7 +75,7 @@ func (e *Engine) Managed() []ManagedContainer {
 }
 
 // taskIDs returns the sorted thread ids and the sorted distinct process ids of tasks.
-func taskIDs(tasks []TaskRef) (tids, pids []int) {
+func taskIDs(tasks []cgroups.TaskRef) (tids, pids []int) {
 	tids = make([]int, len(tasks))
 	pids = make([]int, 0, 1)
 	for i, t := range tasks {

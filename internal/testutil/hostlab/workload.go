@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/rawfork"
 )
 
@@ -245,20 +246,8 @@ func (w *Workload) Stop() {
 	})
 }
 
-// TasksOf lists the thread ids of process pid from /proc.
-func TasksOf(pid int) ([]int, error) {
-	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return nil, fmt.Errorf("listing threads of %d: %w", pid, err)
-	}
-	var tids []int
-	for _, e := range entries {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, tid)
-		}
-	}
-	return tids, nil
-}
+// TasksOf lists the thread ids of process pid from /proc, sorted.
+func TasksOf(pid int) ([]int, error) { return numa.ListThreads("/proc", pid) }
 
 // Running tells whether process pid exists and is not a zombie.
 func Running(pid int) bool {

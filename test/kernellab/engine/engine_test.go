@@ -20,6 +20,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/conformance"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 // lab is a hostlab root on the VM's cgroup2 with a resolver pointed at it.
 type lab struct {
 	lab      *hostlab.Lab
-	resolver *nodeagent.Resolver
+	resolver *cgroups.Resolver
 	online   []int
 }
 
@@ -64,7 +65,7 @@ func newLab(t *testing.T) *lab {
 	if l.Version() != 2 {
 		t.Fatalf("cgroup v%d, want v2", l.Version())
 	}
-	r, err := nodeagent.NewResolver("/", nodeagent.ResolverOptions{Driver: nodeagent.DriverCgroupfs, KubeletCgroupRoot: l.KubeletCgroupRoot()})
+	r, err := cgroups.NewResolver("/", cgroups.ResolverOptions{Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: l.KubeletCgroupRoot()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func (l *lab) containerWith(t *testing.T, name, mems string, node, threads int) 
 		t.Fatal(err)
 	}
 	d := nodeagent.Desire{Pod: types.NamespacedName{Namespace: "lab", Name: name}, PodUID: types.UID(podUID), Container: "main",
-		Ref: nodeagent.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: node, Preference: "lab"}
+		Ref: cgroups.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: node, Preference: "lab"}
 	return c, w, d
 }
 

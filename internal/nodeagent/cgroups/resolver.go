@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import (
 	"errors"
@@ -33,7 +33,7 @@ const (
 	DriverSystemd  = "systemd"
 )
 
-// Sources of a CgroupLayout field.
+// Sources of a Layout field.
 const (
 	SourceProbe  = "probe"
 	SourceOption = "option"
@@ -42,7 +42,7 @@ const (
 // ContainerRef names one container of a pod the way the API server reports it.
 type ContainerRef struct {
 	// PodUID is the UID the kubelet uses for the pod's cgroup: metadata.uid for API pods,
-	// the 32-hex config hash for static pods (see PodCgroupUID for mirror pods).
+	// the 32-hex config hash for static pods (see PodUID for mirror pods).
 	PodUID string `json:"podUID,omitempty"`
 	// QOS is status.qosClass. Empty means unknown: every class is tried.
 	QOS corev1.PodQOSClass `json:"qos,omitempty"`
@@ -73,8 +73,8 @@ type ResolverOptions struct {
 	KubeletCgroupRoot string
 }
 
-// CgroupLayout is what a Resolver found, or was told, about the node's cgroups.
-type CgroupLayout struct {
+// Layout is what a Resolver found, or was told, about the node's cgroups.
+type Layout struct {
 	Version       int    `json:"version"`
 	VersionSource string `json:"versionSource"`
 	Driver        string `json:"driver"`
@@ -94,7 +94,7 @@ type CgroupLayout struct {
 // host. It only reads files and is safe for concurrent use.
 type Resolver struct {
 	procRoot  string
-	layout    CgroupLayout
+	layout    Layout
 	rootNames []string // KubeletCgroupRoot split into cgroup name components
 
 	// walkHook, when set (tests only), runs before ListTIDs descends into a sub-cgroup.
@@ -131,7 +131,7 @@ func NewResolver(hostRoot string, opts ResolverOptions) (*Resolver, error) {
 	r := &Resolver{
 		procRoot:  filepath.Join(hostRoot, "proc"),
 		rootNames: rootNames,
-		layout: CgroupLayout{
+		layout: Layout{
 			Root:              root,
 			KubeletCgroupRoot: opts.KubeletCgroupRoot,
 		},
@@ -149,7 +149,7 @@ func NewResolver(hostRoot string, opts ResolverOptions) (*Resolver, error) {
 }
 
 // Layout returns the detected (or configured) cgroup layout.
-func (r *Resolver) Layout() CgroupLayout {
+func (r *Resolver) Layout() Layout {
 	l := r.layout
 	l.TaskHierarchies = append([]string(nil), l.TaskHierarchies...)
 	return l
@@ -263,9 +263,9 @@ func dirExists(path string) bool {
 	return err == nil && info.IsDir()
 }
 
-// isGone reports whether err says a cgroup (or task) no longer exists. Files of a cgroup
+// IsGone reports whether err says a cgroup (or task) no longer exists. Files of a cgroup
 // removed while open read as ENODEV.
-func isGone(err error) bool {
+func IsGone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.ESRCH)
 }
 

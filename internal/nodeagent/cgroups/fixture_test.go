@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import (
 	"flag"
@@ -32,7 +32,7 @@ import (
 //
 // The tree is written by fixtureFiles; TestFixturesUpToDate keeps testdata in step:
 //
-//	go test ./internal/nodeagent/ -run TestFixturesUpToDate -update-fixtures
+//	go test ./internal/nodeagent/cgroups/ -run TestFixturesUpToDate -update-fixtures
 var updateFixtures = flag.Bool("update-fixtures", false, "rewrite testdata/host from the fixture generator")
 
 const fixtureHost = "testdata/host"

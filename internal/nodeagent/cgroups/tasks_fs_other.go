@@ -1,6 +1,6 @@
 //go:build !linux
 
-package nodeagent
+package cgroups
 
 import "os"
 

@@ -1,12 +1,12 @@
-package nodeagent
+package cgroups
 
 import "fmt"
 
 // ContainerReport is what the tasks subcommand prints: where a container's cgroup is, its
 // cpuset and its tasks.
 type ContainerReport struct {
-	Layout    CgroupLayout     `json:"layout"`
-	Cgroup    ContainerCgroup  `json:"cgroup"`
+	Layout    Layout           `json:"layout"`
+	Cgroup    Container        `json:"cgroup"`
 	Cpuset    Cpuset           `json:"cpuset"`
 	Processes int              `json:"processes"`
 	Tasks     []IdentifiedTask `json:"tasks"`

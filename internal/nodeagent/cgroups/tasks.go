@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // TaskRef is one task (thread) listed in a container's cgroups: its thread id and the id
@@ -35,7 +36,7 @@ type TaskRef struct {
 // are read may be missed until the next listing, and one moved by a process inside the
 // container between reading a cgroup's threads and its processes may be given the wrong
 // TGID (the TID is right).
-func (r *Resolver) ListTIDs(c *ContainerCgroup) ([]TaskRef, error) {
+func (r *Resolver) ListTIDs(c *Container) ([]TaskRef, error) {
 	w := taskWalker{r: r, threadsFile: "tasks", buf: getScratch()}
 	defer putScratch(w.buf)
 	if r.layout.Version == 2 {
@@ -123,9 +124,9 @@ func (w *taskWalker) walk(dir string, top bool) error {
 // skipped, a vanished container is ErrContainerNotFound.
 func (w *taskWalker) dirError(dir string, top bool, err error) error {
 	switch {
-	case isGone(err) && top:
+	case IsGone(err) && top:
 		return fmt.Errorf("%s: %w: %w", dir, ErrContainerNotFound, err)
-	case isGone(err):
+	case IsGone(err):
 		w.vanished = true
 		return nil
 	default:
@@ -260,12 +261,12 @@ func (l *procLookup) tgidOf(tid int, candidates []int) (int, error) {
 			continue
 		}
 		l.read[tgid] = true
-		tids, err := readSubdirIDs(filepath.Join(l.procRoot, strconv.Itoa(tgid), "task"))
-		if isGone(err) {
+		tids, err := numa.ListThreads(l.procRoot, tgid)
+		if errors.Is(err, numa.ErrTaskGone) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("reading threads of process %d: %w", tgid, err)
+			return 0, err
 		}
 		for _, t := range tids {
 			l.owner[t] = tgid
@@ -275,7 +276,7 @@ func (l *procLookup) tgidOf(tid int, candidates []int) (int, error) {
 		}
 	}
 	tgid, err := readStatusTgid(l.procRoot, tid)
-	if isGone(err) {
+	if IsGone(err) {
 		return 0, nil
 	}
 	if err != nil {
@@ -283,26 +284,6 @@ func (l *procLookup) tgidOf(tid int, candidates []int) (int, error) {
 	}
 	l.owner[tid] = tgid
 	return tgid, nil
-}
-
-// readSubdirIDs returns the numeric entry names of a directory such as /proc/<pid>/task.
-func readSubdirIDs(dir string) ([]int, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]int, 0, len(names))
-	for _, name := range names {
-		if id, err := strconv.Atoi(name); err == nil && id > 0 {
-			ids = append(ids, id)
-		}
-	}
-	return ids, nil
 }
 
 // readStatusTgid reads the Tgid line of /proc/<tid>/status.

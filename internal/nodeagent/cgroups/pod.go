@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import corev1 "k8s.io/api/core/v1"
 
@@ -8,9 +8,9 @@ import corev1 "k8s.io/api/core/v1"
 // server-made UID.
 const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 
-// PodCgroupUID returns the UID that names pod's cgroup: the static pod UID for a mirror
+// PodUID returns the UID that names pod's cgroup: the static pod UID for a mirror
 // pod, metadata.uid otherwise.
-func PodCgroupUID(pod *corev1.Pod) string {
+func PodUID(pod *corev1.Pod) string {
 	if uid := pod.Annotations[mirrorPodAnnotation]; uid != "" {
 		return uid
 	}

@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import (
 	"errors"
@@ -86,7 +86,7 @@ func TestResolveFixtures(t *testing.T) {
 	for _, combo := range fixtureCombos() {
 		r := newFixtureResolver(t, fixtureHost, combo.root(), ResolverOptions{})
 		tasksHierarchy := map[string]string{DriverCgroupfs: "pids", DriverSystemd: "systemd"}[combo.driver]
-		wantLayout := CgroupLayout{
+		wantLayout := Layout{
 			Version: combo.version, VersionSource: SourceProbe,
 			Driver: combo.driver, DriverSource: SourceProbe,
 			Root: combo.root(),
@@ -102,7 +102,7 @@ func TestResolveFixtures(t *testing.T) {
 			t.Run(combo.String()+"/"+string(fc.qos), func(t *testing.T) {
 				ref := ContainerRef{PodUID: fc.uid, QOS: fc.qos, ContainerID: combo.runtime + "://" + fc.id}
 				path := fxWantPaths[combo.driver+"/"+combo.runtime+"/"+string(fc.qos)]
-				want := &ContainerCgroup{
+				want := &Container{
 					Ref: ref, Runtime: combo.runtime, ID: fc.id, Path: path,
 					TasksDir: filepath.Join(combo.root(), path), CpusetDir: filepath.Join(combo.root(), path),
 				}
@@ -288,19 +288,19 @@ func TestNewResolverLayout(t *testing.T) {
 	tests := map[string]struct {
 		cgroupRoot string
 		opts       ResolverOptions
-		want       CgroupLayout
+		want       Layout
 		wantErr    error
 	}{
 		"forced": {
 			cgroupRoot: v2.root(),
 			opts:       ResolverOptions{Version: 2, Driver: DriverCgroupfs},
-			want: CgroupLayout{Version: 2, VersionSource: SourceOption, Driver: DriverCgroupfs,
+			want: Layout{Version: 2, VersionSource: SourceOption, Driver: DriverCgroupfs,
 				DriverSource: SourceOption, Root: v2.root()},
 		},
 		"forced v1 probes hierarchies": {
 			cgroupRoot: v1.root(),
 			opts:       ResolverOptions{Version: 1},
-			want: CgroupLayout{Version: 1, VersionSource: SourceOption, Driver: DriverCgroupfs,
+			want: Layout{Version: 1, VersionSource: SourceOption, Driver: DriverCgroupfs,
 				DriverSource: SourceProbe, Root: v1.root(), TaskHierarchies: []string{"pids", "cpuset"},
 				CpusetHierarchy: "cpuset"},
 		},
@@ -481,7 +481,7 @@ func TestV1HierarchyFallback(t *testing.T) {
 		"freezer/" + dir + "/cgroup.procs": "5\n",
 	})
 	r := newFixtureResolver(t, root, root, ResolverOptions{})
-	want := CgroupLayout{Version: 1, VersionSource: SourceProbe, Driver: DriverCgroupfs, DriverSource: SourceProbe,
+	want := Layout{Version: 1, VersionSource: SourceProbe, Driver: DriverCgroupfs, DriverSource: SourceProbe,
 		Root: root, TaskHierarchies: []string{"freezer", "memory"}}
 	if diff := cmp.Diff(want, r.Layout()); diff != "" {
 		t.Errorf("Layout (-want +got):\n%s", diff)
@@ -577,8 +577,8 @@ func TestPodCgroupUID(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, PodCgroupUID(&tc.pod)); diff != "" {
-				t.Errorf("PodCgroupUID (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, PodUID(&tc.pod)); diff != "" {
+				t.Errorf("PodUID (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import (
 	"fmt"
@@ -78,7 +78,7 @@ func BenchmarkResolveAndList(b *testing.B) {
 			}
 		}
 	})
-	cgs := make([]*ContainerCgroup, len(refs))
+	cgs := make([]*Container, len(refs))
 	for i, ref := range refs {
 		if cgs[i], err = r.Resolve(ref); err != nil {
 			b.Fatal(err)

@@ -1,7 +1,8 @@
+//go:build host && linux
+
 package nodeagent
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
@@ -18,17 +19,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
-
-func TestMain(m *testing.M) {
-	hostlab.RunWorkloadIfAsked()
-	os.Exit(m.Run())
-}
 
 // engineLab is a real host setup for engine tests: lab cgroups on this machine's real
 // hierarchies, a resolver pointed at them, and the kernel emulator (this kernel lacks the
@@ -36,7 +35,7 @@ func TestMain(m *testing.M) {
 // (proc connector) as the kernel does, so threads the Go runtime adds later inherit.
 type engineLab struct {
 	lab      *hostlab.Lab
-	resolver *Resolver
+	resolver *cgroups.Resolver
 	emu      *emulator.Emulator
 	emuOpts  emulator.Options
 	ledger   string
@@ -44,9 +43,7 @@ type engineLab struct {
 
 func newEngineLab(t *testing.T) *engineLab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("engine tests need root: they make real cgroups and act on real processes (CI runs as root)")
-	}
+	testenv.RequireRoot(t) // real cgroups, real processes
 	lab, err := hostlab.New("/sys/fs/cgroup")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +53,7 @@ func newEngineLab(t *testing.T) *engineLab {
 			t.Error(err)
 		}
 	})
-	r, err := NewResolver("/", ResolverOptions{Driver: DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
+	r, err := cgroups.NewResolver("/", cgroups.ResolverOptions{Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +63,15 @@ func newEngineLab(t *testing.T) *engineLab {
 		emuOpts: emulator.Options{StateDir: t.TempDir(), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true}}
 	el.openEmulator(t)
 	return el
+}
+
+// openProcEvents opens the proc connector (fork events) until the test ends.
+func openProcEvents(t testing.TB) *numa.ProcEvents {
+	t.Helper()
+	pe, err := numa.OpenProcEvents()
+	testenv.RequireNoError(t, err, "opening the proc connector (CAP_NET_ADMIN)", "sudo make host")
+	t.Cleanup(func() { pe.Close() })
+	return pe
 }
 
 func (el *engineLab) openEmulator(t *testing.T) {
@@ -78,27 +84,24 @@ func (el *engineLab) openEmulator(t *testing.T) {
 	t.Cleanup(func() { emu.Close() })
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func (el *engineLab) engine(t *testing.T, events <-chan numa.ProcEvent) *Engine {
 	t.Helper()
-	return el.engineWithMetrics(t, events, nil)
+	return el.engineWith(t, EngineConfig{ProcEvents: events})
 }
 
-func (el *engineLab) engineWithMetrics(t *testing.T, events <-chan numa.ProcEvent, m *Metrics) *Engine {
+// engineWith makes an engine on the lab, with the emulator unless cfg names a kernel,
+// nodes 0 and 1, the lab's ledger and an hour between rescans unless cfg says otherwise.
+func (el *engineLab) engineWith(t *testing.T, cfg EngineConfig) *Engine {
 	t.Helper()
-	e, err := NewEngine(EngineConfig{
-		Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(), OnlineNodes: []int{0, 1},
-		LedgerPath: el.ledger, RescanInterval: time.Hour, ProcEvents: events, Metrics: m, Log: testr.New(t),
-	})
+	cfg.Resolver, cfg.Support, cfg.OnlineNodes, cfg.LedgerPath = el.resolver, el.emu.Support(), []int{0, 1}, el.ledger
+	cfg.Log = testr.New(t)
+	if cfg.Kernel == nil {
+		cfg.Kernel = el.emu
+	}
+	if cfg.RescanInterval == 0 {
+		cfg.RescanInterval = time.Hour
+	}
+	e, err := NewEngine(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +126,7 @@ func (el *engineLab) container(t *testing.T, name string, node, threads int) (*h
 		t.Fatal(err)
 	}
 	d := Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID(podUID), Container: "main",
-		Ref: ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: node, Preference: "pref"}
+		Ref: cgroups.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: node, Preference: "pref"}
 	return w, c, d
 }
 
@@ -170,18 +173,6 @@ func allEqual(m map[int]int, want int) bool {
 	return len(m) > 0
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 6)
@@ -192,7 +183,7 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	if err := m.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	e := el.engineWithMetrics(t, nil, m)
+	e := el.engineWith(t, EngineConfig{Metrics: m})
 	e.SetDesired([]Desire{d})
 	got := el.settle(t, e, 0, w.Pid())
 	if !allEqual(got, 0) || len(got) < 7 {
@@ -305,17 +296,10 @@ func TestEngineUndoesAfterRestart(t *testing.T) {
 
 func TestEngineCatchesForkedChildrenFromEvents(t *testing.T) {
 	el := newEngineLab(t)
-	pe, err := numa.OpenProcEvents()
-	if err != nil {
-		t.Fatalf("opening the proc connector (needs CAP_NET_ADMIN; CI runs as root): %v", err)
-	}
-	defer pe.Close()
+	pe := openProcEvents(t)
 	w, _, d := el.container(t, "a", 0, 2)
 	e := el.engine(t, pe.Events())
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { e.Start(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }() // before the emulator closes
+	startEngine(t, e)
 	e.SetDesired([]Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
 
@@ -330,25 +314,18 @@ func TestEngineCatchesForkedChildrenFromEvents(t *testing.T) {
 }
 
 // The kernel sends a fork event before the child joins its cgroup; a fork pass in that gap
-// does not list the child. The engine looks again (here once, after 300 ms, so the test
-// can make the gap on purpose) and places it without waiting for the rescan (an hour).
+// does not list the child. The engine looks again after ForkRetryDelays (here once, after
+// 300 ms of its fake clock: the test closes the gap before it steps the clock) and places
+// the child without waiting for the rescan (an hour).
 func TestEngineLooksAgainForAChildNotYetInItsCgroup(t *testing.T) {
 	el := newEngineLab(t)
 	w, c, d := el.container(t, "a", 0, 1)
 	events := make(chan numa.ProcEvent, 1)
 	m := NewMetrics()
-	e, err := NewEngine(EngineConfig{
-		Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(), OnlineNodes: []int{0, 1},
-		LedgerPath: el.ledger, RescanInterval: time.Hour, ProcEvents: events, Metrics: m, Log: testr.New(t),
-		ForkRetryDelays: []time.Duration{300 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { e.Start(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
+	fc := clocktesting.NewFakeClock(time.Now())
+	e := el.engineWith(t, EngineConfig{ProcEvents: events, Metrics: m, Clock: fc,
+		ForkRetryDelays: []time.Duration{300 * time.Millisecond}})
+	startEngine(t, e)
 	e.SetDesired([]Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
 
@@ -360,14 +337,48 @@ func TestEngineLooksAgainForAChildNotYetInItsCgroup(t *testing.T) {
 	defer func() { child.Process.Kill(); child.Wait() }()
 	pid := child.Process.Pid
 	events <- numa.ProcEvent{Kind: numa.ProcEventFork, ParentTGID: w.Pid(), ParentTID: w.Pid(), ChildTGID: pid, ChildTID: pid}
-	waitFor(t, "the fork pass ran", func() bool { return passStats(t, m, "fork").count >= 1 })
+	// The rescan ticker and now the timer of the look again.
+	waitFor(t, "the fork pass set a timer to look again", func() bool {
+		return passStats(t, m, "fork").count == 1 && fc.Waiters() == 2
+	})
+	if v := el.values(t, pid); allEqual(v, 0) {
+		t.Fatalf("the child has node 0 before the engine looked again: %v", v)
+	}
 	if err := c.Attach(pid); err != nil { // what cgroup_post_fork does, a little late
 		t.Fatal(err)
 	}
+	fc.Step(300 * time.Millisecond)
 	waitFor(t, "the late child has node 0", func() bool { return allEqual(el.values(t, pid), 0) })
+	waitFor(t, "the look again's pass is counted", func() bool { return passStats(t, m, "fork").count >= 2 })
 	if n := passStats(t, m, "fork").count; n != 2 {
 		t.Errorf("%d fork passes, want 2 (the event's and one look again)", n)
 	}
+	if n := fc.Waiters(); n != 1 {
+		t.Errorf("%d timers on the engine's clock after the look again listed the child, want 1 (the rescan ticker)", n)
+	}
+}
+
+// Without fork events, the rescan is what brings a fork() child in: a tick of the
+// engine's clock runs a full pass.
+func TestEngineRescanCatchesForkedChildren(t *testing.T) {
+	el := newEngineLab(t)
+	w, _, d := el.container(t, "a", 0, 2)
+	m := NewMetrics()
+	fc := clocktesting.NewFakeClock(time.Now())
+	e := el.engineWith(t, EngineConfig{RescanInterval: 10 * time.Second, Metrics: m, Clock: fc})
+	startEngine(t, e)
+	e.SetDesired([]Desire{d})
+	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
+	waitFor(t, "the desire's pass is counted", func() bool { return passStats(t, m, "full").count == 1 })
+
+	child, err := w.RawFork() // starts without the preference
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.Step(10 * time.Second)
+	waitFor(t, "the rescan gave the child node 0", func() bool {
+		return allEqual(el.values(t, child), 0) && passStats(t, m, "full").count == 2
+	})
 }
 
 // getCounter counts the GETs the engine issues to a real backend.

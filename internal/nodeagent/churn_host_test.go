@@ -1,3 +1,5 @@
+//go:build host && linux
+
 package nodeagent
 
 import (
@@ -13,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
@@ -24,9 +26,9 @@ import (
 // cpuset would hold both, so a container whose real mems are the whole host's ("0") is
 // reported as "0-1". Cgroup resolution and task listing, which the test is about, are the
 // real ones.
-type twoNodeResolver struct{ *Resolver }
+type twoNodeResolver struct{ *cgroups.Resolver }
 
-func (r twoNodeResolver) Cpuset(c *ContainerCgroup) (Cpuset, error) {
+func (r twoNodeResolver) Cpuset(c *cgroups.Container) (cgroups.Cpuset, error) {
 	cs, err := r.Resolver.Cpuset(c)
 	if err == nil && slices.Equal(cs.Mems, []int{0}) {
 		cs.Mems = []int{0, 1}
@@ -81,11 +83,7 @@ func TestEngineChurnNeverMisapplies(t *testing.T) {
 	if err := el.emu.AuditTo(audit); err != nil {
 		t.Fatal(err)
 	}
-	pe, err := numa.OpenProcEvents()
-	if err != nil {
-		t.Fatalf("opening the proc connector (needs CAP_NET_ADMIN; CI runs as root): %v", err)
-	}
-	defer pe.Close()
+	pe := openProcEvents(t)
 
 	var cs []*labContainer
 	var ctrs []*hostlab.Container

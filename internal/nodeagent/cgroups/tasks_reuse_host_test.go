@@ -1,9 +1,10 @@
-//go:build linux
+//go:build host && linux
 
-package nodeagent
+package cgroups
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // cgroup2Mount returns the cgroup2 mount's directory under /sys/fs/cgroup: "." on a
@@ -27,18 +31,22 @@ func cgroup2Mount() string {
 	return ""
 }
 
+// requireCgroup2 needs a cgroup2 mount under /sys/fs/cgroup (the unified hierarchy of a
+// hybrid host will do).
+func requireCgroup2(t testing.TB) {
+	t.Helper()
+	testenv.Require(t, cgroup2Mount() != "", "a cgroup2 mount at "+sysCgroup+" or "+sysCgroup+"/unified",
+		"a host with cgroup2 (unified or hybrid hierarchy)")
+}
+
 // TestRealPIDReuse: a listed task exits and the kernel gives its pid to a new process in
 // the same container (forced through /proc/sys/kernel/ns_last_pid). The new process is
 // listed under the same id but must not pass for the old task.
 func TestRealPIDReuse(t *testing.T) {
+	requireCgroup2(t)
 	mount := cgroup2Mount()
-	if mount == "" {
-		t.Skip("no cgroup2 mount")
-	}
 	requireRealCgroups(t, filepath.Join(mount, "cgroup.procs"))
-	if !fileExists("/proc/sys/kernel/ns_last_pid") {
-		t.Skip("no /proc/sys/kernel/ns_last_pid")
-	}
+	testenv.RequireFile(t, "/proc/sys/kernel/ns_last_pid", "a kernel with CONFIG_CHECKPOINT_RESTORE (ns_last_pid)")
 
 	// A cgroupfs-driver tree under a test-owned cgroup root.
 	root := filepath.Join(sysCgroup, mount, "numapref-test-"+randomHex(t, 4))
@@ -110,8 +118,8 @@ func TestRealPIDReuse(t *testing.T) {
 		return cmp.Diff(want, refs)
 	})
 	// ...but not the same task.
-	if err := r.VerifyTask(old.Task); !errors.Is(err, ErrTaskReplaced) {
-		t.Errorf("VerifyTask(old task %+v) = %v, want ErrTaskReplaced", old.Task, err)
+	if err := old.Verify(r.ProcRoot()); !errors.Is(err, numa.ErrTaskReplaced) {
+		t.Errorf("Verify(old task %+v) = %v, want numa.ErrTaskReplaced", old.Task, err)
 	}
 	now, err := r.Identify(c, []TaskRef{{TGID: pid, TID: pid}})
 	if err != nil {
@@ -120,8 +128,8 @@ func TestRealPIDReuse(t *testing.T) {
 	if len(now) != 1 || now[0].TID != pid || now[0].StartTime == old.StartTime {
 		t.Errorf("Identify after reuse = %+v; want task %d with a start time other than %d", now, pid, old.StartTime)
 	}
-	if err := r.VerifyTask(now[0].Task); err != nil {
-		t.Errorf("VerifyTask(new task): %v", err)
+	if err := now[0].Verify(r.ProcRoot()); err != nil {
+		t.Errorf("Verify(new task): %v", err)
 	}
 }
 
@@ -161,6 +169,7 @@ func forcePID(t *testing.T, pid int) *taskHelper {
 		}
 		h.stop(t)
 	}
-	t.Skipf("could not get pid %d back within 20s (busy host)", pid)
+	testenv.Require(t, false, fmt.Sprintf("pid %d free to be taken back within 20 s (other processes kept taking it)", pid),
+		"run on a quieter host")
 	return nil
 }

@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	"github.com/numapref/numapref/internal/numa"
 )
 
-// ContainerCgroup is a container's cgroup as found on the host.
-type ContainerCgroup struct {
+// Container is a container's cgroup as found on the host.
+type Container struct {
 	Ref ContainerRef `json:"ref"`
 	// Runtime and ID come from Ref.ContainerID; Runtime is "" for a bare id.
 	Runtime string `json:"runtime,omitempty"`
@@ -44,8 +44,8 @@ type Cpuset struct {
 // Resolve finds the cgroup directory of a container. It fails with an error wrapping
 // ErrContainerNotFound when no candidate directory exists (the container exited or never
 // ran here) and ErrInvalidContainerRef for a malformed reference.
-func (r *Resolver) Resolve(ref ContainerRef) (*ContainerCgroup, error) {
-	c := &ContainerCgroup{Ref: ref}
+func (r *Resolver) Resolve(ref ContainerRef) (*Container, error) {
+	c := &Container{Ref: ref}
 	var err error
 	if ref.ContainerID != "" {
 		if c.Runtime, c.ID, err = ParseContainerID(ref.ContainerID); err != nil {
@@ -140,7 +140,7 @@ func describeRef(ref ContainerRef) string {
 // (cpuset.cpus and cpuset.mems on kernels without the effective files). A missing cpuset
 // controller gives an empty Cpuset with ControllerMissing set and no error; a vanished
 // container gives ErrContainerNotFound.
-func (r *Resolver) Cpuset(c *ContainerCgroup) (Cpuset, error) {
+func (r *Resolver) Cpuset(c *Container) (Cpuset, error) {
 	if c.CpusetDir == "" {
 		return Cpuset{ControllerMissing: true}, nil
 	}
@@ -203,7 +203,7 @@ func readCpusetFiles(dir, cpusFile, memsFile string) (cs Cpuset, found bool, err
 }
 
 func cpusetReadError(dir, file string, err error) error {
-	if isGone(err) {
+	if IsGone(err) {
 		return fmt.Errorf("reading %s of %s: %w: %w", file, dir, ErrContainerNotFound, err)
 	}
 	return fmt.Errorf("reading %s of %s: %w", file, dir, err)

@@ -1,9 +1,12 @@
+//go:build host && linux
+
 package nodeagent
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -16,14 +19,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // The crash test runs the engine in a child process (this test binary re-executed with
-// crashHelperEnv naming a crashConfig file; TestCrashHelper is its entry point), shares the
+// crashHelperEnv naming a crashConfig file; TestMain runs runCrashHelperIfAsked), shares the
 // emulator's state directory and the ledger with it, kills it with SIGKILL at seeded random
 // points of its apply and undo passes, restarts it, and checks the end state after every
 // restart.
@@ -44,41 +49,53 @@ type crashConfig struct {
 	Audit, Markers string
 }
 
-// TestCrashHelper is the child engine of TestEngineCrashRestartConverges. It does nothing
-// in a normal test run.
-func TestCrashHelper(t *testing.T) {
+// runCrashHelperIfAsked runs the child engine of TestEngineCrashRestartConverges when
+// this process is one (crashHelperEnv set; TestMain calls it first) and exits; otherwise
+// it returns at once.
+func runCrashHelperIfAsked() {
 	path := os.Getenv(crashHelperEnv)
 	if path == "" {
-		t.Skip("helper of TestEngineCrashRestartConverges: runs only in the child process it starts (" + crashHelperEnv + " set)")
+		return
 	}
+	if err := runCrashHelper(path); err != nil {
+		fmt.Println("crash helper:", err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+// runCrashHelper is the child engine: it runs cfg's mode with the shared emulator state
+// and ledger. A cycle child only ends when the parent kills it.
+func runCrashHelper(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var cfg crashConfig
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	emu, err := emulator.New(cfg.Emulator)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer emu.Close()
 	if err := emu.AuditTo(cfg.Audit); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	r, err := NewResolver("/", ResolverOptions{Driver: DriverCgroupfs, KubeletCgroupRoot: cfg.KubeletCgroupRoot})
+	r, err := cgroups.NewResolver("/", cgroups.ResolverOptions{Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: cfg.KubeletCgroupRoot})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
+	log := funcr.New(func(prefix, args string) { fmt.Println(prefix, args) }, funcr.Options{})
 	e, err := NewEngine(EngineConfig{Resolver: r, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0, 1},
-		LedgerPath: cfg.LedgerPath, RescanInterval: time.Hour, Log: testr.New(t)})
+		LedgerPath: cfg.LedgerPath, RescanInterval: time.Hour, Log: log})
 	if err != nil {
 		fmt.Printf("LEDGER-ERROR %v\n", err) // the parent asserts there is none: writes are atomic
 	}
 	markers, err := os.OpenFile(cfg.Markers, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	mark := func(phase string) { fmt.Fprintf(markers, "%s %d\n", phase, time.Now().UnixNano()) }
 	switch cfg.Mode {
@@ -87,6 +104,7 @@ func TestCrashHelper(t *testing.T) {
 		for range 3 {
 			e.Pass()
 		}
+		return nil
 	case "cycle":
 		mark("R")
 		deadline := time.Now().Add(30 * time.Second) // the parent kills it long before
@@ -100,9 +118,9 @@ func TestCrashHelper(t *testing.T) {
 			e.Pass()
 			e.Pass()
 		}
-		t.Fatal("cycle child was never killed")
+		return errors.New("cycle child was never killed")
 	default:
-		t.Fatalf("unknown mode %q", cfg.Mode)
+		return fmt.Errorf("unknown mode %q", cfg.Mode)
 	}
 }
 
@@ -117,7 +135,7 @@ func runCrashChild(t *testing.T, dir string, cfg crashConfig, out *bytes.Buffer)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1", "-test.v")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), crashHelperEnv+"="+path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -269,7 +287,7 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 		delay := ready/2 + time.Duration(rng.Int64N(int64(ready/2+3*cycle)))
 		start := time.Now()
 		child := runCrashChild(t, dir, cfg, &out)
-		time.Sleep(time.Until(start.Add(delay)))
+		time.Sleep(time.Until(start.Add(delay))) // to the kill point: chosen, not waited for
 		child.Process.Signal(syscall.SIGKILL)
 		killedAt := time.Now().UnixNano()
 		child.Wait()

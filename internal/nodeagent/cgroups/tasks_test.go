@@ -1,4 +1,4 @@
-package nodeagent
+package cgroups
 
 import (
 	"encoding/json"
@@ -289,21 +289,21 @@ func TestIdentifyAndVerify(t *testing.T) {
 		notReplaced bool
 	}{
 		"same task":     {task: numa.Task{TID: 400, StartTime: fixtureStartTime(400)}},
-		"pid reused":    {task: numa.Task{TID: 401, StartTime: fixtureStartTime(401)}, wantErr: ErrTaskReplaced},
+		"pid reused":    {task: numa.Task{TID: 401, StartTime: fixtureStartTime(401)}, wantErr: numa.ErrTaskReplaced},
 		"task gone":     {task: numa.Task{TID: 420, StartTime: fixtureStartTime(420)}, wantErr: numa.ErrTaskGone, notReplaced: true},
 		"never existed": {task: numa.Task{TID: 99999, StartTime: 1}, wantErr: numa.ErrTaskGone, notReplaced: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := r.VerifyTask(tc.task)
+			err := tc.task.Verify(r.ProcRoot())
 			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("VerifyTask error = %v, want %v", err, tc.wantErr)
+				t.Fatalf("Verify error = %v, want %v", err, tc.wantErr)
 			}
 			if tc.wantErr != nil && !errors.Is(err, numa.ErrTaskGone) {
-				t.Errorf("VerifyTask error %v does not wrap numa.ErrTaskGone", err)
+				t.Errorf("Verify error %v does not wrap numa.ErrTaskGone", err)
 			}
-			if tc.notReplaced && errors.Is(err, ErrTaskReplaced) {
-				t.Errorf("VerifyTask error %v claims a replacement", err)
+			if tc.notReplaced && errors.Is(err, numa.ErrTaskReplaced) {
+				t.Errorf("Verify error %v claims a replacement", err)
 			}
 		})
 	}

@@ -1,3 +1,5 @@
+//go:build host && linux
+
 package nodeagent
 
 import (
@@ -8,24 +10,23 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // Benchmarks of the apply engine on real lab cgroups and real multi-threaded processes
@@ -49,10 +50,10 @@ import (
 // passBench is a lab of containers for the pass benchmarks.
 type passBench struct {
 	lab      *hostlab.Lab
-	resolver *Resolver
+	resolver *cgroups.Resolver
 	emu      *emulator.Emulator
 	desires  []Desire
-	cgroups  []*ContainerCgroup
+	cgroups  []*cgroups.Container
 	loads    []*hostlab.Workload
 }
 
@@ -69,9 +70,7 @@ func benchStateDir(b *testing.B) string {
 
 func newPassBench(b *testing.B, containers, threads int) *passBench {
 	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Skip("engine benchmarks need root: they make real cgroups and act on real processes")
-	}
+	testenv.RequireRoot(b) // real cgroups, real processes
 	lab, err := hostlab.New("/sys/fs/cgroup")
 	if err != nil {
 		b.Fatal(err)
@@ -81,7 +80,7 @@ func newPassBench(b *testing.B, containers, threads int) *passBench {
 			b.Error(err)
 		}
 	})
-	r, err := NewResolver("/", ResolverOptions{Driver: DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
+	r, err := cgroups.NewResolver("/", cgroups.ResolverOptions{Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,7 +125,7 @@ func benchContainer(b *testing.B, lab *hostlab.Lab, name string, threads int) (*
 		b.Fatal(err)
 	}
 	d := Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID(podUID), Container: "main",
-		Ref: ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: 0, Preference: "pref"}
+		Ref: cgroups.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: 0, Preference: "pref"}
 	return w, d
 }
 
@@ -257,7 +256,7 @@ type floorLoop struct {
 
 func (pb *passBench) floor(b *testing.B) *floorLoop {
 	threadsFile := "tasks"
-	if pb.resolver.layout.Version == 2 {
+	if pb.resolver.Layout().Version == 2 {
 		threadsFile = "cgroup.threads"
 	}
 	fl := &floorLoop{buf: new([]byte)}
@@ -277,20 +276,20 @@ func (fl *floorLoop) run(kernel numa.PreferredNode) int {
 		if err != nil {
 			return -1
 		}
-		pids, err := parseTaskIDs(data, fl.ids[:0])
-		if err != nil {
+		pids, ok := parseIDs(data, fl.ids[:0])
+		if !ok {
 			return -1
 		}
 		for _, pid := range pids {
-			if _, err := readSubdirIDs("/proc/" + strconv.Itoa(pid) + "/task"); err != nil {
+			if _, err := numa.ListThreads("/proc", pid); err != nil {
 				return -1
 			}
 		}
 		if data, err = fsutil.ReadFileInto(fl.threads[i], fl.buf); err != nil {
 			return -1
 		}
-		tids, err := parseTaskIDs(data, pids[:0])
-		if err != nil {
+		tids, ok := parseIDs(data, pids[:0])
+		if !ok {
 			return -1
 		}
 		for _, tid := range tids {
@@ -301,6 +300,26 @@ func (fl *floorLoop) run(kernel numa.PreferredNode) int {
 		fl.ids = tids
 	}
 	return n
+}
+
+// parseIDs appends the ids of a cgroup.procs, cgroup.threads or tasks file to dst, as
+// tightly as the resolver's own parser (one decimal id a line).
+func parseIDs(data []byte, dst []int) ([]int, bool) {
+	id, digits := 0, 0
+	for _, c := range data {
+		switch {
+		case c >= '0' && c <= '9':
+			id, digits = id*10+int(c-'0'), digits+1
+		case c == '\n' && digits > 0:
+			dst, id, digits = append(dst, id), 0, 0
+		default:
+			return dst, false
+		}
+	}
+	if digits > 0 {
+		dst = append(dst, id)
+	}
+	return dst, true
 }
 
 // BenchmarkForkToApplied: a container's process forks (the workload execs a shell, a
@@ -326,12 +345,7 @@ func benchForkToApplied(b *testing.B, events bool, rescan time.Duration, ledgerO
 	kernel := &timedKernel{k: pb.emu}
 	var ch <-chan numa.ProcEvent
 	if events {
-		pe, err := numa.OpenProcEvents()
-		if err != nil {
-			b.Fatalf("opening the proc connector (needs CAP_NET_ADMIN): %v", err)
-		}
-		defer pe.Close()
-		ch = pe.Events()
+		ch = openProcEvents(b).Events()
 	}
 	e, err := NewEngine(EngineConfig{
 		Resolver: pb.resolver, Kernel: kernel, Support: pb.emu.Support(), OnlineNodes: []int{0, 1},
@@ -435,21 +449,6 @@ func (t *timedKernel) Set(tid, nid int) error {
 	err := t.k.Set(tid, nid)
 	t.setNs.Add(int64(time.Since(start)))
 	return err
-}
-
-type histStats struct {
-	count uint64
-	sum   float64 // seconds
-}
-
-// passStats reads the engine's pass duration histogram of kind.
-func passStats(tb testing.TB, m *Metrics, kind string) histStats {
-	tb.Helper()
-	var out dto.Metric
-	if err := m.passSeconds.WithLabelValues(kind).(prometheus.Histogram).Write(&out); err != nil {
-		tb.Fatal(err)
-	}
-	return histStats{count: out.GetHistogram().GetSampleCount(), sum: out.GetHistogram().GetSampleSum()}
 }
 
 func reportPercentiles(b *testing.B, name string, ds []time.Duration) {

@@ -1,6 +1,6 @@
-//go:build linux
+//go:build host && linux
 
-package nodeagent
+package cgroups
 
 import (
 	"bufio"
@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // The tests in this file change the machine's real cgroups: they need root and a cgroup
@@ -36,13 +37,24 @@ const sysCgroup = "/sys/fs/cgroup"
 
 const taskHelperEnv = "NUMAPREF_TASK_HELPER"
 
-// TestNumaprefTaskHelper is not a test: startTaskHelper runs the test binary with it as
-// a child process that starts the requested number of extra threads, says "ready" and
-// waits for its stdin to close.
-func TestNumaprefTaskHelper(t *testing.T) {
-	n, err := strconv.Atoi(os.Getenv(taskHelperEnv))
+// TestMain lets the test binary run as the helper process of the real-cgroup tests.
+func TestMain(m *testing.M) {
+	runTaskHelperIfAsked()
+	os.Exit(m.Run())
+}
+
+// runTaskHelperIfAsked is the helper process startTaskHelper runs (taskHelperEnv set to
+// a number of threads): it starts that many extra threads, says "ready" and waits for its
+// stdin to close, then exits. Otherwise it returns at once.
+func runTaskHelperIfAsked() {
+	v, ok := os.LookupEnv(taskHelperEnv)
+	if !ok {
+		return
+	}
+	n, err := strconv.Atoi(v)
 	if err != nil {
-		t.Skip("helper process for the real-cgroup tests; does nothing on its own")
+		fmt.Fprintf(os.Stderr, "%s=%q: %v\n", taskHelperEnv, v, err)
+		os.Exit(2)
 	}
 	for range n {
 		go func() {
@@ -61,7 +73,7 @@ func TestNumaprefTaskHelper(t *testing.T) {
 }
 
 func countTasks(pid int) int {
-	ids, _ := readSubdirIDs(fmt.Sprintf("/proc/%d/task", pid))
+	ids, _ := numa.ListThreads("/proc", pid)
 	return len(ids)
 }
 
@@ -75,7 +87,7 @@ type taskHelper struct {
 // moved back to the test's own cgroups, killed and reaped.
 func startTaskHelper(t testing.TB, threads int) *taskHelper {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNumaprefTaskHelper$", "-test.count=1")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", taskHelperEnv, threads))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -174,7 +186,7 @@ func (tr *cgroupTree) mkdir(dir, cpus, mems string) {
 	tr.t.Helper()
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		if len(tr.dirs) == 0 && (errors.Is(err, syscall.EROFS) || errors.Is(err, os.ErrPermission)) {
-			tr.t.Skipf("cannot make test cgroups here: %v", err)
+			testenv.RequireNoError(tr.t, err, "making test cgroups under "+sysCgroup, "sudo make host, on a host whose cgroup filesystems are writable")
 		}
 		tr.t.Fatal(err)
 	}
@@ -236,7 +248,7 @@ func randomHex(t testing.TB, n int) string {
 func procTaskRefs(t testing.TB, pids ...int) []TaskRef {
 	var refs []TaskRef
 	for _, pid := range pids {
-		tids, err := readSubdirIDs(fmt.Sprintf("/proc/%d/task", pid))
+		tids, err := numa.ListThreads("/proc", pid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,13 +290,9 @@ func eventually(t testing.TB, what string, check func() string) {
 
 func requireRealCgroups(t testing.TB, need ...string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to change cgroups")
-	}
+	testenv.RequireRoot(t) // changes cgroups
 	for _, p := range need {
-		if !fileExists(filepath.Join(sysCgroup, p)) {
-			t.Skipf("no %s on this host", filepath.Join(sysCgroup, p))
-		}
+		testenv.RequireFile(t, filepath.Join(sysCgroup, p), "a host with this cgroup hierarchy mounted under "+sysCgroup)
 	}
 	sweepStaleTestCgroups()
 }
@@ -371,9 +379,8 @@ func TestRealCgroupTasks(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			if tc.version == 2 {
-				if tc.hierarchies = []string{cgroup2Mount()}; tc.hierarchies[0] == "" {
-					t.Skip("no cgroup2 mount")
-				}
+				tc.hierarchies = []string{cgroup2Mount()}
+				requireCgroup2(t)
 			}
 			need := []string{}
 			for _, h := range tc.hierarchies {
@@ -550,8 +557,8 @@ func testRealCgroupTasks(t *testing.T, tc realLayout) {
 		t.Fatalf("Identify: %v", err)
 	}
 	for _, task := range ids {
-		if err := r.VerifyTask(task.Task); err != nil {
-			t.Errorf("VerifyTask(%+v): %v", task, err)
+		if err := task.Verify(r.ProcRoot()); err != nil {
+			t.Errorf("Verify(%+v): %v", task, err)
 		}
 	}
 	if len(ids) != len(refs) {

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // The ledger is the agent's memory of what it set, kept in a small file on the host so that
@@ -31,17 +33,20 @@ type taskEntry struct {
 	Values []int `json:"values"`
 }
 
+// task is the identity the entry records for task id tid.
+func (t *taskEntry) task(tid int) numa.Task { return numa.Task{TID: tid, StartTime: t.Start} }
+
 // containerEntry is one container the agent acted on.
 type containerEntry struct {
 	// PodUID and Container are the key (the API's pod UID).
 	PodUID    string `json:"podUID"`
 	Container string `json:"container"`
 	// Ref locates its cgroup (for a static pod, with the kubelet's pod UID).
-	Ref   ContainerRef       `json:"ref"`
-	Tasks map[int]*taskEntry `json:"tasks"`
+	Ref   cgroups.ContainerRef `json:"ref"`
+	Tasks map[int]*taskEntry   `json:"tasks"`
 }
 
-func (c *containerEntry) ref() ContainerRef { return c.Ref }
+func (c *containerEntry) ref() cgroups.ContainerRef { return c.Ref }
 
 type ledgerFile struct {
 	Version    int               `json:"version"`
@@ -50,6 +55,17 @@ type ledgerFile struct {
 
 // ledger maps containers to what the agent set in them.
 type ledger map[ContainerKey]*containerEntry
+
+// saveLedger writes the engine's ledger to its file, if it has one. A failed write is
+// logged: the ledger in memory stays right, and the next pass that changes it writes again.
+func (e *Engine) saveLedger() {
+	if e.cfg.LedgerPath == "" {
+		return
+	}
+	if err := e.ledger.save(e.cfg.LedgerPath); err != nil {
+		e.cfg.Log.Error(err, "Saving ledger")
+	}
+}
 
 // loadLedger reads the ledger at path. A missing file is an empty ledger. A file that cannot
 // be parsed yields an empty ledger and an error saying so: the agent starts anyway, and its

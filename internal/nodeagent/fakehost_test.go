@@ -1,0 +1,133 @@
+package nodeagent
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// fakeHost is one container of fake tasks, for the unit tests of the engine: a resolver
+// listing them (all in one process, the first task's), a /proc with their start times,
+// and a kernel holding their values. onGet and onSet, when set, run before every GET and
+// SET. It is safe for an engine's loop and the test to use at once.
+type fakeHost struct {
+	t    *testing.T
+	proc string
+
+	mu           sync.Mutex
+	tids         []int
+	values       map[int]int
+	onGet, onSet func(tid int)
+}
+
+func newFakeHost(t *testing.T) *fakeHost {
+	return &fakeHost{t: t, proc: t.TempDir(), values: map[int]int{}}
+}
+
+// fakeDesire is the desire for node of the fake host's container.
+func fakeDesire(node int) Desire {
+	return Desire{PodUID: "pod", Container: "main", Node: node,
+		Ref: cgroups.ContainerRef{PodUID: "pod", ContainerID: "containerd://x"}}
+}
+
+// engine makes an engine on the host with cfg's other settings.
+func (h *fakeHost) engine(cfg EngineConfig) *Engine {
+	h.t.Helper()
+	cfg.Resolver, cfg.Kernel = h, h
+	cfg.Support = numa.Support{Supported: true, Backend: "fake"}
+	cfg.OnlineNodes = []int{0, 1}
+	cfg.LedgerPath = filepath.Join(h.t.TempDir(), "ledger.json")
+	e, err := NewEngine(cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return e
+}
+
+// addTask starts task tid in the container with value.
+func (h *fakeHost) addTask(tid, value int) {
+	h.t.Helper()
+	stat := fmt.Sprintf("%d (task) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", tid, tid, tid, 1000+tid)
+	writeFile(h.t, filepath.Join(h.proc, fmt.Sprint(tid), "stat"), stat)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tids = append(h.tids, tid)
+	h.values[tid] = value
+}
+
+func (h *fakeHost) hasTask(tid int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Contains(h.tids, tid)
+}
+
+// value returns tid's value in the kernel.
+func (h *fakeHost) value(tid int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.values[tid]
+}
+
+// snapshot returns a copy of every task's value.
+func (h *fakeHost) snapshot() map[int]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[int]int, len(h.values))
+	for tid, v := range h.values {
+		out[tid] = v
+	}
+	return out
+}
+
+func (h *fakeHost) Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error) {
+	return &cgroups.Container{Ref: ref, Path: "/fake"}, nil
+}
+
+func (h *fakeHost) ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []cgroups.TaskRef
+	for _, tid := range h.tids {
+		out = append(out, cgroups.TaskRef{TGID: h.tids[0], TID: tid})
+	}
+	return out, nil
+}
+
+func (h *fakeHost) Cpuset(*cgroups.Container) (cgroups.Cpuset, error) {
+	return cgroups.Cpuset{Mems: []int{0, 1}}, nil
+}
+
+func (h *fakeHost) ProcRoot() string { return h.proc }
+
+func (h *fakeHost) Get(tid int) (int, error) {
+	if h.onGet != nil {
+		h.onGet(tid)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.values[tid]
+	if !ok {
+		return 0, unix.ESRCH
+	}
+	return v, nil
+}
+
+func (h *fakeHost) Set(tid, nid int) error {
+	if h.onSet != nil {
+		h.onSet(tid)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.values[tid]; !ok {
+		return unix.ESRCH
+	}
+	h.values[tid] = nid
+	return nil
+}

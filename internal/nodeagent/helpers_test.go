@@ -1,0 +1,74 @@
+package nodeagent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Helpers of every tier's tests in this package.
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval
+	}
+}
+
+// startEngine runs e's apply loop until the test ends.
+func startEngine(t testing.TB, e *Engine) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { e.Start(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped }) // before the cleanups registered earlier (an emulator)
+}
+
+type histStats struct {
+	count uint64
+	sum   float64 // seconds
+}
+
+// passStats reads the engine's pass duration histogram of kind.
+func passStats(tb testing.TB, m *Metrics, kind string) histStats {
+	tb.Helper()
+	return histogramStats(tb, m.passSeconds.WithLabelValues(kind).(prometheus.Histogram))
+}
+
+// histogramStats reads the sample count and sum of h.
+func histogramStats(tb testing.TB, h prometheus.Metric) histStats {
+	tb.Helper()
+	var out dto.Metric
+	if err := h.Write(&out); err != nil {
+		tb.Fatal(err)
+	}
+	return histStats{count: out.GetHistogram().GetSampleCount(), sum: out.GetHistogram().GetSampleSum()}
+}
+
+func sameSet(a, b []int) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
