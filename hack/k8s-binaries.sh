@@ -6,6 +6,7 @@
 #   hack/k8s-binaries.sh [binary...]     default: kube-apiserver etcd kubectl (envtest)
 #   hack/k8s-binaries.sh all             those plus kube-controller-manager, kube-scheduler,
 #                                        kubelet (the local node)
+#   hack/k8s-binaries.sh kind            all of them plus kubeadm (the kind node image)
 #   prints the directory that holds the binaries (use it as KUBEBUILDER_ASSETS).
 set -euo pipefail
 # shellcheck source=lib/progress.sh
@@ -19,6 +20,7 @@ BIN="$WORK/bin"
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(kube-apiserver etcd kubectl)
 [ "${targets[*]}" != all ] || targets=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kubelet)
+[ "${targets[*]}" != kind ] || targets=(kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kubelet kubeadm)
 
 missing=()
 for t in "${targets[@]}"; do [ -x "$BIN/$t" ] || missing+=("$t"); done
@@ -61,8 +63,10 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 GO
-  cat > tools.go <<'GO'
-//go:build tools
+fi
+# tools.go names every command this script builds, so go.sum covers their dependencies. A
+# module made before a command was added (kubeadm) is tidied again once.
+tools='//go:build tools
 
 package tools
 
@@ -72,8 +76,10 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
+	_ "k8s.io/kubernetes/cmd/kubeadm"
+)'
+if [ "$(cat tools.go 2>/dev/null)" != "$tools" ]; then
+  printf '%s\n' "$tools" > tools.go
   go mod tidy >&2
 fi
 
@@ -81,7 +87,7 @@ pkgs=()
 for t in "${missing[@]}"; do
   case "$t" in
     etcd) pkgs+=(./etcd) ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl) pkgs+=("k8s.io/kubernetes/cmd/$t") ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl|kubeadm) pkgs+=("k8s.io/kubernetes/cmd/$t") ;;
     *) echo "unknown binary $t" >&2; exit 2 ;;
   esac
 done

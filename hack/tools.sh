@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the project's build tools at pinned versions into a cache dir outside the tracked
 # tree and prints that dir. Usage: hack/tools.sh [tool...]   (default: all)
+#                                   hack/tools.sh --version TOOL   (its pinned module version)
 set -euo pipefail
 CACHE=${NUMAPREF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/numapref}
 declare -A pkgs=(
   [controller-gen]=sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
   [helm]=helm.sh/helm/v3/cmd/helm@v3.21.4
   [kube-score]=github.com/zegl/kube-score/cmd/kube-score@v1.20.0
+  # kind: the e2e suite's kind provider (E2E_PROVIDER=kind) and, from the same module
+  # version, the node image's entrypoint and systemd units (hack/kind/node-image.sh).
+  [kind]=sigs.k8s.io/kind@v0.33.0
 )
 # Link-time settings a plain `go install` misses. helm's release builds stamp its version and
 # the Kubernetes version of its client-go (v0.36 -> 1.36); without them `helm version` says
@@ -17,6 +21,11 @@ declare -A ldflags=(
   [helm]="-X helm.sh/helm/v3/internal/version.version=v3.21.4 -X helm.sh/helm/v3/internal/version.metadata= -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=36 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=36"
   [kube-score]="-X main.version=v1.20.0"
 )
+if [ "${1:-}" = --version ]; then
+  spec=${pkgs[${2:?usage: hack/tools.sh --version TOOL}]:?unknown tool $2}
+  echo "${spec##*@}"
+  exit 0
+fi
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${!pkgs[@]}")
 for t in "${want[@]}"; do
