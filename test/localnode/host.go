@@ -19,10 +19,12 @@ import (
 // (../shared/LAB-NOTES.md): kubelet's sysctls, iptables chains, fixed paths kubelet and
 // containerd write whatever they are told, cgroups under /kubepods in every hierarchy, the
 // pods' network namespaces, the CNI bridge, and the agent's hostPath directories.
+// kernel/pid_max: systemd's sysctl.d sets it, and a kind node's systemd runs on this kernel.
 var (
 	watchedSysctls = []string{
 		"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 		"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward",
+		"kernel/pid_max",
 	}
 	fixedPaths = []string{
 		"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/run/containerd",
@@ -34,19 +36,45 @@ var (
 
 const netnsDir = "/run/netns"
 
-// hostState is a snapshot of everything above, taken before a node starts: Down puts the
-// host back to it and leftovers proves nothing stayed.
-type hostState struct {
+// HostWatch names what a cluster on this host changes besides the sysctls, iptables rules
+// and network namespaces every snapshot covers. The local node's is localWatch; a kind
+// cluster (test/kindnode) has its own.
+type HostWatch struct {
+	Paths        []string `json:"paths"`        // fixed host paths it may create
+	Cgroups      []string `json:"cgroups"`      // cgroups it may make under every hierarchy's root
+	LinkPrefixes []string `json:"linkPrefixes"` // names of the network links it may make
+	Daemons      []string `json:"daemons"`      // its programs, whose command lines name its directory
+}
+
+// localWatch is what the local node changes.
+var localWatch = HostWatch{Paths: fixedPaths, Cgroups: []string{"kubepods"}, LinkPrefixes: []string{bridgeName, "veth"}, Daemons: daemons}
+
+// HostState is a snapshot of everything above, taken before a cluster starts: Restore puts
+// the host back to it and Leftovers proves nothing stayed.
+type HostState struct {
 	Sysctls map[string]string   `json:"sysctls"`
 	Rules   map[string][]string `json:"rules"` // "iptables/nat" -> `iptables -S` lines
 	Links   []string            `json:"links"`
 	Paths   map[string]bool     `json:"paths"`
 	Netns   []string            `json:"netns"`
-	Cgroups []string            `json:"cgroups"` // existing <hierarchy>/kubepods dirs
+	Cgroups []string            `json:"cgroups"` // existing <hierarchy>/<watched cgroup> dirs
+	Watch   *HostWatch          `json:"watch,omitempty"`
 }
 
-func snapshotHost() (*hostState, error) {
-	s := &hostState{Sysctls: map[string]string{}, Rules: map[string][]string{}, Paths: map[string]bool{}}
+// watch is what the snapshot covers; a record written before HostWatch existed is the
+// local node's.
+func (s *HostState) watch() HostWatch {
+	if s.Watch == nil {
+		return localWatch
+	}
+	return *s.Watch
+}
+
+func snapshotHost() (*HostState, error) { return SnapshotHost(localWatch) }
+
+// SnapshotHost records the host's state that a cluster described by w may change.
+func SnapshotHost(w HostWatch) (*HostState, error) {
+	s := &HostState{Sysctls: map[string]string{}, Rules: map[string][]string{}, Paths: map[string]bool{}, Watch: &w}
 	for _, k := range watchedSysctls {
 		b, err := os.ReadFile(filepath.Join("/proc/sys", k))
 		if errors.Is(err, os.ErrNotExist) {
@@ -64,7 +92,7 @@ func snapshotHost() (*hostState, error) {
 	if s.Links, err = linkNames(); err != nil {
 		return nil, err
 	}
-	for _, p := range fixedPaths {
+	for _, p := range w.Paths {
 		_, err := os.Lstat(p)
 		s.Paths[p] = err == nil
 	}
@@ -74,8 +102,10 @@ func snapshotHost() (*hostState, error) {
 		return nil, err
 	}
 	for _, h := range hiers {
-		if _, err := os.Stat(filepath.Join(h, "kubepods")); err == nil {
-			s.Cgroups = append(s.Cgroups, filepath.Join(h, "kubepods"))
+		for _, c := range w.Cgroups {
+			if _, err := os.Stat(filepath.Join(h, c)); err == nil {
+				s.Cgroups = append(s.Cgroups, filepath.Join(h, c))
+			}
 		}
 	}
 	return s, nil
@@ -220,9 +250,10 @@ func unmountUnder(prefixes []string) error {
 	return errors.Join(errs...)
 }
 
-// restore puts the host back to the snapshot: everything a node added goes, every value it
-// changed is written back. Processes must be gone first.
-func (s *hostState) restore(prefixes []string) error {
+// Restore puts the host back to the snapshot: everything a cluster added goes, every value
+// it changed is written back; mounts at or below prefixes are detached. Processes must be
+// gone first.
+func (s *HostState) Restore(prefixes []string) error {
 	var errs []error
 	add := func(err error) {
 		if err != nil {
@@ -234,7 +265,7 @@ func (s *hostState) restore(prefixes []string) error {
 	add(s.restoreCgroups())
 	add(s.restoreRules())
 	add(s.restoreLinks())
-	for _, p := range fixedPaths {
+	for _, p := range s.watch().Paths {
 		if !s.Paths[p] {
 			add(os.RemoveAll(p))
 		}
@@ -247,7 +278,7 @@ func (s *hostState) restore(prefixes []string) error {
 	return errors.Join(errs...)
 }
 
-func (s *hostState) restoreNetns() error {
+func (s *HostState) restoreNetns() error {
 	names, _ := dirNames(netnsDir)
 	var errs []error
 	for _, n := range names {
@@ -265,36 +296,45 @@ func (s *hostState) restoreNetns() error {
 	return errors.Join(errs...)
 }
 
-// restoreCgroups removes every kubepods tree that did not exist before, deepest first.
-func (s *hostState) restoreCgroups() error {
+// restoreCgroups removes every watched cgroup tree that did not exist before, deepest first.
+func (s *HostState) restoreCgroups() error {
 	hiers, err := cgroupHierarchies()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, h := range hiers {
-		root := filepath.Join(h, "kubepods")
-		if slices.Contains(s.Cgroups, root) {
-			continue
+		for _, c := range s.watch().Cgroups {
+			errs = append(errs, s.removeCgroupTree(filepath.Join(h, c)))
 		}
-		var dirs []string
-		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := unix.Rmdir(dirs[i]); err != nil && !errors.Is(err, unix.ENOENT) {
-				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dirs[i], err))
-			}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroupTree removes root and every cgroup below it, deepest first, unless root
+// existed before.
+func (s *HostState) removeCgroupTree(root string) error {
+	if slices.Contains(s.Cgroups, root) {
+		return nil
+	}
+	var dirs []string
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	var errs []error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := unix.Rmdir(dirs[i]); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dirs[i], err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // restoreRules deletes every iptables rule, then every chain, the node added.
-func (s *hostState) restoreRules() error {
+func (s *HostState) restoreRules() error {
 	now, err := iptablesRules()
 	if err != nil {
 		return err
@@ -328,15 +368,16 @@ func (s *hostState) restoreRules() error {
 	return errors.Join(errs...)
 }
 
-// restoreLinks deletes the links the node's CNI made: its bridge and any veth left over.
-func (s *hostState) restoreLinks() error {
+// restoreLinks deletes the links the cluster made (for the local node: its CNI bridge and
+// any veth left over).
+func (s *HostState) restoreLinks() error {
 	names, err := linkNames()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, n := range names {
-		if slices.Contains(s.Links, n) || (n != bridgeName && !strings.HasPrefix(n, "veth")) {
+		if slices.Contains(s.Links, n) || !slices.ContainsFunc(s.watch().LinkPrefixes, func(p string) bool { return strings.HasPrefix(n, p) }) {
 			continue
 		}
 		if out, err := exec.Command("ip", "link", "delete", n).CombinedOutput(); err != nil {
@@ -346,12 +387,12 @@ func (s *hostState) restoreLinks() error {
 	return errors.Join(errs...)
 }
 
-// leftovers compares the host with the snapshot and says what differs: the proof that a
-// teardown was complete. Processes whose command line names the node's directory and
+// Leftovers compares the host with the snapshot and says what differs: the proof that a
+// teardown was complete. Processes whose command line names the cluster's directory and
 // mounts under its prefixes count too.
-func (s *hostState) leftovers(dir string, prefixes []string) []string {
+func (s *HostState) Leftovers(dir string, prefixes []string) []string {
 	var out []string
-	now, err := snapshotHost()
+	now, err := SnapshotHost(s.watch())
 	if err != nil {
 		return []string{"snapshot: " + err.Error()}
 	}
@@ -394,7 +435,7 @@ func (s *hostState) leftovers(dir string, prefixes []string) []string {
 			}
 		}
 	}
-	for _, pid := range processesNaming(dir) {
+	for _, pid := range ProcessesNaming(dir, s.watch().Daemons) {
 		out = append(out, fmt.Sprintf("process %d", pid))
 	}
 	if _, err := os.Stat(dir); err == nil {
@@ -407,9 +448,13 @@ func (s *hostState) leftovers(dir string, prefixes []string) []string {
 // daemons are the programs a node runs on the host.
 var daemons = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "containerd", "containerd-shim-runc-v2"}
 
-// processesNaming lists the node daemons whose command line mentions dir: every daemon of
-// a node gets its configuration from there, and containerd's shims its socket.
-func processesNaming(dir string) []int {
+// processesNaming lists the local node's daemons whose command line mentions dir: every
+// daemon of a node gets its configuration from there, and containerd's shims its socket.
+func processesNaming(dir string) []int { return ProcessesNaming(dir, daemons) }
+
+// ProcessesNaming lists the processes running one of the programs named in daemons whose
+// command line mentions dir.
+func ProcessesNaming(dir string, daemons []string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
 	self := os.Getpid()

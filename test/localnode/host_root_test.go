@@ -22,13 +22,13 @@ func TestSnapshotAndLeftoversOnThisHost(t *testing.T) {
 		t.Fatalf("snapshot misses the host's sysctls or links: %+v", s)
 	}
 	dir := filepath.Join(t.TempDir(), "node")
-	if left := s.leftovers(dir, nil); len(left) != 0 {
+	if left := s.Leftovers(dir, nil); len(left) != 0 {
 		t.Fatalf("leftovers right after the snapshot: %v", left)
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	left := s.leftovers(dir, nil)
+	left := s.Leftovers(dir, nil)
 	if len(left) != 1 || left[0] != "directory "+dir {
 		t.Fatalf("leftovers = %v, want the node directory", left)
 	}

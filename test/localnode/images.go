@@ -28,6 +28,7 @@ type Image struct {
 	Path       string   // where it goes in the image, e.g. /numapref
 	Entrypoint []string // defaults to [Path]
 	Cmd        []string
+	Env        []string // defaults to PATH=/
 }
 
 // WriteTarball writes the image as a `docker save` tarball, which
@@ -75,7 +76,11 @@ func (im Image) WriteTarball(path string) error {
 	if entry == nil {
 		entry = []string{im.Path}
 	}
-	cfg.Config = v1.Config{Entrypoint: entry, Cmd: im.Cmd, User: "0:0", Env: []string{"PATH=/"}}
+	env := im.Env
+	if env == nil {
+		env = []string{"PATH=/"}
+	}
+	cfg.Config = v1.Config{Entrypoint: entry, Cmd: im.Cmd, User: "0:0", Env: env}
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return err
 	}

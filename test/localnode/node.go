@@ -37,13 +37,35 @@ const PauseImage = "numapref.local/pause:e2e"
 // DefaultDir is where a node keeps its files unless told otherwise.
 const DefaultDir = "/var/tmp/numapref-local"
 
+// KindRecord is where test/kindnode records a kind cluster while it is up.
+const KindRecord = "/var/tmp/numapref-kind/cluster.json"
+
+// HostInUse fails when a cluster of this project other than the one recorded at self is
+// recorded as up on this machine. The local node and a kind cluster share what kubelet
+// changes on the host (its sysctls, which are not per namespace) and what their teardowns
+// put back, so they run one at a time.
+func HostInUse(self string) error {
+	for what, record := range map[string]string{
+		"a local node":   filepath.Join(DefaultDir, "node.json"),
+		"a kind cluster": KindRecord,
+	} {
+		if record == self {
+			continue
+		}
+		if _, err := os.Stat(record); err == nil {
+			return fmt.Errorf("%s is up on this machine (%s): take it down first", what, record)
+		}
+	}
+	return nil
+}
+
 // Node is a running (or half-started) local node. Its record lives in <Dir>/node.json, so a
 // later process can tear it down.
 type Node struct {
 	Dir    string         `json:"dir"`
 	BinDir string         `json:"binDir"`
 	Pids   map[string]int `json:"pids"`
-	Before *hostState     `json:"before"`
+	Before *HostState     `json:"before"`
 	HostIP string         `json:"hostIP"`
 }
 
@@ -67,6 +89,9 @@ func Up(ctx context.Context, dir, binDir string, images []string, logf func(stri
 	}
 	if pids := processesNaming(dir); len(pids) > 0 {
 		return nil, fmt.Errorf("node processes of %s still run: %v", dir, pids)
+	}
+	if err := HostInUse(filepath.Join(dir, "node.json")); err != nil {
+		return nil, err
 	}
 	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "/usr/lib/cni/bridge"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -176,21 +201,26 @@ func Up(ctx context.Context, dir, binDir string, images []string, logf func(stri
 		return n, err
 	}
 	if err := waitFor(ctx, 120*time.Second, "node "+NodeName+" to be Ready", func() error {
-		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("node not Ready")
+		return NodeReady(ctx, cs, NodeName)
 	}); err != nil {
 		return n, err
 	}
 	logf("localnode: node %s Ready after %s", NodeName, time.Since(start).Round(time.Millisecond))
 	return n, nil
+}
+
+// NodeReady returns nil when the node's Ready condition is True.
+func NodeReady(ctx context.Context, cs kubernetes.Interface, name string) error {
+	node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s not Ready", name)
 }
 
 // Load reads the record of a node started earlier.
@@ -283,7 +313,7 @@ func (n *Node) Down(logf func(string, ...any)) error {
 		errs = append(errs, stopProcess(pid, n.Dir, 5*time.Second))
 	}
 	if n.Before != nil {
-		errs = append(errs, n.Before.restore(n.prefixes()))
+		errs = append(errs, n.Before.Restore(n.prefixes()))
 	}
 	errs = append(errs, os.RemoveAll(n.Dir))
 	err := errors.Join(errs...)
@@ -302,37 +332,43 @@ func (n *Node) Leftovers() []string {
 	if n.Before == nil {
 		return []string{"no snapshot of the host"}
 	}
-	return n.Before.leftovers(n.Dir, n.prefixes())
+	return n.Before.Leftovers(n.Dir, n.prefixes())
 }
 
-// stopProcess sends SIGTERM, then SIGKILL after grace, to pid if it still is one of the
-// node's daemons (a recycled pid is left alone), and waits until it is gone.
+// stopProcess stops pid if it still is one of the node's daemons (see StopProcess).
 func stopProcess(pid int, dir string, grace time.Duration) error {
-	if !isNodeDaemon(pid, dir) {
+	return StopProcess(pid, dir, daemons, grace)
+}
+
+// StopProcess sends SIGTERM, then SIGKILL after grace, to pid if it still runs one of the
+// programs in daemons with dir on its command line (a recycled pid is left alone), and waits
+// until it is gone.
+func StopProcess(pid int, dir string, daemons []string, grace time.Duration) error {
+	if !isDaemon(pid, dir, daemons) {
 		return nil
 	}
 	syscall.Kill(pid, syscall.SIGTERM)
-	if gone(pid, dir, grace) {
+	if gone(pid, dir, daemons, grace) {
 		return nil
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-	if gone(pid, dir, 10*time.Second) {
+	if gone(pid, dir, daemons, 10*time.Second) {
 		return nil
 	}
 	return fmt.Errorf("process %d survives SIGKILL", pid)
 }
 
-func gone(pid int, dir string, within time.Duration) bool {
+func gone(pid int, dir string, daemons []string, within time.Duration) bool {
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !isNodeDaemon(pid, dir) {
+		if !isDaemon(pid, dir, daemons) {
 			return true
 		}
 	}
-	return !isNodeDaemon(pid, dir)
+	return !isDaemon(pid, dir, daemons)
 }
 
-// isNodeDaemon tells whether pid is alive (not a zombie) and one of the node's daemons.
-func isNodeDaemon(pid int, dir string) bool {
+// isDaemon tells whether pid is alive (not a zombie) and one of the daemons naming dir.
+func isDaemon(pid int, dir string, daemons []string) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
@@ -340,7 +376,7 @@ func isNodeDaemon(pid int, dir string) bool {
 	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
 		return false
 	}
-	for _, p := range processesNaming(dir) {
+	for _, p := range ProcessesNaming(dir, daemons) {
 		if p == pid {
 			return true
 		}
@@ -406,7 +442,11 @@ func randomToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// waitFor polls f until it succeeds, ctx ends or timeout passes.
+// WaitFor polls f until it succeeds, ctx ends or timeout passes.
+func WaitFor(ctx context.Context, timeout time.Duration, what string, f func() error) error {
+	return waitFor(ctx, timeout, what, f)
+}
+
 func waitFor(ctx context.Context, timeout time.Duration, what string, f func() error) error {
 	deadline := time.Now().Add(timeout)
 	var err error
