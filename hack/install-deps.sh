@@ -6,7 +6,8 @@
 #   hack/install-deps.sh --missing [GROUP...] print the missing packages, install nothing
 #
 # Groups: base (every target), localnode (make demo, make e2e: a real node on this
-# machine), kernellab (make kernel-lab: qemu, the kernel source and its build tools).
+# machine), kind (make e2e-kind: Docker and the offline node image), kernellab (make
+# kernel-lab: qemu, the kernel source and its build tools).
 set -euo pipefail
 
 declare -A groups=(
@@ -14,11 +15,15 @@ declare -A groups=(
   # The local node (test/localnode): container runtime, CNI plugins, iptables for the
   # chains kubelet makes and teardown removes.
   [localnode]="containerd runc containernetworking-plugins iptables"
+  # kind (test/kindnode, hack/kind/node-image.sh): Debian's Docker engine (20.10; the suite
+  # starts its own dockerd where no engine runs), mmdebstrap for the node image's Debian
+  # rootfs, iptables for the host snapshot's rule check.
+  [kind]="docker.io mmdebstrap iptables"
   # The kernel lab (hack/kernel): qemu, Debian's 6.12 source for the patched kernel and
   # what building it takes; the control kernel is downloaded with apt-get download.
   [kernellab]="qemu-system-x86 linux-source-6.12 flex bison libelf-dev bc cpio xz-utils patch build-essential"
 )
-order=(base localnode kernellab)
+order=(base localnode kind kernellab)
 
 check_only=0
 if [ "${1:-}" = --missing ]; then check_only=1; shift; fi
@@ -41,6 +46,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] || { echo "install-deps: installing ${missing[*]} needs root: sudo $0 ${want[*]}" >&2; exit 1; }
   echo "install-deps: installing ${missing[*]}" >&2
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  # Installing docker.io starts dockerd through its init script unless policy-rc.d says no:
+  # the suite starts its own, with its own directories and no iptables rules, and a system
+  # one would change the host (docker0, iptables chains). Say no for this install only.
+  policy=/usr/sbin/policy-rc.d made_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# hack/install-deps.sh: no service starts while it installs\nexit 101\n' > "$policy"
+    chmod 755 "$policy"; made_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || { [ $made_policy = 0 ] || rm -f "$policy"; exit 1; }
+  [ $made_policy = 0 ] || rm -f "$policy"
 fi
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "install-deps: Go is required (/usr/local/go on these machines)" >&2; exit 1; }

@@ -4,7 +4,7 @@
 # running as root; otherwise it stops at once and says exactly what to run.
 #
 #   hack/preflight.sh TARGET     TARGET: demo, test, unit, host, integration, chart,
-#                                fuzz, kernel-lab, e2e
+#                                fuzz, kernel-lab, e2e, e2e-kind
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: hack/preflight.sh TARGET}
@@ -19,7 +19,8 @@ case "$target" in
   host) root=1 ;;
   kernel-lab) groups+=(kernellab) root=1 disk_gib=8 ;;            # kernel tree ~5 GiB while it builds
   demo|e2e) groups+=(localnode) root=1 disk_gib=14 ;;             # Kubernetes build cache ~9 GiB
-  test) groups+=(localnode kernellab) root=1 disk_gib=24 ;;
+  e2e-kind) groups+=(kind) root=1 disk_gib=18 ;;                  # that, the node image ~1 GiB, dockerd's data ~3 GiB
+  test) groups+=(localnode kind kernellab) root=1 disk_gib=28 ;;
   *) fail "unknown target $target" ;;
 esac
 

@@ -4,7 +4,7 @@
 // kubectl, the API, and the node's /proc and emulator task view.
 //
 //	make e2e                       the local provider: a real node on this machine
-//	E2E_PROVIDER=kind make e2e     a kind cluster, where Docker exists
+//	E2E_PROVIDER=kind make e2e     a three-node kind cluster (test/kindnode); make e2e-kind
 package e2e
 
 import (
@@ -63,7 +63,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	kubeconfig, err = prov.up(ctx, images)
 	Expect(err).NotTo(HaveOccurred())
 	logf("cluster up in %s", time.Since(start).Round(time.Millisecond))
-}, NodeTimeout(5*time.Minute))
+}, NodeTimeout(10*time.Minute))
 
 var _ = AfterSuite(func(ctx SpecContext) {
 	if prov == nil {
@@ -73,8 +73,10 @@ var _ = AfterSuite(func(ctx SpecContext) {
 		logf("E2E_KEEP=1: leaving the cluster up (KUBECONFIG=%s)", kubeconfig)
 		return
 	}
+	start := time.Now()
 	Expect(prov.down(ctx)).To(Succeed(), "teardown must leave nothing behind")
-}, NodeTimeout(3*time.Minute))
+	logf("cluster torn down in %s", time.Since(start).Round(time.Millisecond))
+}, NodeTimeout(5*time.Minute))
 
 // On failure: the agent's logs and every event, so a red run explains itself.
 var _ = ReportAfterEach(func(r SpecReport) {

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,6 +42,11 @@ type task struct {
 // the emulator's task view. A view entry counts only if its start time matches the task's,
 // so a recycled tid is never mistaken for a placed one.
 func containerTasks(ctx context.Context, containerID string) ([]task, error) {
+	return containerTasksOn(ctx, primaryNode(), containerID)
+}
+
+// containerTasksOn is containerTasks for a container on the named node.
+func containerTasksOn(ctx context.Context, node, containerID string) ([]task, error) {
 	_, id, ok := strings.Cut(containerID, "://")
 	if !ok || id == "" {
 		return nil, fmt.Errorf("container ID %q", containerID)
@@ -65,9 +71,9 @@ func containerTasks(ctx context.Context, containerID string) ([]task, error) {
     echo "$p $t $force"
   done
 done`
-	out, err := prov.nodeShell(ctx, script)
+	out, err := prov.nodeShell(ctx, node, script)
 	if err != nil {
-		return nil, fmt.Errorf("reading tasks of %s: %w: %s", id, err, out)
+		return nil, fmt.Errorf("reading tasks of %s on %s: %w: %s", id, node, err, out)
 	}
 	var tasks []task
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -101,8 +107,13 @@ func processes(tasks []task) []int {
 // allPrefer checks that a container has at least minTasks tasks and every one of them has
 // node forced.
 func allPrefer(ctx context.Context, containerID string, node, minTasks int) func(Gomega) {
+	return allPreferOn(ctx, primaryNode(), containerID, node, minTasks)
+}
+
+// allPreferOn is allPrefer for a container on the Kubernetes node host.
+func allPreferOn(ctx context.Context, host, containerID string, node, minTasks int) func(Gomega) {
 	return func(g Gomega) {
-		tasks, err := containerTasks(ctx, containerID)
+		tasks, err := containerTasksOn(ctx, host, containerID)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(len(tasks)).To(BeNumerically(">=", minTasks), "tasks of %s", containerID)
 		for _, t := range tasks {
@@ -115,18 +126,34 @@ func allPrefer(ctx context.Context, containerID string, node, minTasks int) func
 // labelled app=<name> to NUMA node 0.
 func applyPreference(ctx context.Context, name string) {
 	GinkgoHelper()
+	applyPreferenceIn(ctx, ns, name, "node: 0")
+}
+
+// applyPreferenceIn applies a NumaPreference named name in namespace namespace, for the
+// pods labelled app=<name>, with the spec lines placement (e.g. "mode: Spread").
+func applyPreferenceIn(ctx context.Context, namespace, name, placement string) {
+	GinkgoHelper()
 	out, err := kubectlIn(ctx, fmt.Sprintf(`apiVersion: numa.numapref.io/v1alpha1
 kind: NumaPreference
-metadata: {name: %[1]s, namespace: default}
+metadata: {name: %[1]s, namespace: %[2]s}
 spec:
   selector: {matchLabels: {app: %[1]s}}
-  node: 0
-`, name), "apply", "-f", "-")
+  %[3]s
+`, name, namespace, placement), "apply", "-f", "-")
 	Expect(err).NotTo(HaveOccurred(), out)
 }
 
+// workloadPod is a workload pod on the primary node.
 func workloadPod(name string, labels, annotations map[string]string, containers ...string) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations}}
+	return workloadPodOn(primaryNode(), ns, name, labels, annotations, containers...)
+}
+
+// workloadPodOn is a workload pod in namespace on the Kubernetes node host (a control plane
+// too: it tolerates every taint).
+func workloadPodOn(host, namespace, name string, labels, annotations map[string]string, containers ...string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels, Annotations: annotations}}
+	p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: host}
+	p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	for _, c := range containers {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
 			Name: c, Image: localnode.WorkloadImage, ImagePullPolicy: corev1.PullNever,
@@ -134,6 +161,62 @@ func workloadPod(name string, labels, annotations map[string]string, containers 
 		})
 	}
 	return p
+}
+
+// containerIDs waits until the pod namespace/name runs with every container ready and
+// returns its container IDs by container name.
+func containerIDs(ctx context.Context, cl client.Client, namespace, name string) map[string]string {
+	GinkgoHelper()
+	pod := &corev1.Pod{}
+	Eventually(func(g Gomega) {
+		g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod)).To(Succeed())
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+		g.Expect(pod.Status.ContainerStatuses).To(HaveLen(len(pod.Spec.Containers)))
+		for _, s := range pod.Status.ContainerStatuses {
+			g.Expect(s.Ready).To(BeTrue(), s.Name)
+		}
+	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	out := map[string]string{}
+	for _, s := range pod.Status.ContainerStatuses {
+		out[s.Name] = s.ContainerID
+	}
+	return out
+}
+
+// newClient is a controller-runtime client with the core and numapref types.
+func newClient(cfg *rest.Config) client.Client {
+	GinkgoHelper()
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(numav1.AddToScheme(scheme)).To(Succeed())
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return cl
+}
+
+// installAgent installs the chart with the agent image the suite built, the emulated
+// kernel and a 2 s rescan, and waits for the DaemonSet.
+func installAgent(ctx context.Context) {
+	GinkgoHelper()
+	args := []string{"install", release, "../../charts/numapref", "-n", agentNamespace, "--create-namespace",
+		"--wait", "--timeout", "2m",
+		"--set", "image.repository=" + strings.Split(localnode.AgentImage, ":")[0],
+		"--set", "image.tag=" + strings.Split(localnode.AgentImage, ":")[1],
+		"--set", "image.pullPolicy=Never", "--set", "kernel=emulated", "--set", "rescanInterval=2s"}
+	for _, v := range prov.values() {
+		args = append(args, "--set", v)
+	}
+	start := time.Now()
+	out, err := helm(ctx, args...)
+	Expect(err).NotTo(HaveOccurred(), out)
+	logf("helm install --wait: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// uninstallAgent uninstalls the chart and waits for its resources to go.
+func uninstallAgent(ctx context.Context) {
+	GinkgoHelper()
+	out, err := helm(ctx, "uninstall", release, "-n", agentNamespace, "--wait")
+	Expect(err).NotTo(HaveOccurred(), out)
 }
 
 var _ = Describe("numapref installed with Helm on a real node", Ordered, func() {
@@ -146,20 +229,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 
 	podIDs := func(ctx context.Context, name string) map[string]string {
 		GinkgoHelper()
-		pod := &corev1.Pod{}
-		Eventually(func(g Gomega) {
-			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
-			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
-			g.Expect(pod.Status.ContainerStatuses).To(HaveLen(len(pod.Spec.Containers)))
-			for _, s := range pod.Status.ContainerStatuses {
-				g.Expect(s.Ready).To(BeTrue(), s.Name)
-			}
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-		out := map[string]string{}
-		for _, s := range pod.Status.ContainerStatuses {
-			out[s.Name] = s.ContainerID
-		}
-		return out
+		return containerIDs(ctx, cl, ns, name)
 	}
 
 	signalWorkload := func(ctx context.Context, containerID, sig string) {
@@ -168,43 +238,27 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		Expect(err).NotTo(HaveOccurred())
 		// The container's first process is the workload itself (pid 1 in its namespace).
 		main := slices.Min(processes(tasks))
-		out, err := prov.nodeShell(ctx, fmt.Sprintf("kill -%s %d", sig, main))
+		out, err := nodeShell(ctx, fmt.Sprintf("kill -%s %d", sig, main))
 		Expect(err).NotTo(HaveOccurred(), out)
 	}
 
 	BeforeAll(func(ctx SpecContext) {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		Expect(err).NotTo(HaveOccurred())
-		scheme := runtime.NewScheme()
-		Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-		Expect(numav1.AddToScheme(scheme)).To(Succeed())
-		cl, err = client.New(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
+		cl = newClient(cfg)
 	})
 
 	AfterAll(func(ctx SpecContext) {
 		kubectl(ctx, "delete", "numapref", "--all", "-n", ns, "--wait=true")
 		kubectl(ctx, "delete", "pod", "--all", "-n", ns, "--grace-period=1", "--wait=true")
-		out, err := helm(ctx, "uninstall", release, "-n", agentNamespace, "--wait")
-		Expect(err).NotTo(HaveOccurred(), out)
+		uninstallAgent(ctx)
 	}, NodeTimeout(2*time.Minute))
 
 	It("installs the agent with Helm, which labels the node", func(ctx SpecContext) {
-		args := []string{"install", release, "../../charts/numapref", "-n", agentNamespace, "--create-namespace",
-			"--wait", "--timeout", "2m",
-			"--set", "image.repository=" + strings.Split(localnode.AgentImage, ":")[0],
-			"--set", "image.tag=" + strings.Split(localnode.AgentImage, ":")[1],
-			"--set", "image.pullPolicy=Never", "--set", "kernel=emulated", "--set", "rescanInterval=2s"}
-		for _, v := range prov.values() {
-			args = append(args, "--set", v)
-		}
-		start := time.Now()
-		out, err := helm(ctx, args...)
-		Expect(err).NotTo(HaveOccurred(), out)
-		logf("helm install --wait: %s", time.Since(start).Round(time.Millisecond))
+		installAgent(ctx)
 		Eventually(func(g Gomega) {
 			node := &corev1.Node{}
-			g.Expect(cl.Get(ctx, client.ObjectKey{Name: localnode.NodeName}, node)).To(Succeed())
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, node)).To(Succeed())
 			g.Expect(node.Labels).To(HaveKeyWithValue("numapref.io/kernel-support", "emulator"))
 			g.Expect(node.Labels).To(HaveKey("numapref.io/numa-nodes"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
@@ -236,7 +290,10 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		// The pod's sandbox is not a selected container: its task stays untouched.
 		pod := &corev1.Pod{}
 		Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "work"}, pod)).To(Succeed())
-		sandbox, err := prov.nodeShell(ctx, fmt.Sprintf(`grep -l "pod%s" /proc/[0-9]*/cgroup | cut -d/ -f3`, pod.UID))
+		// The pod's cgroup names its uid: as is with cgroupfs, dashes escaped to "_" in
+		// systemd's slice names.
+		uid := string(pod.UID)
+		sandbox, err := nodeShell(ctx, fmt.Sprintf(`grep -lE "pod(%s|%s)" /proc/[0-9]*/cgroup | cut -d/ -f3`, uid, strings.ReplaceAll(uid, "-", "_")))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(strings.Fields(sandbox)).NotTo(BeEmpty())
 		for _, p := range strings.Fields(sandbox) {
@@ -247,7 +304,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 			}) {
 				continue
 			}
-			view, _ := prov.nodeShell(ctx, fmt.Sprintf("cat %s/%d/task/%d/sched 2>/dev/null || echo none", emulatorView, pid, pid))
+			view, _ := nodeShell(ctx, fmt.Sprintf("cat %s/%d/task/%d/sched 2>/dev/null || echo none", emulatorView, pid, pid))
 			Expect(view).To(Or(Equal("none\n"), ContainSubstring("numa_preferred_nid_force : -1")), "sandbox process %d", pid)
 		}
 
@@ -296,7 +353,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		Expect(err).NotTo(HaveOccurred(), out)
 		var pod inspect.Pod
 		Expect(json.Unmarshal([]byte(out), &pod)).To(Succeed(), out)
-		Expect(pod.Node).To(Equal(localnode.NodeName))
+		Expect(pod.Node).To(Equal(primaryNode()))
 		Expect(pod.Kernel.Backend).To(Equal("emulator"))
 		Expect(pod.Containers).To(HaveLen(2))
 		for _, c := range pod.Containers {
@@ -328,7 +385,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		pod := &corev1.Pod{}
 		Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "work"}, pod)).To(Succeed())
 		node := pod.Spec.NodeName
-		sysctl, err := prov.nodeShell(ctx, "cat /proc/sys/kernel/numa_balancing")
+		sysctl, err := nodeShell(ctx, "cat /proc/sys/kernel/numa_balancing")
 		Expect(err).NotTo(HaveOccurred(), sysctl)
 		enabled := strings.TrimSpace(sysctl) != "0"
 		logf("kernel.numa_balancing on %s: %s", node, strings.TrimSpace(sysctl))
@@ -484,7 +541,7 @@ spec:
 		Expect(err).NotTo(HaveOccurred(), out)
 		scraper = strings.TrimSpace(out)
 		scrape := func(token string) (string, error) {
-			return prov.nodeShell(ctx, fmt.Sprintf(`curl -sk -w '\nHTTP %%{http_code}\n' -H "Authorization: Bearer %s" https://127.0.0.1:8443/metrics`, token))
+			return nodeShell(ctx, fmt.Sprintf(`curl -sk -w '\nHTTP %%{http_code}\n' -H "Authorization: Bearer %s" https://127.0.0.1:8443/metrics`, token))
 		}
 		Eventually(func(g Gomega) {
 			body, err := scrape(scraper)
@@ -570,7 +627,7 @@ spec:
 		logf("%d pods placed %s after the NumaPreference", pods, time.Since(start).Round(time.Millisecond))
 
 		// Steady state: let the last status writes settle, then watch a minute.
-		agent, err := prov.nodeShell(ctx, `for p in /proc/[0-9]*; do [ "$(readlink $p/exe 2>/dev/null)" = /numapref ] && echo ${p#/proc/}; done; true`)
+		agent, err := nodeShell(ctx, `for p in /proc/[0-9]*; do [ "$(readlink $p/exe 2>/dev/null)" = /numapref ] && echo ${p#/proc/}; done; true`)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(strings.Fields(agent)).To(HaveLen(1), "the agent process")
 		pid := strings.TrimSpace(agent)
@@ -582,7 +639,7 @@ spec:
 		}
 		sample := func() (u usage) {
 			GinkgoHelper()
-			st, err := prov.nodeShell(ctx, fmt.Sprintf(`awk '/^(VmRSS|RssAnon):/ {print $2}' /proc/%s/status; s=$(cat /proc/%s/stat); set -- ${s##*') '}; echo $((${12} + ${13}))`, pid, pid))
+			st, err := nodeShell(ctx, fmt.Sprintf(`awk '/^(VmRSS|RssAnon):/ {print $2}' /proc/%s/status; s=$(cat /proc/%s/stat); set -- ${s##*') '}; echo $((${12} + ${13}))`, pid, pid))
 			Expect(err).NotTo(HaveOccurred(), st)
 			f := strings.Fields(st)
 			Expect(f).To(HaveLen(3), st)
@@ -590,7 +647,7 @@ spec:
 			u.anonKiB, _ = strconv.Atoi(f[1])
 			u.cpuTicks, _ = strconv.Atoi(f[2])
 			u.series = map[string]float64{}
-			body, err := prov.nodeShell(ctx, fmt.Sprintf(`curl -sk -H "Authorization: Bearer %s" https://127.0.0.1:8443/metrics`, scraper))
+			body, err := nodeShell(ctx, fmt.Sprintf(`curl -sk -H "Authorization: Bearer %s" https://127.0.0.1:8443/metrics`, scraper))
 			Expect(err).NotTo(HaveOccurred())
 			// The agent's own count of its API requests (numapref_api_requests_total).
 			for _, line := range strings.Split(body, "\n") {

@@ -10,17 +10,20 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/numapref/numapref/test/kindnode"
 	"github.com/numapref/numapref/test/localnode"
 )
 
 // provider is a cluster the specs run on. The specs only need a kubeconfig, a way to get
-// the images onto the node, a shell on the node (to read /proc and the emulator's task
-// view, and to signal workloads), and the agent's logs when something fails. Everything
-// else is shared.
+// the images onto the nodes, a shell on a node (to read /proc and the emulator's task view,
+// and to signal workloads), and the agents' logs when something fails. Everything else is
+// shared.
 type provider interface {
 	up(ctx context.Context, images []string) (kubeconfig string, err error)
-	// nodeShell runs a POSIX shell script on the node, in the node's pid namespace.
-	nodeShell(ctx context.Context, script string) (string, error)
+	// nodes are the cluster's Kubernetes nodes; the single-node specs run on the first.
+	nodes() []string
+	// nodeShell runs a POSIX shell script on a node, in the node's pid namespace.
+	nodeShell(ctx context.Context, node, script string) (string, error)
 	// agentLogs returns the agent containers' logs.
 	agentLogs(ctx context.Context) string
 	// agentURL is where kubectl numapref reaches the agent, when its discovery (the
@@ -29,6 +32,14 @@ type provider interface {
 	// values are the Helm values this cluster needs beyond the common ones.
 	values() []string
 	down(ctx context.Context) error
+}
+
+// primaryNode is where the single-node specs place their pods.
+func primaryNode() string { return prov.nodes()[0] }
+
+// nodeShell runs a script on the primary node.
+func nodeShell(ctx context.Context, script string) (string, error) {
+	return prov.nodeShell(ctx, primaryNode(), script)
 }
 
 func newProvider(name string) (provider, error) {
@@ -40,7 +51,10 @@ func newProvider(name string) (provider, error) {
 		}
 		return &localProvider{binDir: bin, dir: envOr("E2E_NODE_DIR", localnode.DefaultDir)}, nil
 	case "kind":
-		return &kindProvider{cluster: envOr("E2E_KIND_CLUSTER", "numapref-e2e")}, nil
+		return &kindProvider{opts: kindnode.Options{
+			Name: envOr("E2E_KIND_CLUSTER", "numapref-e2e"), Kind: envOr("KIND", "kind"),
+			NodeImage: os.Getenv("E2E_KIND_NODE_IMAGE"), OwnDocker: os.Getenv("E2E_KIND_OWN_DOCKER") == "1",
+		}}, nil
 	}
 	return nil, fmt.Errorf("unknown E2E_PROVIDER %q (local or kind)", name)
 }
@@ -67,7 +81,9 @@ func (p *localProvider) up(ctx context.Context, images []string) (string, error)
 	return n.Kubeconfig(), nil
 }
 
-func (p *localProvider) nodeShell(ctx context.Context, script string) (string, error) {
+func (p *localProvider) nodes() []string { return []string{localnode.NodeName} }
+
+func (p *localProvider) nodeShell(ctx context.Context, _, script string) (string, error) {
 	out, err := exec.CommandContext(ctx, "sh", "-c", script).CombinedOutput()
 	return string(out), err
 }
@@ -100,38 +116,59 @@ func (p *localProvider) down(context.Context) error {
 	return p.node.Down(logf)
 }
 
-// kindProvider is a kind cluster, for machines with Docker. It cannot run on the machines
-// this project is developed on (no Docker engine); it shares every spec with the local
-// provider and differs only in these five methods.
-type kindProvider struct{ cluster string }
-
-func (p *kindProvider) up(ctx context.Context, images []string) (string, error) {
-	kubeconfig := filepath.Join(os.TempDir(), "numapref-e2e-kind.kubeconfig")
-	if out, err := exec.CommandContext(ctx, "kind", "create", "cluster", "--name", p.cluster, "--kubeconfig", kubeconfig).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("kind create cluster: %v: %s", err, out)
-	}
-	for _, img := range images {
-		if out, err := exec.CommandContext(ctx, "kind", "load", "image-archive", img, "--name", p.cluster).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("kind load image-archive %s: %v: %s", img, err, out)
-		}
-	}
-	return kubeconfig, nil
+// kindProvider is a three-node kind cluster (test/kindnode): plain kind where the machine
+// runs Docker and can pull kind's node image; elsewhere a dockerd of its own and the node
+// image of hack/kind/node-image.sh (E2E_KIND_NODE_IMAGE). The single-node specs run on the
+// first worker (systemd cgroup driver); the multi-node specs use all three.
+type kindProvider struct {
+	opts    kindnode.Options
+	cluster *kindnode.Cluster
+	apiHost string // the control plane's address on the nodes' network
 }
 
-func (p *kindProvider) nodeShell(ctx context.Context, script string) (string, error) {
-	out, err := exec.CommandContext(ctx, "docker", "exec", p.cluster+"-control-plane", "sh", "-c", script).CombinedOutput()
-	return string(out), err
+func (p *kindProvider) up(ctx context.Context, images []string) (string, error) {
+	c, err := kindnode.Up(ctx, p.opts, logf)
+	if err != nil {
+		return "", err
+	}
+	p.cluster = c
+	if err := c.LoadImages(ctx, images); err != nil {
+		return "", err
+	}
+	if p.apiHost, err = c.NodeIP(ctx, c.Nodes()[0]); err != nil {
+		return "", err
+	}
+	return c.Kubeconfig(), nil
+}
+
+// nodes puts the workers first: the systemd one, then the cgroupfs one, then the control
+// plane.
+func (p *kindProvider) nodes() []string {
+	n := p.cluster.Nodes()
+	return append(n[1:], n[0])
+}
+
+func (p *kindProvider) nodeShell(ctx context.Context, node, script string) (string, error) {
+	return p.cluster.Exec(ctx, node, script)
 }
 
 func (p *kindProvider) agentLogs(ctx context.Context) string {
-	out, _ := kubectl(ctx, "logs", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref", "--all-containers", "--tail=-1")
+	out, _ := kubectl(ctx, "logs", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref", "--all-containers", "--prefix", "--tail=-1")
 	return out
 }
 
-func (p *kindProvider) values() []string { return []string{"kubeletCgroupRoot=/kubelet"} }
+// values: kind's kubelets use the cgroup root /kubelet (kubelet.slice with systemd), and the
+// agents (host network) reach the API server at the control plane's address, which works
+// with or without kube-proxy (the offline node image has none).
+func (p *kindProvider) values() []string {
+	return []string{"kubeletCgroupRoot=/kubelet", "apiServer.host=" + p.apiHost, "apiServer.port=6443"}
+}
 
 func (p *kindProvider) agentURL() string { return "" }
 
 func (p *kindProvider) down(ctx context.Context) error {
-	return exec.CommandContext(ctx, "kind", "delete", "cluster", "--name", p.cluster).Run()
+	if p.cluster == nil {
+		return nil
+	}
+	return p.cluster.Down(ctx, logf)
 }
