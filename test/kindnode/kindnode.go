@@ -20,7 +20,6 @@ package kindnode
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -104,7 +103,7 @@ func watch(ownDocker bool) localnode.HostWatch {
 }
 
 // Up brings a cluster up and returns it; on any error it tears down what it started.
-func Up(ctx context.Context, o Options, logf func(string, ...any)) (c *Cluster, err error) {
+func Up(ctx context.Context, o Options, logf func(string, ...any)) (*Cluster, error) {
 	if o.Dir == "" {
 		o.Dir = DefaultDir
 	}
@@ -117,55 +116,68 @@ func Up(ctx context.Context, o Options, logf func(string, ...any)) (c *Cluster, 
 	if err := localnode.HostInUse(filepath.Join(o.Dir, "cluster.json")); err != nil {
 		return nil, err
 	}
-	c = &Cluster{Name: o.Name, Dir: o.Dir, Kind: o.Kind, Network: o.Name, Offline: o.NodeImage != ""}
+	c := &Cluster{Name: o.Name, Dir: o.Dir, Kind: o.Kind, Network: o.Name, Offline: o.NodeImage != ""}
 	ownDocker := o.OwnDocker || !machineDockerAnswers(ctx)
+	var err error
 	if c.Before, err = localnode.SnapshotHost(watch(ownDocker)); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(c.Dir, "bin"), 0o755); err != nil {
+	if err := c.prepareDir(); err != nil {
 		return nil, err
 	}
-	if err := os.Symlink(dockerCLI(), filepath.Join(c.Dir, "bin", "docker")); err != nil && dockerCLI() != "docker" {
-		return nil, err
+	if err := c.start(ctx, ownDocker, o.NodeImage, logf); err != nil {
+		logf("kindnode: start failed, tearing down: %v", err)
+		return nil, errors.Join(err, c.Down(context.WithoutCancel(ctx), logf))
 	}
-	if err := c.save(); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			logf("kindnode: start failed, tearing down: %v", err)
-			if derr := c.Down(context.WithoutCancel(ctx), logf); derr != nil {
-				err = errors.Join(err, derr)
-			}
-		}
-	}()
+	return c, nil
+}
+
+// start starts the cluster's dockerd when it has its own, imports the offline node image
+// if there is one, and creates the cluster.
+func (c *Cluster) start(ctx context.Context, ownDocker bool, nodeImage string, logf func(string, ...any)) error {
 	start := time.Now()
 	if ownDocker {
 		if err := c.startDockerd(ctx, logf); err != nil {
-			return c, err
+			return err
 		}
 		logf("kindnode: dockerd up in %s", time.Since(start).Round(time.Millisecond))
 	}
 	image := ""
 	if c.Offline {
-		if image, err = c.importNodeImage(ctx, o.NodeImage, logf); err != nil {
-			return c, err
+		var err error
+		if image, err = c.importNodeImage(ctx, nodeImage, logf); err != nil {
+			return err
 		}
 	}
 	cfg, err := c.writeConfig(ctx, image)
 	if err != nil {
-		return c, err
+		return err
 	}
 	createStart := time.Now()
 	if _, err := c.kind(ctx, "create", "cluster", "--name", c.Name, "--config", cfg, "--kubeconfig", c.Kubeconfig(), "--retain"); err != nil {
-		return c, err
+		return err
 	}
 	if err := c.waitNodesReady(ctx); err != nil {
-		return c, err
+		return err
 	}
 	logf("kindnode: %d nodes Ready %s after kind create cluster started (%s since Up)", len(nodeRoles),
 		time.Since(createStart).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	return c, nil
+	return nil
+}
+
+// prepareDir makes the cluster's directory with its record and bin/docker, the docker
+// client kind finds first on its PATH (env).
+func (c *Cluster) prepareDir() error {
+	bin := filepath.Join(c.Dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	if cli := dockerCLI(); cli != "docker" {
+		if err := os.Symlink(cli, filepath.Join(bin, "docker")); err != nil {
+			return err
+		}
+	}
+	return c.save()
 }
 
 // importNodeImage loads the offline node image into the engine with the settings of kind's
@@ -261,24 +273,11 @@ func (c *Cluster) waitNodesReady(ctx context.Context) error {
 
 // Load reads the record of a cluster started earlier.
 func Load(dir string) (*Cluster, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
-	if err != nil {
-		return nil, err
-	}
 	c := &Cluster{}
-	if err := json.Unmarshal(b, c); err != nil {
-		return nil, fmt.Errorf("reading %s/cluster.json: %w", dir, err)
-	}
-	return c, nil
+	return c, localnode.ReadRecord(filepath.Join(dir, "cluster.json"), c)
 }
 
-func (c *Cluster) save() error {
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(c.record(), b, 0o600)
-}
+func (c *Cluster) save() error { return localnode.WriteRecord(c.record(), c) }
 
 // Down deletes the cluster (its node containers and their volumes) and its docker network,
 // stops the dockerd it started, puts the host back and deletes the directory. It carries on
@@ -298,14 +297,13 @@ func (c *Cluster) Down(ctx context.Context, logf func(string, ...any)) error {
 	if c.DockerHost != "" {
 		errs = append(errs, c.stopDockerd())
 	}
-	if c.Before != nil {
-		errs = append(errs, c.Before.Restore([]string{c.Dir}))
+	if err := localnode.HostInUse(c.record()); err != nil {
+		// Another cluster came up meanwhile (one whose code does not check for this
+		// one): putting the host back to the snapshot would undo its kubelet's sysctls and
+		// remove its /run/containerd. Leave the host alone and say so.
+		return errors.Join(append(errs, fmt.Errorf("not putting the host back to its state before the kind cluster: %w", err))...)
 	}
-	errs = append(errs, os.RemoveAll(c.Dir))
-	err := errors.Join(errs...)
-	if left := c.Leftovers(); len(left) > 0 {
-		err = errors.Join(err, fmt.Errorf("left on the host: %s", strings.Join(left, "; ")))
-	}
+	err := localnode.PutBack(c.Before, c.Dir, []string{c.Dir}, errs)
 	if err == nil {
 		logf("kindnode: torn down, nothing left")
 	}

@@ -225,23 +225,31 @@ func NodeReady(ctx context.Context, cs kubernetes.Interface, name string) error 
 
 // Load reads the record of a node started earlier.
 func Load(dir string) (*Node, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "node.json"))
-	if err != nil {
-		return nil, err
-	}
 	n := &Node{}
-	if err := json.Unmarshal(b, n); err != nil {
-		return nil, fmt.Errorf("reading %s/node.json: %w", dir, err)
-	}
-	return n, nil
+	return n, ReadRecord(filepath.Join(dir, "node.json"), n)
 }
 
-func (n *Node) save() error {
-	b, err := json.MarshalIndent(n, "", "  ")
+func (n *Node) save() error { return WriteRecord(filepath.Join(n.Dir, "node.json"), n) }
+
+// ReadRecord reads the JSON record of a cluster (a local node, a kind cluster) into v.
+func ReadRecord(path string, v any) error {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(n.Dir, "node.json"), b, 0o600)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteRecord writes v as the JSON record at path, readable by root only.
+func WriteRecord(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
 }
 
 // Client returns an admin clientset.
@@ -312,18 +320,25 @@ func (n *Node) Down(logf func(string, ...any)) error {
 	for _, pid := range processesNaming(n.Dir) {
 		errs = append(errs, stopProcess(pid, n.Dir, 5*time.Second))
 	}
-	if n.Before != nil {
-		errs = append(errs, n.Before.Restore(n.prefixes()))
-	}
-	errs = append(errs, os.RemoveAll(n.Dir))
-	err := errors.Join(errs...)
-	if left := n.Leftovers(); len(left) > 0 {
-		err = errors.Join(err, fmt.Errorf("left on the host: %s", strings.Join(left, "; ")))
-	}
+	err := PutBack(n.Before, n.Dir, n.prefixes(), errs)
 	if err == nil {
 		logf("localnode: torn down, nothing left")
 	}
 	return err
+}
+
+// PutBack ends a teardown once the cluster's processes are gone: it puts the host back to
+// before (mounts at or below prefixes detached), removes dir, and returns errs with an
+// error naming whatever still differs from before.
+func PutBack(before *HostState, dir string, prefixes []string, errs []error) error {
+	if before == nil {
+		return errors.Join(append(errs, os.RemoveAll(dir), errors.New("no snapshot of the host"))...)
+	}
+	errs = append(errs, before.Restore(prefixes), os.RemoveAll(dir))
+	if left := before.Leftovers(dir, prefixes); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("left on the host: %s", strings.Join(left, "; ")))
+	}
+	return errors.Join(errs...)
 }
 
 // Leftovers lists what a node left on the host compared with the snapshot taken before it
