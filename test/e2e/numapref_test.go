@@ -569,11 +569,21 @@ spec:
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
 		logf("%d pods placed %s after the NumaPreference", pods, time.Since(start).Round(time.Millisecond))
 
-		// Steady state: let the last status writes settle, then watch a minute.
-		agent, err := prov.nodeShell(ctx, `for p in /proc/[0-9]*; do [ "$(readlink $p/exe 2>/dev/null)" = /numapref ] && echo ${p#/proc/}; done; true`)
+		// The agent of this node: its pod's container, found by its container ID (other
+		// agents may run on the same host, as kind's nodes do).
+		var agents corev1.PodList
+		Expect(cl.List(ctx, &agents, client.InNamespace(agentNamespace), client.MatchingLabels(labelsOf(agentSel)))).To(Succeed())
+		var agentID string
+		for _, p := range agents.Items {
+			if p.Spec.NodeName == localnode.NodeName && p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) == 1 {
+				agentID = p.Status.ContainerStatuses[0].ContainerID
+			}
+		}
+		Expect(agentID).NotTo(BeEmpty(), "the agent pod of %s", localnode.NodeName)
+		agentTasks, err := containerTasks(ctx, agentID)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(strings.Fields(agent)).To(HaveLen(1), "the agent process")
-		pid := strings.TrimSpace(agent)
+		Expect(processes(agentTasks)).To(HaveLen(1), "the agent process")
+		pid := strconv.Itoa(processes(agentTasks)[0])
 		type usage struct {
 			rssKiB, anonKiB, cpuTicks    int
 			writes, leaseWrites, reads   float64
@@ -662,6 +672,16 @@ spec:
 })
 
 func ptr[T any](v T) *T { return &v }
+
+// labelsOf parses a "k=v,k2=v2" selector of equalities.
+func labelsOf(sel string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Split(sel, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
 
 // metricValue returns the value of the sample line starting with series, or -1.
 func metricValue(body, series string) float64 {
