@@ -284,3 +284,17 @@ func describeAudiences(audiences []string) string {
 	}
 	return strings.Join(names, " or ")
 }
+
+// AgentRoutes are the node agent's routes: /metrics, which takes tokens bound to
+// AgentAudience and, unless metricsAgentOnly, the API server's own (a Prometheus pod's
+// service account token); and inspectPath, which takes AgentAudience only.
+func AgentRoutes(metrics http.Handler, inspectPath string, inspect http.Handler, metricsAgentOnly bool) []Route {
+	metricsAudiences := []string{AgentAudience, APIServerAudience}
+	if metricsAgentOnly {
+		metricsAudiences = metricsAudiences[:1]
+	}
+	return []Route{
+		{Path: "/metrics", Handler: metrics, Audiences: metricsAudiences},
+		{Path: inspectPath, Handler: inspect, Audiences: []string{AgentAudience}},
+	}
+}

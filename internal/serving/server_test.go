@@ -237,8 +237,9 @@ func get(t *testing.T, c *http.Client, url, token string) (int, string) {
 	return resp.StatusCode, strings.TrimSpace(string(body))
 }
 
-// TestAudiences: /inspect/ takes only tokens bound to numapref-agent (the review asks for
-// that audience and nothing else); /metrics takes those and the API server's own.
+// TestAudiences: the agent's routes. /inspect/ takes only tokens bound to numapref-agent
+// (the review asks for that audience and nothing else); /metrics takes those and the API
+// server's own, or only the former when told so.
 func TestAudiences(t *testing.T) {
 	tokens := &fakeTokens{valid: map[string][]string{
 		"agent": {AgentAudience},
@@ -250,10 +251,8 @@ func TestAudiences(t *testing.T) {
 		"user-api":   {"/inspect/a/p", "/metrics"},
 		"user-other": {"/inspect/a/p", "/metrics"},
 	}}
-	addr := startServer(t, Options{Auth: newAuth(t, tokens, access), Routes: []Route{
-		{Path: "/inspect/", Handler: http.HandlerFunc(ok), Audiences: []string{AgentAudience}},
-		{Path: "/metrics", Handler: http.HandlerFunc(ok), Audiences: []string{AgentAudience, APIServerAudience}},
-	}})
+	addr := startServer(t, Options{Auth: newAuth(t, tokens, access),
+		Routes: AgentRoutes(http.HandlerFunc(ok), "/inspect/", http.HandlerFunc(ok), false)})
 	base := "https://" + addr
 	tests := map[string]struct {
 		path, token string
@@ -287,6 +286,15 @@ func TestAudiences(t *testing.T) {
 	get(t, c, base+"/inspect/a/q", "fresh-token")
 	if diff := cmp.Diff([][]string{{AgentAudience}}, tokens.reviews()); diff != "" {
 		t.Errorf("TokenReview spec.audiences for inspect (-want +got):\n%s", diff)
+	}
+
+	strict := "https://" + startServer(t, Options{Auth: newAuth(t, tokens, access),
+		Routes: AgentRoutes(http.HandlerFunc(ok), "/inspect/", http.HandlerFunc(ok), true)})
+	if status, body := get(t, c, strict+"/metrics", "api"); status != http.StatusUnauthorized {
+		t.Errorf("metrics for the agent audience only, API server token: %d %q, want 401", status, body)
+	}
+	if status, body := get(t, c, strict+"/metrics", "agent"); status != http.StatusOK {
+		t.Errorf("metrics for the agent audience only, agent token: %d %q, want 200", status, body)
 	}
 }
 
