@@ -27,6 +27,22 @@
 // value could not be read, and the matching *Error field says why.
 package inspect
 
+// Audience is the audience of the tokens the endpoint accepts: kubectl numapref asks the
+// API server for one (TokenRequest), and the agent reviews each token for it (TokenReview
+// with spec.audiences). The API server itself does not accept such a token, so an agent
+// cannot replay the tokens it receives.
+const Audience = "numapref-agent"
+
+// The ConfigMap, in the agent's namespace, that publishes how to verify the agents'
+// serving certificate: the CA that signed it and the name it carries (the chart's
+// <release>-agent Service name, not an address: every agent serves the same certificate,
+// so a client dials the agent's node IP and verifies this name).
+const (
+	CAConfigMap        = "numapref-agent-ca"
+	CAConfigMapCAKey   = "ca.crt"
+	CAConfigMapNameKey = "serverName"
+)
+
 // APIVersion and Kind identify the schema of a Pod answer.
 const (
 	APIVersion = "inspect.numapref.io/v1"

@@ -13,13 +13,15 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/numapref/numapref/internal/inspect"
 )
 
 // AgentAudience is the audience a token must be bound to for the inspect endpoint (and for
 // /metrics when the agent is told so): kubectl numapref asks the API server for a token of
 // this audience (TokenRequest), which the API server itself does not accept, so the agent
 // cannot replay what it receives.
-const AgentAudience = "numapref-agent"
+const AgentAudience = inspect.Audience
 
 // APIServerAudience, in Route.Audiences, stands for the API server's own audiences: the
 // token is reviewed without spec.audiences. A pod's default service account token (a
