@@ -22,6 +22,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -166,6 +167,23 @@ func grant(t *testing.T, cs kubernetes.Interface, namespace, name string, rules 
 	}
 }
 
+// waitAllowed polls until the API server allows user what spec says.
+func waitAllowed(t *testing.T, cs kubernetes.Interface, user string, spec authorizationv1.SubjectAccessReviewSpec) {
+	t.Helper()
+	spec.User = user
+	spec.Groups = []string{"system:serviceaccounts", "system:authenticated"}
+	eventually(t, user+" is allowed "+fmt.Sprint(spec.NonResourceAttributes, spec.ResourceAttributes), func() error {
+		r, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if !r.Status.Allowed {
+			return fmt.Errorf("not yet: %s", r.Status.Reason)
+		}
+		return nil
+	})
+}
+
 func mayMintOwnToken(name string) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{name}, Verbs: []string{"create"}}}
 }
@@ -213,6 +231,14 @@ func TestInspectThroughTheAgentsAuth(t *testing.T) {
 	}
 	grant(t, cs, "users", "mint-reader", mayMintOwnToken("reader"), "reader")
 	grant(t, cs, "users", "mint-stranger", mayMintOwnToken("stranger"), "stranger")
+	// The API server's RBAC reads bindings through informers: wait until it applies the
+	// last of each kind, so the agent's reviews (and its cache of denials) see them all.
+	waitAllowed(t, cs, "system:serviceaccount:users:reader", authorizationv1.SubjectAccessReviewSpec{
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: inspect.Path("shop", "db-0"), Verb: "get"}})
+	waitAllowed(t, cs, "system:serviceaccount:users:nominter", authorizationv1.SubjectAccessReviewSpec{
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: inspect.Path("shop", "db-0"), Verb: "get"}})
+	waitAllowed(t, cs, "system:serviceaccount:users:stranger", authorizationv1.SubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "users", Verb: "create", Resource: "serviceaccounts", Subresource: "token", Name: "stranger"}})
 	reader, stranger, nominter := writeKubeconfig(t, cfg, readerToken), writeKubeconfig(t, cfg, strangerToken), writeKubeconfig(t, cfg, nominterToken)
 	agentURL := fmt.Sprintf("https://127.0.0.1:%d", port)
 

@@ -137,6 +137,11 @@ func run(binDir, helmBin string, keep bool) (err error) {
 		return err
 	}
 
+	step("Who may inspect: a service account that may read the pods of namespace default")
+	if err := d.apply(inspectorManifest); err != nil {
+		return err
+	}
+
 	step("A pod with 8 worker threads, and the sample NumaPreference (app=db -> NUMA node 0)")
 	if err := d.apply(podManifest); err != nil {
 		return err
@@ -172,9 +177,6 @@ func run(binDir, helmBin string, keep bool) (err error) {
 		return err
 	}
 	step("The same pod through the agent's eyes: kubectl numapref inspect, TLS verified with the chart's CA (the agent listens on 127.0.0.1 here)")
-	if err := d.apply(inspectorManifest); err != nil {
-		return err
-	}
 	if err := d.show(plugin, "inspect", "default/db", "--agent-url", "https://127.0.0.1:8443", "--token-service-account", "default/inspector"); err != nil {
 		return err
 	}

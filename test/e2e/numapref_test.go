@@ -305,8 +305,14 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		if u := prov.agentURL(); u != "" {
 			args = append(args, "--agent-url", u)
 		}
-		out, err := run(ctx, "", plugin, append(args, "-o", "json")...)
-		Expect(err).NotTo(HaveOccurred(), out)
+		// Until the API server's RBAC has the new bindings, the agent refuses (and caches a
+		// refusal for 10 s).
+		var out string
+		Eventually(func() error {
+			var err error
+			out, err = run(ctx, "", plugin, append(args, "-o", "json")...)
+			return err
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 		var pod inspect.Pod
 		Expect(json.Unmarshal([]byte(out), &pod)).To(Succeed(), out)
 		Expect(pod.Node).To(Equal(localnode.NodeName))
@@ -331,7 +337,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 				Expect(seen).To(ContainElement(t.TID), "inspect misses task %d of %s", t.TID, c.Name)
 			}
 		}
-		out, err = run(ctx, "", plugin, args...)
+		out, err := run(ctx, "", plugin, args...)
 		Expect(err).NotTo(HaveOccurred(), out)
 		logf("kubectl numapref inspect %s/work:\n%s", ns, out)
 		Expect(out).To(ContainSubstring("FORCED"))
