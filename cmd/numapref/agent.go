@@ -82,8 +82,10 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.metricsAgentOnly, "metrics-require-agent-audience", false, "/metrics accepts only tokens bound to the audience "+serving.AgentAudience+
 		" (inspect always does); by default it also accepts the API server's own audience, which a Prometheus pod's service account token carries")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
-	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one agent to compute NumaPreference summaries")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "run the summarizer, which one elected agent runs at a time (false: this agent never summarizes)")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease")
+	// The elected agent only computes summaries, so a slow failover costs little and each
+	// renewal is an API write: renew every 15 s instead of controller-runtime's 2 s.
 	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 60*time.Second, "how long a lost leader keeps the summary lease")
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 45*time.Second, "how long the leader keeps trying to renew before it gives up")
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
@@ -184,8 +186,13 @@ func runAgent(args []string) error {
 	if err := addSecureServer(mgr, &f, engine); err != nil {
 		return err
 	}
-	if err := controllers.SetupSummary(mgr, controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay}); err != nil {
-		return err
+	if f.leaderElect {
+		election := controllers.ElectionOptions{Namespace: f.leaderNamespace, ID: "numapref-summary",
+			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
+		summary := controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay}
+		if err := mgr.Add(controllers.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary)); err != nil {
+			return fmt.Errorf("agent: adding the summarizer: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("agent: adding health check: %w", err)
@@ -296,20 +303,14 @@ func newManager(f *agentFlags) (ctrl.Manager, error) {
 	if f.secureMetrics {
 		metrics.BindAddress = "0"
 	}
+	// No leader election for the agent's own manager: its work is its node's. The
+	// summarizer campaigns on its own (controllers.RunSummarizer), so that losing its lease
+	// never ends the agent.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         controllers.NodeCacheOptions(f.nodeName),
-		Metrics:                       metrics,
-		HealthProbeBindAddress:        f.probeAddr,
-		LeaderElection:                f.leaderElect,
-		LeaderElectionID:              "numapref-summary",
-		LeaderElectionNamespace:       f.leaderNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		// The elected agent only computes summaries, so a slow failover costs little and
-		// each renewal is an API write: renew every 15 s instead of 2 s.
-		LeaseDuration: &f.leaseDuration,
-		RenewDeadline: &f.renewDeadline,
-		RetryPeriod:   &f.retryPeriod,
+		Scheme:                 scheme,
+		Cache:                  controllers.NodeCacheOptions(f.nodeName),
+		Metrics:                metrics,
+		HealthProbeBindAddress: f.probeAddr,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: creating manager: %w", err)
