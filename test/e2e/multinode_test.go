@@ -186,6 +186,9 @@ var _ = Describe("numapref on several nodes", Ordered, func() {
 		if other == leaderNode {
 			other = nodes[1]
 		}
+		// The leader releases its lease as its pod stops; the next holder is whichever agent
+		// campaigns first: one of another node, or the DaemonSet's new pod on the same node.
+		// Either is another agent process, and either must take over well within the lease.
 		start := time.Now()
 		out, err := kubectl(ctx, "delete", "pod", "-n", agentNamespace, leader.Name, "--wait=false")
 		Expect(err).NotTo(HaveOccurred(), out)
