@@ -45,7 +45,9 @@ func TestRewrite(t *testing.T) {
 			get:  func(m map[string]any) any { return m["process"].(map[string]any)["capabilities"] },
 		},
 		"exec with --process=": {
-			args: func(d string) []string { return []string{"exec", "--process=" + filepath.Join(d, "p.json"), "--detach", "id"} },
+			args: func(d string) []string {
+				return []string{"exec", "--process=" + filepath.Join(d, "p.json"), "--detach", "id"}
+			},
 			file: "p.json",
 			doc:  map[string]any{"args": []any{"sh"}, "capabilities": caps},
 			get:  func(m map[string]any) any { return m["capabilities"] },

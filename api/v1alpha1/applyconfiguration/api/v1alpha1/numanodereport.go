@@ -19,9 +19,7 @@ import (
 // by the Node (deleted with it) and written only by that node's agent: a
 // ValidatingAdmissionPolicy refuses any other agent. One node's change costs one write of
 // its own small object, whatever the size of the cluster; the elected summarizer adds the
-// reports up into each NumaPreference's status. It has no "numapref" category: kubectl
-// expands a category before a short name, so `kubectl get numapref NAME` (NumaPreference's
-// short name) would name two resources and fail.
+// reports up into each NumaPreference's status.
 type NumaNodeReportApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
