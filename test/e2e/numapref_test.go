@@ -212,10 +212,15 @@ func installAgent(ctx context.Context) {
 	logf("helm install --wait: %s", time.Since(start).Round(time.Millisecond))
 }
 
-// uninstallAgent uninstalls the chart and waits for its resources to go.
+// uninstallAgent uninstalls the chart and waits for its resources to go, the summarizer's
+// lease too: helm deletes the agents' RBAC together with the agents, so the last leader may
+// be refused the release of its lease, and an install after this one (the other ordered
+// container) would wait the lease out before any summary is written.
 func uninstallAgent(ctx context.Context) {
 	GinkgoHelper()
 	out, err := helm(ctx, "uninstall", release, "-n", agentNamespace, "--wait")
+	Expect(err).NotTo(HaveOccurred(), out)
+	out, err = kubectl(ctx, "delete", "lease", "numapref-summary", "-n", agentNamespace, "--ignore-not-found")
 	Expect(err).NotTo(HaveOccurred(), out)
 }
 
