@@ -53,7 +53,7 @@ verify: generate ## Fail when generated files are stale, code is unformatted or 
 ##@ Test tiers (each checks its preconditions first: hack/preflight.sh)
 
 .PHONY: test
-test: preflight-test verify chart-lint chart-score unit host integration chart-test fuzz kernel-lab e2e ## Everything, tier by tier.
+test: preflight-test verify chart-lint chart-score unit host integration chart-test fuzz kernel-lab e2e e2e-kind ## Everything, tier by tier.
 
 .PHONY: unit
 unit: preflight-unit ## No root, no binaries: fixtures and pure code (any user).
