@@ -62,7 +62,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (downward API: NODE_NAME)")
 	fs.StringVar(&f.hostRoot, "host-root", "/", "where the host's /proc and /sys are mounted")
 	fs.StringVar(&f.kernel, "kernel", "auto", "kernel backend: auto (prctl when the kernel proves support, else nothing), prctl (fail without support), emulated")
-	fs.IntVar(&f.prctlOption, "prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs")
+	fs.IntVar(&f.prctlOption, "prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs (v1/v2: 78, v3: 79; mainline took both: 78 is PR_FUTEX_HASH since 6.16, 79 PR_RSEQ_SLICE_EXTENSION since 7.0, so it is only called on a kernel that proves the patch)")
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's ledger (what it set, kept across restarts)")
 	fs.StringVar(&f.emulatorStateDir, "emulator-state-dir", "/run/numapref/emulator", "state of the emulated kernel; tmpfs, like the kernel's state it is lost at reboot")
 	fs.DurationVar(&f.rescanInterval, "rescan-interval", 10*time.Second, "how often every selected container is checked again")
