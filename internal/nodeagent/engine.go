@@ -2,13 +2,17 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 )
@@ -48,6 +52,9 @@ type EngineConfig struct {
 	// stands for that one.)
 	Clock clock.WithTickerAndDelayedExecution
 	Log   logr.Logger
+
+	// ledgerLimit bounds the ledger file (default defaultLedgerLimit); tests make it small.
+	ledgerLimit int
 }
 
 // ContainerResult is what the engine achieved for one container on its last pass.
@@ -83,6 +90,9 @@ type Engine struct {
 	changes chan struct{}
 	kick    chan struct{}
 	retries chan forkRetry // fork passes to run again (retryUnlisted)
+	// ledgerRetry is set while a pass is scheduled to retry a failed ledger write.
+	ledgerRetry atomic.Bool
+	bootID      string // the kernel's boot id, "" if unknown; the ledger records it
 
 	passMu      sync.Mutex // one pass at a time; guards the fields below
 	ledger      ledger
@@ -115,6 +125,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.ledgerLimit <= 0 {
+		cfg.ledgerLimit = defaultLedgerLimit
+	}
 	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	e := &Engine{
 		cfg:      cfg,
@@ -133,10 +146,33 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	if cfg.Resolver != nil {
 		cfg.Metrics.reportBalancing(cfg.Resolver.ProcRoot())
+		e.bootID, _ = numa.ReadBootID(cfg.Resolver.ProcRoot()) // "" where the kernel has none
 	}
-	l, err := loadLedger(cfg.LedgerPath)
-	e.ledger = l
-	return e, err
+	return e, e.loadState()
+}
+
+// loadState reads the ledger, first removing what a write killed mid-way left beside it.
+// A ledger of another boot names no living task: it is dropped, and nothing is undone
+// from it.
+func (e *Engine) loadState() error {
+	e.ledger = ledger{}
+	if e.cfg.LedgerPath == "" {
+		return nil
+	}
+	if n, err := fsutil.RemoveStaleTemps(e.cfg.LedgerPath); err != nil {
+		e.cfg.Log.Error(err, "Removing stale temporary files of the ledger")
+	} else if n > 0 {
+		e.cfg.Log.Info("Removed temporary files a killed ledger write left", "files", n)
+	}
+	f, err := loadLedger(e.cfg.LedgerPath, e.cfg.ledgerLimit)
+	if f.BootID != "" && e.bootID != "" && f.BootID != e.bootID {
+		e.cfg.Log.Info("The ledger was written before the host rebooted: its tasks are gone, dropping it",
+			"ledgerBootID", f.BootID, "bootID", e.bootID, "containers", len(f.Containers))
+		e.ledgerDirty = true
+		return err
+	}
+	e.ledger = f.ledger()
+	return err
 }
 
 // SetDesired replaces the whole desired state of this host. The first call marks the engine
@@ -246,15 +282,26 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 	// change (tasks that inherited the value, tasks gone, outcomes of the SETs) waits for
 	// the next full pass: undo also restores inherited tasks and skips gone ones, so a
 	// crash before then loses nothing, and a fork costs one ledger write, not three.
+	// A pass whose write ahead fails issues none of its SETs: a value set without its
+	// ledger entry could not be undone after a crash.
 	e.ledgerDirty = e.ledgerDirty || dirty
+	saved := true
 	if len(sets) > 0 {
-		e.saveLedger()
-		e.applySets(sets, results, fork)
+		if err := e.saveLedger(); err != nil {
+			saved = false
+			e.ledgerFailed(err)
+			skipUnrecorded(sets, results, err)
+		} else {
+			e.applySets(sets, results, fork)
+		}
 		e.ledgerDirty = true
 	}
-	if only == nil && e.ledgerDirty {
-		e.saveLedger()
-		e.ledgerDirty = false
+	if saved && only == nil && e.ledgerDirty {
+		if err := e.saveLedger(); err != nil {
+			e.ledgerFailed(err)
+		} else {
+			e.ledgerDirty = false
+		}
 	}
 
 	e.mu.Lock()
@@ -272,6 +319,39 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 		e.cfg.Metrics.reportBalancing(e.cfg.Resolver.ProcRoot())
 	}
 	e.cfg.Metrics.reportPass(kind, e.cfg.Clock.Since(start))
+}
+
+// ledgerRetryDelay is how soon a pass runs again after a failed ledger write (a disk
+// that filled up or went read-only), unless a rescan comes first.
+const ledgerRetryDelay = time.Second
+
+// ledgerFailed counts and logs a failed ledger write and schedules a pass to retry it.
+func (e *Engine) ledgerFailed(err error) {
+	e.cfg.Metrics.reportLedgerError()
+	e.cfg.Log.Error(err, "Writing the ledger; SETs wait until it can be written", "retryIn", ledgerRetryDelay)
+	if e.ledgerRetry.CompareAndSwap(false, true) {
+		e.cfg.Clock.AfterFunc(min(ledgerRetryDelay, e.cfg.RescanInterval), func() {
+			e.ledgerRetry.Store(false)
+			signal(e.kick)
+		})
+	}
+}
+
+// skipUnrecorded reports the containers of sets, none of which was issued because the
+// ledger could not be written first, as LedgerError.
+func skipUnrecorded(sets []pendingSet, results map[ContainerKey]ContainerResult, err error) {
+	skipped := map[ContainerKey]int{}
+	for _, s := range sets {
+		skipped[s.key]++
+	}
+	for key, n := range skipped {
+		r := results[key]
+		r.Reason = numav1.ReasonLedgerError
+		r.Message = fmt.Sprintf("%d tasks have NUMA node %d; %d others were not set: the agent records every value "+
+			"in its ledger before setting it, so it can undo it after a crash, and the ledger could not be written (%v)",
+			r.Tasks, r.Desire.Node, n, err)
+		results[key] = r
+	}
 }
 
 // resultEqual reports whether two results would publish the same state (Skipped, only

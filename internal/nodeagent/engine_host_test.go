@@ -234,7 +234,7 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	if _, err := os.Stat(el.ledger); err != nil {
 		t.Fatalf("ledger: %v", err)
 	}
-	l, err := loadLedger(el.ledger)
+	l, err := readLedger(el.ledger)
 	if err != nil || len(l) != 0 {
 		t.Errorf("ledger after undo = %v, %v; want empty", l, err)
 	}
@@ -495,7 +495,7 @@ func TestEngineRecoversFromADamagedLedger(t *testing.T) {
 	if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("not applied after a damaged ledger: %v", v)
 	}
-	if l, err := loadLedger(el.ledger); err != nil || len(l) != 1 {
+	if l, err := readLedger(el.ledger); err != nil || len(l) != 1 {
 		t.Errorf("ledger not rebuilt: %v, %v", l, err)
 	}
 }

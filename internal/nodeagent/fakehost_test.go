@@ -40,15 +40,22 @@ func fakeDesire(node int) Desire {
 // engine makes an engine on the host with cfg's other settings.
 func (h *fakeHost) engine(cfg EngineConfig) *Engine {
 	h.t.Helper()
-	cfg.Resolver, cfg.Kernel = h, h
-	cfg.Support = numa.Support{Supported: true, Backend: "fake"}
-	cfg.OnlineNodes = []int{0, 1}
-	cfg.LedgerPath = filepath.Join(h.t.TempDir(), "ledger.json")
-	e, err := NewEngine(cfg)
+	e, err := h.newEngine(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return e
+}
+
+// newEngine is engine for a test of NewEngine's error.
+func (h *fakeHost) newEngine(cfg EngineConfig) (*Engine, error) {
+	cfg.Resolver, cfg.Kernel = h, h
+	cfg.Support = numa.Support{Supported: true, Backend: "fake"}
+	cfg.OnlineNodes = []int{0, 1}
+	if cfg.LedgerPath == "" {
+		cfg.LedgerPath = filepath.Join(h.t.TempDir(), "ledger.json")
+	}
+	return NewEngine(cfg)
 }
 
 // addTask starts task tid in the container with value.

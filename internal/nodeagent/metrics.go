@@ -24,6 +24,7 @@ type Metrics struct {
 	taskStates  *prometheus.GaugeVec
 	balancing   *prometheus.GaugeVec
 	forkLag     *prometheus.HistogramVec
+	ledgerErrs  prometheus.Counter
 }
 
 // Values of the since label of numapref_fork_apply_lag_seconds.
@@ -86,12 +87,17 @@ func NewMetrics() *Metrics {
 				"the engine, for events without a usable timestamp (own pass only).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
 		}, []string{"since"}),
+		ledgerErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "numapref", Name: "ledger_write_errors_total",
+			Help: "Failed writes of the agent's ledger (disk full or read-only, past its size bound, a link in its place). " +
+				"A failed write ahead of SETs skips them: their containers report LedgerError, and a pass retries soon.",
+		}),
 	}
 }
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag} {
+	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag, m.ledgerErrs} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -106,6 +112,8 @@ func (m *Metrics) reportPass(kind string, d time.Duration) {
 func (m *Metrics) reportSet(result string) { m.sets.WithLabelValues(result).Inc() }
 
 func (m *Metrics) reportRestore() { m.restores.Inc() }
+
+func (m *Metrics) reportLedgerError() { m.ledgerErrs.Inc() }
 
 // reportForkLag observes the lag from fork's event to the SET of its task. ownPass says
 // the SET was made by the pass for this very event (else by an earlier event's pass,
