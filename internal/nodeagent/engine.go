@@ -21,6 +21,7 @@ import (
 type cgroupResolver interface {
 	Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error)
 	ListTIDs(c *cgroups.Container) ([]cgroups.TaskRef, error)
+	ThreadIDs(c *cgroups.Container) ([]int, error) // membership checks around SETs
 	Cpuset(c *cgroups.Container) (cgroups.Cpuset, error)
 	ProcRoot() string
 }
@@ -55,6 +56,11 @@ type EngineConfig struct {
 
 	// ledgerLimit bounds the ledger file (default defaultLedgerLimit); tests make it small.
 	ledgerLimit int
+	// handles opens the pidfds that identify tasks around their SETs (default openPIDFD;
+	// tests of fake tasks have none).
+	handles pidfdOpener
+	// hooks are the test seams of a pass.
+	hooks engineHooks
 }
 
 // ContainerResult is what the engine achieved for one container on its last pass.
@@ -127,6 +133,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	if cfg.ledgerLimit <= 0 {
 		cfg.ledgerLimit = defaultLedgerLimit
+	}
+	if cfg.handles == nil {
+		cfg.handles = openPIDFD
 	}
 	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	e := &Engine{
@@ -253,6 +262,7 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 	e.mu.Unlock()
 
 	var sets []pendingSet
+	defer func() { closeSets(sets) }()
 	dirty := false
 	if only == nil {
 		results = make(map[ContainerKey]ContainerResult, len(desired))
@@ -292,6 +302,9 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 			e.ledgerFailed(err)
 			skipUnrecorded(sets, results, err)
 		} else {
+			if e.cfg.hooks.afterWriteAhead != nil {
+				e.cfg.hooks.afterWriteAhead()
+			}
 			e.applySets(sets, results, fork)
 		}
 		e.ledgerDirty = true

@@ -139,6 +139,17 @@ func (l *Lab) enableCpuset(path string) error {
 	return nil
 }
 
+// Dirs returns the container's cgroup directory in every hierarchy the lab uses: a
+// process that runs without the Lab (another PID namespace's) attaches a task by writing
+// its id to cgroup.procs in each.
+func (c *Container) Dirs() []string {
+	dirs := make([]string, len(c.lab.hiers))
+	for i, h := range c.lab.hiers {
+		dirs[i] = filepath.Join(h, c.path)
+	}
+	return dirs
+}
+
 // Attach moves process pid (all its threads) into the container in every hierarchy.
 func (c *Container) Attach(pid int) error {
 	for _, h := range c.lab.hiers {
