@@ -44,7 +44,8 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		sets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "numapref", Name: "task_sets_total",
-			Help: "Preferred-node SETs the agent issued, by result (Applied, PermissionDenied, KernelError).",
+			Help: "Preferred-node SETs the agent issued, by result (Applied, PermissionDenied, KernelError; raced: the task " +
+				"exited or left its container around the SET, which may have hit another task: a pass's is put back, an undo's is not).",
 		}, []string{"result"}),
 		restores: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "numapref", Name: "task_restores_total",
