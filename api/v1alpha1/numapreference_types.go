@@ -115,6 +115,7 @@ const (
 	ReasonPermissionDenied       = "PermissionDenied"
 	ReasonKernelError            = "KernelError"
 	ReasonCPUsNotPinned          = "CPUsNotPinned"
+	ReasonCPUsPinnedElsewhere    = "CPUsPinnedElsewhere"
 	ReasonNumaBalancingDisabled  = "NumaBalancingDisabled"
 	ReasonNumaBalancingEnabled   = "NumaBalancingEnabled"
 	ReasonNoPlacedContainers     = "NoPlacedContainers"

@@ -55,8 +55,15 @@ func printTable(w io.Writer, pod *inspect.Pod) error {
 			tasks = fmt.Sprintf("%d/%d", c.ManagedTasks, len(c.Tasks))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, desired(c.DesiredNode), orDash(c.Source), c.Reason, tasks, mems, cgroup)
+		mode := ""
+		if c.Mode != "" && c.Mode != "Static" {
+			mode = "mode " + c.Mode
+			if c.Why != "" {
+				mode = c.Why
+			}
+		}
 		for _, n := range []struct{ what, msg string }{
-			{"", c.Message}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
+			{"", mode}, {"", c.Message}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
 		} {
 			if n.msg != "" {
 				notes = append(notes, fmt.Sprintf("  %s: %s%s", c.Name, n.what, n.msg))

@@ -141,8 +141,10 @@ func runAgent(args []string) error {
 	}
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: resolver, Kernel: kernel, Support: support, OnlineNodes: topo.Online,
-		LedgerPath: filepath.Join(f.stateDir, "ledger.json"), RescanInterval: f.rescanInterval,
-		ProcEvents: events, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
+		LedgerPath: filepath.Join(f.stateDir, "ledger.json"), ChoicesPath: filepath.Join(f.stateDir, "choices.json"),
+		CPUNode: topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
+		RescanInterval: f.rescanInterval,
+		ProcEvents:     events, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
 	if err != nil {
 		log.Error(err, "Ledger unreadable; undo covers only what the agent sets from now on")

@@ -79,6 +79,11 @@ type Container struct {
 	// Source is where DesiredNode comes from: "NumaPreference/<name>" or
 	// "annotation/<key>"; empty when DesiredNode is null.
 	Source string `json:"source,omitempty"`
+	// Mode is how the node is chosen: Static, Spread, FollowCPUs or MostFreeMemory. For
+	// the automatic modes DesiredNode is the node chosen on this host (null until the
+	// engine chose), and Why says how it was chosen ("Spread: 2 of 4 pods on node 1").
+	Mode string `json:"mode,omitempty"`
+	Why  string `json:"why,omitempty"`
 	// Reason is the outcome of the engine's last pass for the container: Applied, or why
 	// it was skipped or failed (the API's reasons), or NotSelected, or Pending.
 	Reason  string `json:"reason"`

@@ -2,7 +2,7 @@ package nodeagent
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
-	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
@@ -35,8 +34,13 @@ type EngineConfig struct {
 	Support numa.Support
 	// OnlineNodes are the NUMA nodes this host has online.
 	OnlineNodes []int
-	// LedgerPath is the file that remembers what the agent set, across restarts.
-	LedgerPath string
+	// LedgerPath is the file that remembers what the agent set, across restarts;
+	// ChoicesPath the one that keeps the automatic modes' sticky choices.
+	LedgerPath, ChoicesPath string
+	// CPUNode maps each CPU to its NUMA node (FollowCPUs), and MemFree reads a node's free
+	// memory in bytes (MostFreeMemory; nil counts none).
+	CPUNode map[int]int
+	MemFree func(node int) (uint64, error)
 	// RescanInterval is how often every container is checked again (forks reset the
 	// preference of the child, so new processes must be caught).
 	RescanInterval time.Duration
@@ -69,6 +73,10 @@ type ContainerResult struct {
 	// Reason is Applied, or why the container was skipped or failed.
 	Reason  string
 	Message string
+	// Node is the NUMA node the container prefers: the desire's for Static, the one chosen
+	// on this host for the automatic modes; Why says how it was chosen ("" for Static).
+	Node int
+	Why  string
 	// Tasks counts the container's tasks that have the preferred node.
 	Tasks int
 	// Failed counts tasks the kernel refused, by reason.
@@ -108,6 +116,12 @@ type Engine struct {
 	// forkSets holds when fork passes set tasks other than the one their event named:
 	// tasks whose own fork event is still queued. Cleared by full passes.
 	forkSets map[int]setMark
+	// choices are the sticky choices of Spread and MostFreeMemory; resolved is every
+	// automatic container's node as the last full pass chose it; hostCgroups caches the
+	// cgroups a full pass read (placement.go).
+	choices     map[choiceKey]choice
+	resolved    map[ContainerKey]resolution
+	hostCgroups map[ContainerKey]hostCgroup
 }
 
 // containerListing is the cgroup and tasks a pass found for a container it acted on.
@@ -131,6 +145,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.MemFree == nil {
+		cfg.MemFree = func(int) (uint64, error) { return 0, nil }
+	}
 	if cfg.ledgerLimit <= 0 {
 		cfg.ledgerLimit = defaultLedgerLimit
 	}
@@ -149,6 +166,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		tgids:    make(map[int]ContainerKey),
 		listing:  make(map[ContainerKey]containerListing),
 		forkSets: make(map[int]setMark),
+		resolved: make(map[ContainerKey]resolution),
 	}
 	for _, n := range cfg.OnlineNodes {
 		e.online[n] = true
@@ -157,21 +175,28 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		cfg.Metrics.reportBalancing(cfg.Resolver.ProcRoot())
 		e.bootID, _ = numa.ReadBootID(cfg.Resolver.ProcRoot()) // "" where the kernel has none
 	}
-	return e, e.loadState()
+	c, cerr := loadChoices(cfg.ChoicesPath)
+	e.choices = c
+	return e, errors.Join(e.loadState(), cerr)
 }
 
-// loadState reads the ledger, first removing what a write killed mid-way left beside it.
-// A ledger of another boot names no living task: it is dropped, and nothing is undone
-// from it.
+// loadState reads the ledger, first removing what writes killed mid-way left beside the
+// state files. A ledger of another boot names no living task: it is dropped, and nothing
+// is undone from it.
 func (e *Engine) loadState() error {
 	e.ledger = ledger{}
+	for _, path := range []string{e.cfg.LedgerPath, e.cfg.ChoicesPath} {
+		if path == "" {
+			continue
+		}
+		if n, err := fsutil.RemoveStaleTemps(path); err != nil {
+			e.cfg.Log.Error(err, "Removing stale temporary files", "file", path)
+		} else if n > 0 {
+			e.cfg.Log.Info("Removed temporary files a killed write left", "file", path, "files", n)
+		}
+	}
 	if e.cfg.LedgerPath == "" {
 		return nil
-	}
-	if n, err := fsutil.RemoveStaleTemps(e.cfg.LedgerPath); err != nil {
-		e.cfg.Log.Error(err, "Removing stale temporary files of the ledger")
-	} else if n > 0 {
-		e.cfg.Log.Info("Removed temporary files a killed ledger write left", "files", n)
 	}
 	f, err := loadLedger(e.cfg.LedgerPath, e.cfg.ledgerLimit)
 	if f.BootID != "" && e.bootID != "" && f.BootID != e.bootID {
@@ -244,135 +269,6 @@ func (e *Engine) NeedLeaderElection() bool { return false }
 
 // Pass checks every desired container once and undoes what is no longer desired.
 func (e *Engine) Pass() { e.pass(nil, nil) }
-
-// pass runs over the containers in only, or over all and undoes orphans when only is nil.
-// fork, when not nil, is the fork event the pass runs for.
-func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
-	e.passMu.Lock()
-	defer e.passMu.Unlock()
-	start := e.cfg.Clock.Now()
-
-	e.mu.Lock()
-	if !e.synced {
-		e.mu.Unlock()
-		return
-	}
-	desired := e.desired
-	results := maps.Clone(e.results)
-	e.mu.Unlock()
-
-	var sets []pendingSet
-	defer func() { closeSets(sets) }()
-	dirty := false
-	if only == nil {
-		results = make(map[ContainerKey]ContainerResult, len(desired))
-		e.tgids = make(map[int]ContainerKey)
-		e.listing = make(map[ContainerKey]containerListing, len(desired))
-		clear(e.forkSets)
-	} else {
-		e.listing = maps.Clone(e.listing) // the previous one is published
-	}
-	for key, d := range desired {
-		if only != nil && !only[key] {
-			continue
-		}
-		r, s, changed := e.planContainer(key, d, e.trusted(key, d, results, fork))
-		results[key] = r
-		sets = append(sets, s...)
-		dirty = dirty || changed
-	}
-	if only == nil {
-		for key := range e.ledger {
-			if d, ok := desired[key]; !ok || d.Skip != "" {
-				dirty = e.undo(key) || dirty
-			}
-		}
-	}
-	// The ledger must name a value before the value is set (write-ahead). Every other
-	// change (tasks that inherited the value, tasks gone, outcomes of the SETs) waits for
-	// the next full pass: undo also restores inherited tasks and skips gone ones, so a
-	// crash before then loses nothing, and a fork costs one ledger write, not three.
-	// A pass whose write ahead fails issues none of its SETs: a value set without its
-	// ledger entry could not be undone after a crash.
-	e.ledgerDirty = e.ledgerDirty || dirty
-	saved := true
-	if len(sets) > 0 {
-		if err := e.saveLedger(); err != nil {
-			saved = false
-			e.ledgerFailed(err)
-			skipUnrecorded(sets, results, err)
-		} else {
-			if e.cfg.hooks.afterWriteAhead != nil {
-				e.cfg.hooks.afterWriteAhead()
-			}
-			e.applySets(sets, results, fork)
-		}
-		e.ledgerDirty = true
-	}
-	if saved && only == nil && e.ledgerDirty {
-		if err := e.saveLedger(); err != nil {
-			e.ledgerFailed(err)
-		} else {
-			e.ledgerDirty = false
-		}
-	}
-
-	e.mu.Lock()
-	changed := !maps.EqualFunc(results, e.results, resultEqual)
-	e.results = results
-	e.managed = e.listing
-	e.mu.Unlock()
-	if changed {
-		signal(e.changes)
-	}
-	kind := "fork"
-	if only == nil {
-		kind = "full"
-		e.cfg.Metrics.reportResults(results)
-		e.cfg.Metrics.reportBalancing(e.cfg.Resolver.ProcRoot())
-	}
-	e.cfg.Metrics.reportPass(kind, e.cfg.Clock.Since(start))
-}
-
-// ledgerRetryDelay is how soon a pass runs again after a failed ledger write (a disk
-// that filled up or went read-only), unless a rescan comes first.
-const ledgerRetryDelay = time.Second
-
-// ledgerFailed counts and logs a failed ledger write and schedules a pass to retry it.
-func (e *Engine) ledgerFailed(err error) {
-	e.cfg.Metrics.reportLedgerError()
-	e.cfg.Log.Error(err, "Writing the ledger; SETs wait until it can be written", "retryIn", ledgerRetryDelay)
-	if e.ledgerRetry.CompareAndSwap(false, true) {
-		e.cfg.Clock.AfterFunc(min(ledgerRetryDelay, e.cfg.RescanInterval), func() {
-			e.ledgerRetry.Store(false)
-			signal(e.kick)
-		})
-	}
-}
-
-// skipUnrecorded reports the containers of sets, none of which was issued because the
-// ledger could not be written first, as LedgerError.
-func skipUnrecorded(sets []pendingSet, results map[ContainerKey]ContainerResult, err error) {
-	skipped := map[ContainerKey]int{}
-	for _, s := range sets {
-		skipped[s.key]++
-	}
-	for key, n := range skipped {
-		r := results[key]
-		r.Reason = numav1.ReasonLedgerError
-		r.Message = fmt.Sprintf("%d tasks have NUMA node %d; %d others were not set: the agent records every value "+
-			"in its ledger before setting it, so it can undo it after a crash, and the ledger could not be written (%v)",
-			r.Tasks, r.Desire.Node, n, err)
-		results[key] = r
-	}
-}
-
-// resultEqual reports whether two results would publish the same state (Skipped, only
-// for metrics, aside).
-func resultEqual(a, b ContainerResult) bool {
-	return a.Desire == b.Desire && a.Reason == b.Reason && a.Message == b.Message &&
-		a.Tasks == b.Tasks && maps.Equal(a.Failed, b.Failed)
-}
 
 // signal wakes c's reader unless a wake-up is already pending.
 func signal(c chan struct{}) {

@@ -109,15 +109,24 @@ func (e *Engine) describeDesire(ic *inspect.Container, d *Desire, m ManagedConta
 		ic.Reason = inspect.ReasonNotSelected
 		return
 	}
+	current := hasManaged && m.Preference == d.Preference && m.Mode == string(d.Placement.Mode) &&
+		(d.Placement.Automatic() || m.Node == d.Node)
 	if d.Skip != numav1.ReasonInvalidAnnotation {
-		ic.DesiredNode = &d.Node
+		ic.Mode = string(d.Placement.Mode)
+		switch {
+		case !d.Placement.Automatic():
+			ic.DesiredNode = &d.Node
+		case current && m.Reason == numav1.ReasonApplied:
+			node := m.Node
+			ic.DesiredNode, ic.Why = &node, m.Why
+		}
 		ic.Source = "annotation"
 		if d.Preference != "" {
 			ic.Source = "NumaPreference/" + d.Preference
 		}
 	}
 	switch {
-	case hasManaged && m.Node == d.Node && m.Preference == d.Preference:
+	case current:
 		ic.Reason, ic.Message, ic.ManagedTasks = m.Reason, m.Message, m.Tasks
 	case d.Skip != "":
 		ic.Reason, ic.Message = d.Skip, d.Message

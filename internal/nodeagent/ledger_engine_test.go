@@ -44,7 +44,7 @@ func TestEngineSetsNothingWithoutItsLedgerEntry(t *testing.T) {
 	if n := testutil.ToFloat64(m.ledgerErrs); n != 1 {
 		t.Errorf("numapref_ledger_write_errors_total = %v, want 1", n)
 	}
-	if n := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonLedgerError)); n != 1 {
+	if n := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonLedgerError, "")); n != 1 {
 		t.Errorf("numapref_containers{reason=LedgerError} = %v, want 1", n)
 	}
 

@@ -15,6 +15,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -250,14 +252,14 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		}
 
 		Eventually(func(g Gomega) {
-			out, err := kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns, "--no-headers", "-o", "wide")
+			out, err := kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns, "--no-headers")
 			g.Expect(err).NotTo(HaveOccurred())
 			f := strings.Fields(out)
-			g.Expect(f).To(HaveLen(6), out) // NAME NODE-ID PODS TASKS READY AGE
-			g.Expect(f[1:3]).To(Equal([]string{"0", "1"}), out)
-			tasks, _ := strconv.Atoi(f[3])
+			g.Expect(f).To(HaveLen(7), out) // NAME MODE NODE-ID PODS TASKS READY AGE
+			g.Expect(f[1:4]).To(Equal([]string{"Static", "0", "1"}), out)
+			tasks, _ := strconv.Atoi(f[4])
 			g.Expect(tasks).To(BeNumerically(">=", 18), out)
-			g.Expect(f[4]).To(Equal("True"), out)
+			g.Expect(f[5]).To(Equal("True"), out)
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		out, err := kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns)
 		Expect(err).NotTo(HaveOccurred())
@@ -321,6 +323,121 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		logf("kubectl numapref inspect %s/work:\n%s", ns, out)
 		Expect(out).To(ContainSubstring("FORCED"))
 	})
+
+	It("reports the node in its own NumaNodeReport, and tells when NUMA balancing is off", func(ctx SpecContext) {
+		pod := &corev1.Pod{}
+		Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "work"}, pod)).To(Succeed())
+		node := pod.Spec.NodeName
+		sysctl, err := prov.nodeShell(ctx, "cat /proc/sys/kernel/numa_balancing")
+		Expect(err).NotTo(HaveOccurred(), sysctl)
+		enabled := strings.TrimSpace(sysctl) != "0"
+		logf("kernel.numa_balancing on %s: %s", node, strings.TrimSpace(sysctl))
+
+		Eventually(func(g Gomega) {
+			rep := &numav1.NumaNodeReport{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: node}, rep)).To(Succeed())
+			g.Expect(rep.OwnerReferences).To(ConsistOf(And(HaveField("Kind", "Node"), HaveField("Name", node))))
+			g.Expect(rep.Status.KernelSupport).To(Equal("emulator"))
+			var entry *numav1.PreferenceReport
+			for i, e := range rep.Status.Preferences {
+				if e.Namespace == ns && e.Name == "e2e-work" {
+					entry = &rep.Status.Preferences[i]
+				}
+			}
+			g.Expect(entry).NotTo(BeNil(), "the report's entry for e2e-work")
+			g.Expect(entry.Pods).To(Equal(int32(1)))
+			g.Expect(entry.Containers).To(Equal(int32(2)))
+			g.Expect(entry.PodsByNode).To(Equal([]numav1.NodeCount{{Node: 0, Pods: 1}}))
+			if enabled {
+				g.Expect(entry.Ineffective).To(BeEmpty())
+			} else {
+				g.Expect(entry.Ineffective).To(Equal([]numav1.ReasonCount{{Reason: numav1.ReasonNumaBalancingDisabled, Count: 2}}))
+			}
+			np := &numav1.NumaPreference{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "e2e-work"}, np)).To(Succeed())
+			eff := meta.FindStatusCondition(np.Status.Conditions, numav1.ConditionEffective)
+			g.Expect(eff).NotTo(BeNil())
+			if enabled {
+				g.Expect(eff.Status).To(Equal(metav1.ConditionTrue))
+			} else {
+				g.Expect(eff.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(eff.Reason).To(Equal(numav1.ReasonNumaBalancingDisabled))
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		out, err := kubectl(ctx, "get", "numanodereports")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring(node))
+		logf("kubectl get numanodereports:\n%s", out)
+		out, err = kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns, "-o", "wide")
+		Expect(err).NotTo(HaveOccurred(), out)
+		logf("kubectl get numapref -o wide:\n%s", out)
+
+		out, err = run(ctx, "", plugin, "status", ns+"/e2e-work")
+		Expect(err).NotTo(HaveOccurred(), out)
+		logf("kubectl numapref status %s/e2e-work:\n%s", ns, out)
+		if enabled {
+			Expect(out).To(ContainSubstring("No node has problems."))
+		} else {
+			Expect(out).To(ContainSubstring("Nodes with problems:"))
+			Expect(out).To(MatchRegexp(node + `\s.*NumaBalancingDisabled 2`))
+			Eventually(func(g Gomega) {
+				out, err := kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=work,reason=NumaBalancingDisabled")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(out).To(ContainSubstring("the kernel ignores the preferred node until it is enabled"))
+			}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		}
+	})
+
+	It("garbage-collects the report of a node that no longer exists", func(ctx SpecContext) {
+		ghost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "e2e-ghost"}}
+		Expect(cl.Create(ctx, ghost)).To(Succeed())
+		rep := &numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: "e2e-ghost",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: ghost.Name, UID: ghost.UID}}}}
+		Expect(cl.Create(ctx, rep)).To(Succeed())
+		Expect(cl.Delete(ctx, ghost)).To(Succeed())
+		start := time.Now()
+		Eventually(func(g Gomega) {
+			err := cl.Get(ctx, client.ObjectKey{Name: "e2e-ghost"}, &numav1.NumaNodeReport{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the ghost's report still exists: %v", err)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		logf("the report of a deleted Node was garbage-collected %s later", time.Since(start).Round(time.Second))
+	}, SpecTimeout(2*time.Minute))
+
+	It("spreads pods over the host's NUMA nodes: all on node 0 of a one-node host, Ready", func(ctx SpecContext) {
+		out, err := kubectlIn(ctx, `apiVersion: numa.numapref.io/v1alpha1
+kind: NumaPreference
+metadata: {name: e2e-spread, namespace: default}
+spec:
+  selector: {matchLabels: {app: e2e-spread}}
+  mode: Spread
+`, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		for i := range 3 {
+			Expect(cl.Create(ctx, workloadPod(fmt.Sprintf("spread-%d", i), map[string]string{"app": "e2e-spread"}, nil, "app"))).To(Succeed())
+		}
+		for i := range 3 {
+			id := podIDs(ctx, fmt.Sprintf("spread-%d", i))["app"]
+			Eventually(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			np := &numav1.NumaPreference{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "e2e-spread"}, np)).To(Succeed())
+			g.Expect(np.Status.Summary.Pods).To(Equal(int32(3)))
+			ready := meta.FindStatusCondition(np.Status.Conditions, numav1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
+			for i := range 3 {
+				// The count is the group's when the pod was placed: the pods start in any order.
+				out, err := kubectl(ctx, "get", "events", "-n", ns, "--field-selector", fmt.Sprintf("involvedObject.name=spread-%d,reason=Applied", i))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(out).To(MatchRegexp(`prefers NUMA node 0 \(NumaPreference e2e-spread, Spread: [1-3] of [1-3] pods on node 0\)`))
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		out, err = kubectl(ctx, "delete", "numapref", "e2e-spread", "-n", ns)
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = kubectl(ctx, "delete", "pod", "-n", ns, "-l", "app=e2e-spread", "--grace-period=1", "--wait=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+	}, SpecTimeout(3*time.Minute))
 
 	It("follows the pod annotation without any NumaPreference", func(ctx SpecContext) {
 		Expect(cl.Create(ctx, workloadPod("annotated", nil, map[string]string{"numapref.io/preferred-node": "0"}, "app"))).To(Succeed())
