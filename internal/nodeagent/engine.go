@@ -35,8 +35,10 @@ type EngineConfig struct {
 	// OnlineNodes are the NUMA nodes this host has online.
 	OnlineNodes []int
 	// LedgerPath is the file that remembers what the agent set, across restarts;
-	// ChoicesPath the one that keeps the automatic modes' sticky choices.
-	LedgerPath, ChoicesPath string
+	// ChoicesPath the one that keeps the automatic modes' sticky choices; DesiredPath the
+	// one that keeps the last desired state, which a restarted agent enforces until the
+	// API's arrives (desiredstate.go).
+	LedgerPath, ChoicesPath, DesiredPath string
 	// CPUNode maps each CPU to its NUMA node (FollowCPUs), and MemFree reads a node's free
 	// memory in bytes (MostFreeMemory; nil counts none).
 	CPUNode map[int]int
@@ -93,10 +95,12 @@ type Engine struct {
 	cfg    EngineConfig
 	online map[int]bool
 
-	mu      sync.Mutex // guards desired, synced, results, managed
+	mu      sync.Mutex // guards desired, desiredGen, synced, results, managed
 	desired map[ContainerKey]Desire
-	synced  bool
-	results map[ContainerKey]ContainerResult
+	// desiredGen counts the changes of desired; savedGen (under passMu) is the one on disk.
+	desiredGen, savedGen uint64
+	synced               bool
+	results              map[ContainerKey]ContainerResult
 	// managed is the listing of the last pass, published for Managed (view.go); it is
 	// never modified once published.
 	managed map[ContainerKey]containerListing
@@ -177,7 +181,26 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	c, cerr := loadChoices(cfg.ChoicesPath)
 	e.choices = c
-	return e, errors.Join(e.loadState(), cerr)
+	return e, errors.Join(e.loadState(), cerr, e.loadDesired())
+}
+
+// loadDesired takes the desired state the last run persisted, if any, as the first
+// SetDesired: the engine enforces it at once, before the API answers.
+func (e *Engine) loadDesired() error {
+	if e.cfg.DesiredPath == "" {
+		return nil
+	}
+	if _, err := fsutil.RemoveStaleTemps(e.cfg.DesiredPath); err != nil {
+		e.cfg.Log.Error(err, "Removing stale temporary files", "file", e.cfg.DesiredPath)
+	}
+	ds, found, err := loadDesired(e.cfg.DesiredPath)
+	if !found {
+		return err
+	}
+	e.desired, e.synced = ds, true
+	e.cfg.Log.Info("Enforcing the desired state the last run persisted until the API's arrives", "containers", len(ds))
+	signal(e.kick)
+	return nil
 }
 
 // loadState reads the ledger, first removing what writes killed mid-way left beside the
@@ -211,7 +234,8 @@ func (e *Engine) loadState() error {
 
 // SetDesired replaces the whole desired state of this host. The first call marks the engine
 // synced: before it the engine does nothing, so a restarted agent never undoes work whose
-// desire it simply has not read yet.
+// desire it simply has not read yet. A desired state persisted by the last run (DesiredPath)
+// counts as a first call; the live one replaces it.
 func (e *Engine) SetDesired(ds []Desire) {
 	m := make(map[ContainerKey]Desire, len(ds))
 	for _, d := range ds {
@@ -220,6 +244,9 @@ func (e *Engine) SetDesired(ds []Desire) {
 	e.mu.Lock()
 	changed := !e.synced || !maps.EqualFunc(m, e.desired, desireEqual)
 	e.desired, e.synced = m, true
+	if changed {
+		e.desiredGen++
+	}
 	e.mu.Unlock()
 	if changed {
 		signal(e.kick)

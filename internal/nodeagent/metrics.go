@@ -26,6 +26,7 @@ type Metrics struct {
 	balancing   *prometheus.GaugeVec
 	forkLag     *prometheus.HistogramVec
 	ledgerErrs  prometheus.Counter
+	desiredErrs prometheus.Counter
 }
 
 // Values of the since label of numapref_fork_apply_lag_seconds.
@@ -94,12 +95,17 @@ func NewMetrics() *Metrics {
 			Help: "Failed writes of the agent's ledger (disk full or read-only, past its size bound, a link in its place). " +
 				"A failed write ahead of SETs skips them: their containers report LedgerError, and a pass retries soon.",
 		}),
+		desiredErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "numapref", Name: "desired_state_write_errors_total",
+			Help: "Failed writes of the persisted desired state (desired.json beside the ledger), which an agent restarted " +
+				"while the API is unreachable enforces. Placement goes on; the next pass writes again.",
+		}),
 	}
 }
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag, m.ledgerErrs} {
+	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag, m.ledgerErrs, m.desiredErrs} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -116,6 +122,8 @@ func (m *Metrics) reportSet(result string) { m.sets.WithLabelValues(result).Inc(
 func (m *Metrics) reportRestore() { m.restores.Inc() }
 
 func (m *Metrics) reportLedgerError() { m.ledgerErrs.Inc() }
+
+func (m *Metrics) reportDesiredError() { m.desiredErrs.Inc() }
 
 // reportForkLag observes the lag from fork's event to the SET of its task. ownPass says
 // the SET was made by the pass for this very event (else by an earlier event's pass,

@@ -20,9 +20,10 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 		e.mu.Unlock()
 		return
 	}
-	desired := e.desired
+	desired, gen := e.desired, e.desiredGen
 	results := maps.Clone(e.results)
 	e.mu.Unlock()
+	e.persistDesired(desired, gen)
 
 	var sets []pendingSet
 	defer func() { closeSets(sets) }()
