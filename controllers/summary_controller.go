@@ -3,19 +3,23 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -196,6 +200,9 @@ func SetupSummary(mgr ctrl.Manager, opts SummaryOptions) error {
 	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
 		o.Scheme = mgr.GetScheme()
 		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+		// The manager's mapper: the agent's (NodeRESTMapper) maps reports without asking
+		// the API, so the index below is made while the API is unreachable too.
+		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
 	})
 	if err != nil {
 		return fmt.Errorf("creating the summarizer's cache: %w", err)
@@ -209,6 +216,7 @@ func SetupSummary(mgr ctrl.Manager, opts SummaryOptions) error {
 	r := NewSummaryReconciler(cl.GetClient(), opts)
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("summary").
+		WithOptions(controller.Options{CacheSyncTimeout: cacheSyncPatience}).
 		WatchesRawSource(source.Kind(cl.GetCache(), &numav1.NumaPreference{}, &handler.TypedEnqueueRequestForObject[*numav1.NumaPreference]{})).
 		WatchesRawSource(source.Kind(cl.GetCache(), &numav1.NumaNodeReport{}, r.reportHandler())).
 		Complete(r)
