@@ -16,6 +16,8 @@
 //	            fork pass trusts, the fork-to-SET lag
 //	ledger.go   what the agent set, on disk, written ahead of every SET (no SET when the
 //	            write fails)
+//	desiredstate.go
+//	            the last desired state, on disk: a restart while the API is away enforces it
 //
 // Beside the engine: the read-only view of its last pass (view.go), the inspect endpoint's
 // description of a pod (inspect.go), the engine's metrics (metrics.go) and the effect
