@@ -43,16 +43,7 @@ type engineLab struct {
 
 func newEngineLab(t *testing.T) *engineLab {
 	t.Helper()
-	testenv.RequireRoot(t) // real cgroups, real processes
-	lab, err := hostlab.New("/sys/fs/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := newLab(t)
 	r, err := cgroups.NewResolver("/", cgroups.ResolverOptions{Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +54,22 @@ func newEngineLab(t *testing.T) *engineLab {
 		emuOpts: emulator.Options{StateDir: t.TempDir(), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true}}
 	el.openEmulator(t)
 	return el
+}
+
+// newLab makes a hostlab root on this host's real cgroups, removed when the test ends.
+func newLab(t *testing.T) *hostlab.Lab {
+	t.Helper()
+	testenv.RequireRoot(t) // real cgroups, real processes
+	lab, err := hostlab.New("/sys/fs/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return lab
 }
 
 // openProcEvents opens the proc connector (fork events) until the test ends.

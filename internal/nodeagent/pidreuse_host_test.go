@@ -317,17 +317,8 @@ func runPIDReuse(t *testing.T, cfg pidReuseConfig) pidReuseResult {
 // it (a task of this PID namespace would be invisible, as pid 0, in the helper's).
 func pidReuseLab(t *testing.T) pidReuseConfig {
 	t.Helper()
-	testenv.RequireRoot(t)
 	testenv.RequireFile(t, "/proc/sys/kernel/ns_last_pid", "a kernel with CONFIG_CHECKPOINT_RESTORE (ns_last_pid)")
-	lab, err := hostlab.New("/sys/fs/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := newLab(t)
 	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name())))
 	podUID := sum[:8] + "-" + sum[8:12] + "-" + sum[12:16] + "-" + sum[16:20] + "-" + sum[20:32]
 	c, err := lab.Container(corev1.PodQOSBurstable, podUID, sum)

@@ -37,20 +37,10 @@ type TaskRef struct {
 // container between reading a cgroup's threads and its processes may be given the wrong
 // TGID (the TID is right).
 func (r *Resolver) ListTIDs(c *Container) ([]TaskRef, error) {
-	w := taskWalker{r: r, threadsFile: "tasks", buf: getScratch()}
+	w := r.newWalker(false)
 	defer putScratch(w.buf)
-	if r.layout.Version == 2 {
-		w.threadsFile = "cgroup.threads"
-	}
-	if err := w.walk(c.TasksDir, true); err != nil {
+	if err := w.walkContainer(c); err != nil {
 		return nil, fmt.Errorf("listing tasks of %s: %w", c.Path, err)
-	}
-	if w.vanished && !dirExists(c.TasksDir) {
-		// The sub-cgroups went with the container itself.
-		return nil, fmt.Errorf("listing tasks of %s: %s: %w", c.Path, c.TasksDir, ErrContainerNotFound)
-	}
-	if w.invisible {
-		return nil, fmt.Errorf("listing tasks of %s: %w (run the agent in the host PID namespace)", c.Path, ErrForeignPIDNamespace)
 	}
 	tasks, err := w.assign()
 	if err != nil {
@@ -65,19 +55,10 @@ func (r *Resolver) ListTIDs(c *Container) ([]TaskRef, error) {
 // task's own /proc/<tid>/cgroup names its cgroup relative to the reader's cgroup namespace,
 // which on cgroup v2 is the agent container's own.
 func (r *Resolver) ThreadIDs(c *Container) ([]int, error) {
-	w := taskWalker{r: r, threadsFile: "tasks", threadsOnly: true, buf: getScratch()}
+	w := r.newWalker(true)
 	defer putScratch(w.buf)
-	if r.layout.Version == 2 {
-		w.threadsFile = "cgroup.threads"
-	}
-	if err := w.walk(c.TasksDir, true); err != nil {
+	if err := w.walkContainer(c); err != nil {
 		return nil, fmt.Errorf("listing threads of %s: %w", c.Path, err)
-	}
-	if w.vanished && !dirExists(c.TasksDir) {
-		return nil, fmt.Errorf("listing threads of %s: %s: %w", c.Path, c.TasksDir, ErrContainerNotFound)
-	}
-	if w.invisible {
-		return nil, fmt.Errorf("listing threads of %s: %w (run the agent in the host PID namespace)", c.Path, ErrForeignPIDNamespace)
 	}
 	var tids []int
 	for _, g := range w.groups {
@@ -85,6 +66,31 @@ func (r *Resolver) ThreadIDs(c *Container) ([]int, error) {
 	}
 	slices.Sort(tids)
 	return slices.Compact(tids), nil
+}
+
+// newWalker makes a walker of this host's task files; with threadsOnly it reads no
+// cgroup.procs. Its buffer goes back with putScratch.
+func (r *Resolver) newWalker(threadsOnly bool) *taskWalker {
+	w := &taskWalker{r: r, threadsFile: "tasks", threadsOnly: threadsOnly, buf: getScratch()}
+	if r.layout.Version == 2 {
+		w.threadsFile = "cgroup.threads"
+	}
+	return w
+}
+
+// walkContainer reads the task files of c's cgroup and its sub-cgroups.
+func (w *taskWalker) walkContainer(c *Container) error {
+	if err := w.walk(c.TasksDir, true); err != nil {
+		return err
+	}
+	if w.vanished && !dirExists(c.TasksDir) {
+		// The sub-cgroups went with the container itself.
+		return fmt.Errorf("%s: %w", c.TasksDir, ErrContainerNotFound)
+	}
+	if w.invisible {
+		return fmt.Errorf("%w (run the agent in the host PID namespace)", ErrForeignPIDNamespace)
+	}
+	return nil
 }
 
 // taskGroup is what one cgroup directory lists.
