@@ -375,16 +375,29 @@ func TestEngineRescanCatchesForkedChildren(t *testing.T) {
 	e := el.engineWith(t, EngineConfig{RescanInterval: 10 * time.Second, Metrics: m, Clock: fc})
 	startEngine(t, e)
 	e.SetDesired([]Desire{d})
-	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
-	waitFor(t, "the desire's pass is counted", func() bool { return passStats(t, m, "full").count == 1 })
+	// A thread the Go runtime starts while a pass runs is only caught by the next one: tick
+	// until the workload is placed.
+	rescanUntil := func(what string, done func() bool) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			if done() {
+				return true
+			}
+			if passStats(t, m, "full").count > 0 {
+				fc.Step(10 * time.Second)
+			}
+			return false
+		})
+	}
+	rescanUntil("the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
 
 	child, err := w.RawFork() // starts without the preference
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc.Step(10 * time.Second)
-	waitFor(t, "the rescan gave the child node 0", func() bool {
-		return allEqual(el.values(t, child), 0) && passStats(t, m, "full").count == 2
+	passes := passStats(t, m, "full").count
+	rescanUntil("a rescan gave the child node 0", func() bool {
+		return allEqual(el.values(t, child), 0) && passStats(t, m, "full").count > passes
 	})
 }
 
