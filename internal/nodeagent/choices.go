@@ -17,6 +17,9 @@ import (
 
 const choicesVersion = 1
 
+// choicesLimit bounds the choices file: one entry per automatic pod of the node.
+const choicesLimit = 16 << 20
+
 type choicesFile struct {
 	Version int      `json:"version"`
 	Choices []choice `json:"choices"`
@@ -29,7 +32,7 @@ func loadChoices(path string) (map[choiceKey]choice, error) {
 	if path == "" {
 		return out, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := fsutil.ReadStateFile(path, choicesLimit) // never through a link
 	if errors.Is(err, os.ErrNotExist) {
 		return out, nil
 	}

@@ -124,6 +124,15 @@ func TestEngineRefusesASymlinkedLedger(t *testing.T) {
 	if got, _ := os.ReadFile(target); !strings.Contains(string(got), `"100"`) {
 		t.Errorf("the link's target was overwritten: %s", got)
 	}
+
+	// Nor are the placement choices read through a link.
+	writeFile(t, filepath.Join(dir, "choices-target"), `{"version":1,"choices":[{"podUID":"pod","group":"g","node":1}]}`)
+	if err := os.Symlink(filepath.Join(dir, "choices-target"), filepath.Join(dir, "choices.json")); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := loadChoices(filepath.Join(dir, "choices.json")); !errors.Is(err, fsutil.ErrSymlink) || len(c) != 0 {
+		t.Errorf("loadChoices through a link = %v, %v; want none and ErrSymlink", c, err)
+	}
 }
 
 // Temporary files a ledger write killed mid-way left are removed when the engine starts.
