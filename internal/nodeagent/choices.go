@@ -17,9 +17,6 @@ import (
 
 const choicesVersion = 1
 
-// choicesLimit bounds the choices file: one entry per automatic pod of the node.
-const choicesLimit = 16 << 20
-
 type choicesFile struct {
 	Version int      `json:"version"`
 	Choices []choice `json:"choices"`
@@ -32,7 +29,7 @@ func loadChoices(path string) (map[choiceKey]choice, error) {
 	if path == "" {
 		return out, nil
 	}
-	data, err := fsutil.ReadStateFile(path, choicesLimit) // never through a link
+	data, err := fsutil.ReadStateFile(path, stateFileLimit) // never through a link
 	if errors.Is(err, os.ErrNotExist) {
 		return out, nil
 	}

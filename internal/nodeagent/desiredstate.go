@@ -23,18 +23,10 @@ import (
 // desiredVersion is the format of desiredFile.
 const desiredVersion = 1
 
-// desiredLimit bounds the desired-state file: its desires are those of one node's pods.
-const desiredLimit = 16 << 20
-
-type desiredFile struct {
-	Version int      `json:"version"`
-	Desires []Desire `json:"desires"`
-}
-
 // loadDesired reads the desired state persisted at path. found is false when there is
 // none (no file, or one that cannot be read: the error says why).
 func loadDesired(path string) (ds map[ContainerKey]Desire, found bool, err error) {
-	data, err := fsutil.ReadStateFile(path, desiredLimit)
+	data, err := fsutil.ReadStateFile(path, stateFileLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -70,8 +62,8 @@ func (e *Engine) saveDesired(desired map[ContainerKey]Desire) error {
 	if err != nil {
 		return fmt.Errorf("encoding the desired state: %w", err)
 	}
-	if len(data) > desiredLimit {
-		return fmt.Errorf("writing the desired state %s: %d bytes, past its bound of %d", e.cfg.DesiredPath, len(data), desiredLimit)
+	if len(data) > stateFileLimit {
+		return fmt.Errorf("writing the desired state %s: %d bytes, past its bound of %d", e.cfg.DesiredPath, len(data), stateFileLimit)
 	}
 	if err := fsutil.WriteFileAtomic(e.cfg.DesiredPath, data, 0o600); err != nil {
 		return fmt.Errorf("writing the desired state: %w", err)
@@ -92,4 +84,10 @@ func (e *Engine) persistDesired(desired map[ContainerKey]Desire, gen uint64) {
 		return
 	}
 	e.savedGen = gen
+}
+
+// desiredFile is the desired state on disk.
+type desiredFile struct {
+	Version int      `json:"version"`
+	Desires []Desire `json:"desires"`
 }

@@ -28,10 +28,14 @@ import (
 // version; a change an older agent would misread bumps it.
 const ledgerVersion = 2
 
-// defaultLedgerLimit bounds the ledger file: about 300,000 tasks. The agent refuses to
-// grow it further (the pass's SETs are then skipped, as for any failed write) rather than
-// write ever larger files on every pass.
-const defaultLedgerLimit = 16 << 20
+// stateFileLimit bounds each of the agent's state files (ledger, desired state, choices):
+// for the ledger about 300,000 tasks. The agent refuses to grow the ledger further (the
+// pass's SETs are then skipped, as for any failed write) rather than write ever larger
+// files on every pass, and reads no larger file.
+const stateFileLimit = 16 << 20
+
+// defaultLedgerLimit is the ledger's bound unless a test sets another.
+const defaultLedgerLimit = stateFileLimit
 
 // errLedgerFull means the ledger would grow past its bound.
 var errLedgerFull = errors.New("the ledger would grow past its bound")
