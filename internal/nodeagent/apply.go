@@ -151,7 +151,7 @@ func (e *Engine) restoreListed(key ContainerKey, cg *cgroups.Container, entry *c
 		case te == nil:
 			te = &taskEntry{Start: task.StartTime, Prev: numa.NoNode, Values: ours}
 		case te.Start != task.StartTime:
-			task.close()
+			e.release(task)
 			continue // recycled: not the task the agent set
 		}
 		targets = append(targets, target{task, te})
@@ -170,7 +170,7 @@ func (e *Engine) restoreListed(key ContainerKey, cg *cgroups.Container, entry *c
 		e.cfg.Metrics.reportRestore()
 	}
 	for _, t := range targets {
-		t.task.close()
+		e.release(t.task)
 	}
 }
 

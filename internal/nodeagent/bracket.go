@@ -63,19 +63,39 @@ func (h heldTask) holds(procRoot string) bool {
 	return h.Verify(procRoot) == nil
 }
 
-func (h heldTask) close() {
+// release closes the task's pidfd, if it has one.
+func (e *Engine) release(h heldTask) {
 	if h.pidfd != nil {
 		h.pidfd.Close()
+		e.pidfds--
 	}
+}
+
+// pidfdBound bounds the pidfds a pass holds at once, from the soft limit of open files:
+// half of it, so that the pass's own reads of /proc and cgroup files never run short.
+// Tasks past the bound are identified by start time alone.
+func pidfdBound() int {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return int(min(lim.Cur/2, 1<<20))
 }
 
 // identify identifies listed task ref. Its start time is read after its pidfd is opened
 // and confirmed alive after, so it is the pidfd's task's. An error means the task is gone.
 func (e *Engine) identify(ref cgroups.TaskRef) (heldTask, error) {
 	procRoot := e.cfg.Resolver.ProcRoot()
-	h, err := e.cfg.handles(ref.TID, ref.TGID)
-	if errors.Is(err, numa.ErrTaskGone) {
-		return heldTask{}, err
+	var h taskHandle
+	if e.pidfds < e.maxPIDFDs {
+		var err error
+		h, err = e.cfg.handles(ref.TID, ref.TGID)
+		if errors.Is(err, numa.ErrTaskGone) {
+			return heldTask{}, err
+		}
+		if h != nil {
+			e.pidfds++
+		}
 	}
 	task, err := numa.ReadTask(procRoot, ref.TID)
 	held := heldTask{Task: task, pidfd: h}
@@ -83,7 +103,7 @@ func (e *Engine) identify(ref cgroups.TaskRef) (heldTask, error) {
 		err = fmt.Errorf("identifying task %d: %w", ref.TID, numa.ErrTaskGone)
 	}
 	if err != nil {
-		held.close()
+		e.release(held)
 		return heldTask{}, err
 	}
 	return held, nil

@@ -139,3 +139,37 @@ func TestEngineRacedUndoIsNotPutBack(t *testing.T) {
 		t.Errorf("numapref_task_restores_total = %v, want 1 (task 100)", n)
 	}
 }
+
+// fakePIDFDs opens handles that are always alive and counts those open.
+type fakePIDFDs struct{ opened, open int }
+
+type fakeHandle struct{ owner *fakePIDFDs }
+
+func (h fakeHandle) Alive() (bool, error) { return true, nil }
+func (h fakeHandle) Close() error         { h.owner.open--; return nil }
+
+func (f *fakePIDFDs) handles(int, int) (taskHandle, error) {
+	f.opened++
+	f.open++
+	return fakeHandle{f}, nil
+}
+
+// A pass holds at most maxPIDFDs pidfds (the tasks past it are identified by start time
+// alone), and closes every one it opened when it ends.
+func TestEnginePIDFDsAreBoundedAndReleased(t *testing.T) {
+	h := newFakeHost(t)
+	for tid := 100; tid < 104; tid++ {
+		h.addTask(tid, -1)
+	}
+	f := &fakePIDFDs{}
+	e := h.engine(EngineConfig{})
+	e.cfg.handles, e.maxPIDFDs = f.handles, 2
+	e.SetDesired([]Desire{fakeDesire(1)})
+	e.Pass()
+	if v := h.snapshot(); v[100] != 1 || v[101] != 1 || v[102] != 1 || v[103] != 1 {
+		t.Errorf("tasks hold %v, want all at 1", v)
+	}
+	if f.opened != 2 || f.open != 0 || e.pidfds != 0 {
+		t.Errorf("%d pidfds opened, %d left open (engine counts %d); want 2 opened (the bound), none left", f.opened, f.open, e.pidfds)
+	}
+}

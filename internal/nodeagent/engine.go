@@ -117,6 +117,8 @@ type Engine struct {
 	ledgerDirty bool                 // changed since the last write
 	tgids       map[int]ContainerKey // process → container, from the last listing
 	listing     map[ContainerKey]containerListing
+	// pidfds counts the pidfds the pass holds (bracket.go), at most maxPIDFDs.
+	pidfds, maxPIDFDs int
 	// forkSets holds when fork passes set tasks other than the one their event named:
 	// tasks whose own fork event is still queued. Cleared by full passes.
 	forkSets map[int]setMark
@@ -171,6 +173,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		listing:  make(map[ContainerKey]containerListing),
 		forkSets: make(map[int]setMark),
 		resolved: make(map[ContainerKey]resolution),
+		// The pidfds of a pass take at most half the open files the process may have.
+		maxPIDFDs: pidfdBound(),
 	}
 	for _, n := range cfg.OnlineNodes {
 		e.online[n] = true

@@ -26,7 +26,7 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 	e.persistDesired(desired, gen)
 
 	var sets []pendingSet
-	defer func() { closeSets(sets) }()
+	defer func() { e.releaseSets(sets) }()
 	dirty, choicesDirty := false, false
 	if only == nil {
 		results = make(map[ContainerKey]ContainerResult, len(desired))

@@ -19,10 +19,10 @@ type pendingSet struct {
 	node int
 }
 
-// closeSets releases the pidfds of the pass's SETs.
-func closeSets(sets []pendingSet) {
+// releaseSets closes the pidfds of the pass's SETs.
+func (e *Engine) releaseSets(sets []pendingSet) {
 	for _, s := range sets {
-		s.task.close()
+		e.release(s.task)
 	}
 }
 
