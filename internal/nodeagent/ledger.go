@@ -11,7 +11,6 @@ import (
 
 	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
-	"github.com/numapref/numapref/internal/numa"
 )
 
 // The ledger is the agent's memory of what it set, kept in a small file on the host so that
@@ -50,9 +49,6 @@ type taskEntry struct {
 	// when the task's value is one of these, so a value the application chose is left alone.
 	Values []int `json:"values"`
 }
-
-// task is the identity the entry records for task id tid.
-func (t *taskEntry) task(tid int) numa.Task { return numa.Task{TID: tid, StartTime: t.Start} }
 
 // containerEntry is one container the agent acted on.
 type containerEntry struct {
