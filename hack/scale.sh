@@ -12,14 +12,22 @@
 # client here is exempt from them. When the harness ends, the peak RSS (VmHWM) of the
 # apiserver and of etcd is printed.
 #
-# Environment: SCALE_APISERVER_PORT (default 26443), SCALE_ETCD_PORT (default 23790; the
-# peer port is one above), SCALE_KEEP=1 keeps the directory and its logs.
+# Environment: SCALE_APISERVER_PORT (default 32443), SCALE_ETCD_PORT (default 32379; the
+# peer port is one above), SCALE_KEEP=1 keeps the directory and its logs. The ports differ
+# from the local node's (6443, 23790, 23800): it stops at once if any of them is taken, so
+# that no other apiserver can ever reach this etcd, nor this apiserver another etcd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 
-port=${SCALE_APISERVER_PORT:-26443}
-etcd_port=${SCALE_ETCD_PORT:-23790}
+port=${SCALE_APISERVER_PORT:-32443}
+etcd_port=${SCALE_ETCD_PORT:-32379}
+for p in "$port" "$etcd_port" $((etcd_port + 1)); do
+	if ss -Htln "sport = :$p" | grep -q .; then
+		echo "scale: port $p is in use; choose others with SCALE_APISERVER_PORT and SCALE_ETCD_PORT" >&2
+		exit 1
+	fi
+done
 bin=$(hack/k8s-binaries.sh)
 dir=$(mktemp -d /tmp/numapref-scale.XXXXXX)
 pids=()
@@ -54,6 +62,13 @@ openssl ec -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
 	--quota-backend-bytes=$((8 * 1024 * 1024 * 1024)) --log-level=warn >"$dir/etcd.log" 2>&1 &
 pids+=($!)
 etcd_pid=$!
+for i in $(seq 100); do
+	if ss -Htlnp "sport = :$etcd_port" | grep -q "pid=$etcd_pid,"; then break; fi
+	if ! kill -0 "$etcd_pid" 2>/dev/null || [ "$i" = 100 ]; then
+		echo "scale: etcd did not start listening on $etcd_port" >&2; tail -n 20 "$dir/etcd.log" >&2; exit 1
+	fi
+	sleep 0.1
+done
 
 # --endpoint-reconciler-type=none: 1.35+ refuses to advertise 127.0.0.1 with the default one.
 "$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
