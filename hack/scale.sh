@@ -13,7 +13,8 @@
 # apiserver and of etcd is printed.
 #
 # Environment: SCALE_APISERVER_PORT (default 32443), SCALE_ETCD_PORT (default 32379; the
-# peer port is one above), SCALE_KEEP=1 keeps the directory and its logs. The ports differ
+# peer port is one above), SCALE_KEEP=1 keeps the directory and its logs, SCALE_HARNESS
+# runs a harness binary built before instead of building ./test/scale. The ports differ
 # from the local node's (6443, 23790, 23800): it stops at once if any of them is taken, so
 # that no other apiserver can ever reach this etcd, nor this apiserver another etcd.
 set -euo pipefail
@@ -47,8 +48,12 @@ stop_all() {
 }
 trap stop_all EXIT
 
-echo "scale: building the harness" >&2
-go build -o "$dir/scale" ./test/scale
+harness=${SCALE_HARNESS:-}
+if [ -z "$harness" ]; then
+	echo "scale: building the harness" >&2
+	go build -o "$dir/scale" ./test/scale
+	harness=$dir/scale
+fi
 
 token=$(openssl rand -hex 16)
 echo "$token,numapref-scale-admin,numapref-scale-admin,system:masters" >"$dir/tokens.csv"
@@ -111,6 +116,6 @@ done
 echo "scale: apiserver ready on 127.0.0.1:$port (pid $apiserver_pid), etcd pid $etcd_pid, dir $dir" >&2
 
 rc=0
-"$dir/scale" "$@" || rc=$?
+"$harness" "$@" || rc=$?
 echo "scale: apiserver peak RSS $(peak_rss "$apiserver_pid"), etcd peak RSS $(peak_rss "$etcd_pid")"
 exit $rc
