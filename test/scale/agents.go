@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,33 +21,25 @@ import (
 )
 
 // stubEngine stands in for the apply engine of one simulated node: every container the
-// agent asks it to place is Applied, to tasks tasks. Changing tasks signals the agent, as
-// the real engine does when a pass changes its results.
+// agent asks it to place is Applied, to tasks tasks. Its results follow SetDesired at once
+// (a real engine needs a pass, then signals Changes), so only setTasks signals the agent.
 type stubEngine struct {
 	tasks   atomic.Int32
 	mu      sync.Mutex
-	desires map[nodeagent.ContainerKey]nodeagent.Desire
+	desires []nodeagent.Desire
 	changes chan struct{}
 }
 
 func newStubEngine(tasks int32) *stubEngine {
-	e := &stubEngine{desires: map[nodeagent.ContainerKey]nodeagent.Desire{}, changes: make(chan struct{}, 1)}
+	e := &stubEngine{changes: make(chan struct{}, 1)}
 	e.tasks.Store(tasks)
 	return e
 }
 
 func (e *stubEngine) SetDesired(ds []nodeagent.Desire) {
-	m := make(map[nodeagent.ContainerKey]nodeagent.Desire, len(ds))
-	for _, d := range ds {
-		m[d.Key()] = d
-	}
 	e.mu.Lock()
-	changed := !maps.Equal(m, e.desires)
-	e.desires = m
-	e.mu.Unlock()
-	if changed {
-		e.signal()
-	}
+	defer e.mu.Unlock()
+	e.desires = slices.Clone(ds)
 }
 
 func (e *stubEngine) Results() map[nodeagent.ContainerKey]nodeagent.ContainerResult {
@@ -55,12 +47,12 @@ func (e *stubEngine) Results() map[nodeagent.ContainerKey]nodeagent.ContainerRes
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make(map[nodeagent.ContainerKey]nodeagent.ContainerResult, len(e.desires))
-	for k, d := range e.desires {
+	for _, d := range e.desires {
+		res := nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: tasks}
 		if d.Skip != "" {
-			out[k] = nodeagent.ContainerResult{Desire: d, Reason: d.Skip, Message: d.Message}
-			continue
+			res = nodeagent.ContainerResult{Desire: d, Reason: d.Skip, Message: d.Message}
 		}
-		out[k] = nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: tasks}
+		out[d.Key()] = res
 	}
 	return out
 }
@@ -70,10 +62,6 @@ func (e *stubEngine) Changes() <-chan struct{} { return e.changes }
 // setTasks changes every container's task count and tells the agent.
 func (e *stubEngine) setTasks(n int32) {
 	e.tasks.Store(n)
-	e.signal()
-}
-
-func (e *stubEngine) signal() {
 	select {
 	case e.changes <- struct{}{}:
 	default:

@@ -82,20 +82,10 @@ func (w *world) applyLegacyEntries(ctx context.Context, tasks int32, failures *a
 		u.Object["status"] = map[string]any{"nodes": []any{map[string]any{
 			"nodeName": node, "pods": pods, "containers": pods, "tasks": pods * int64(tasks),
 		}}}
-		for {
-			err := w.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		return retry(ctx, failures, "applying the legacy entry of "+node, func() error {
+			return w.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 				client.FieldOwner(controllers.AgentFieldManager(node)), client.ForceOwnership)
-			if err == nil {
-				return nil
-			}
-			failures.Add(1)
-			logf("applying the legacy entry of %s: %v (trying again)", node, err)
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("applying the legacy entry of %s: %w", node, err)
-			case <-time.After(time.Second):
-			}
-		}
+		})
 	})
 }
 

@@ -45,6 +45,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -159,12 +160,8 @@ func newHarness(o *options) (*harness, error) {
 		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
 	}
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := numav1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(numav1.AddToScheme(scheme))
 	// The harness's own requests (setup, stand-ins, polls) are not rate limited.
 	own := rest.CopyConfig(cfg)
 	own.QPS, own.Burst = -1, 0

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"sync/atomic"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -62,19 +61,9 @@ func (w *world) applyReports(ctx context.Context, generation int64, tasks int32,
 		ac := numaac.NumaNodeReport(node).WithStatus(&status).
 			WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").
 				WithName(node).WithUID(w.nodeUIDs[i]))
-		for {
-			err := w.c.Apply(ctx, ac, client.FieldOwner(controllers.AgentFieldManager(node)), client.ForceOwnership)
-			if err == nil {
-				return nil
-			}
-			failures.Add(1)
-			logf("writing the report of %s: %v (trying again)", node, err)
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("writing the report of %s: %w", node, err)
-			case <-time.After(time.Second):
-			}
-		}
+		return retry(ctx, failures, "writing the report of "+node, func() error {
+			return w.c.Apply(ctx, ac, client.FieldOwner(controllers.AgentFieldManager(node)), client.ForceOwnership)
+		})
 	})
 }
 

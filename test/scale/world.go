@@ -135,6 +135,24 @@ func (w *world) getPreference(ctx context.Context) (*numav1.NumaPreference, erro
 	return &pref, err
 }
 
+// retry calls f until it succeeds, a second apart, and counts the failures: a refused
+// write is tried again as an agent would, until ctx ends.
+func retry(ctx context.Context, failures *atomic.Int64, what string, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		failures.Add(1)
+		logf("%s: %v (trying again)", what, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // waitFor polls done every interval until it is true, and fails after timeout.
 func waitFor(ctx context.Context, timeout, interval time.Duration, what string, done func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
