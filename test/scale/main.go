@@ -483,6 +483,20 @@ func (r *result) line() string {
 		b, _ := p.api.watched()
 		f = append(f, fmt.Sprintf("%s=%s/%dw/%dB", p.name, p.took.Round(100*time.Millisecond), w, b))
 	}
+	// The NumaPreference's status writes: the summarizer's (legacy: the appliers').
+	var status []string
+	for _, p := range []*phase{rollout, churn} {
+		if p != nil {
+			var n int64
+			for res, w := range p.api.writesBy() {
+				if strings.HasPrefix(res, "numapreferences/status.") {
+					n += w
+				}
+			}
+			status = append(status, fmt.Sprint(n))
+		}
+	}
+	f = append(f, "status-writes="+strings.Join(status, "/"))
 	if quiet != nil {
 		w, _ := quiet.api.writes()
 		f = append(f, fmt.Sprintf("quiet-writes=%d/%s", w, quiet.took.Round(time.Second)))

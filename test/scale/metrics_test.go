@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -121,5 +122,27 @@ var cmpFloat = cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a <
 func TestParseAPICountersRejectsGarbage(t *testing.T) {
 	if _, err := parseAPICounters(strings.NewReader("apiserver_request_total{code=\"200\" 3\n")); err == nil {
 		t.Error("want an error for a line cut in its labels")
+	}
+}
+
+// The line adds up rollout and churn, and divides the churn's watch bytes by the nodes.
+func TestResultLine(t *testing.T) {
+	before, _ := parseAPICounters(strings.NewReader(metricsBefore))
+	after, _ := parseAPICounters(strings.NewReader(metricsAfter))
+	d := after.since(before)
+	r := &result{
+		o:       &options{design: "new", mode: "reports", nodes: 10, podsPerNode: 2},
+		phases:  []phase{{name: "rollout", took: time.Second, api: d}, {name: "churn", took: 2 * time.Second, api: d}},
+		largest: 2300, largestName: "numapreference/scale", converged: true,
+	}
+	line := r.line()
+	for _, want := range []string{
+		"design=new mode=reports nodes=10 pods-per-node=2 writes=22 failed-writes=2 watch-bytes=102488 bytes-per-node-change=5124 ",
+		"largest-object=2300B(numapreference/scale) converged=true rollout=1s/11w/51244B churn=2s/11w/51244B status-writes=1/1 ",
+		"converge=3s ",
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line %q lacks %q", line, want)
+		}
 	}
 }
