@@ -468,8 +468,11 @@ func (r *result) line() string {
 		b, _ := p.api.watched()
 		writes, failed, bytes, cpu, took = writes+w, failed+fl, bytes+b, cpu+p.api.cpuSeconds, took+p.took
 	}
-	f = append(f, fmt.Sprintf("writes=%d", writes), fmt.Sprintf("failed-writes=%d", failed+r.clientFailures),
-		fmt.Sprintf("watch-bytes=%d", bytes))
+	// A refused write counts in the apiserver's failed writes, and again in the harness's
+	// errors if it was the harness's (stand-ins, legacy appliers), with errors the
+	// apiserver never saw.
+	f = append(f, fmt.Sprintf("writes=%d", writes), fmt.Sprintf("failed-writes=%d", failed),
+		fmt.Sprintf("client-errors=%d", r.clientFailures), fmt.Sprintf("watch-bytes=%d", bytes))
 	if churn != nil {
 		b, _ := churn.api.watched()
 		f = append(f, fmt.Sprintf("bytes-per-node-change=%d", b/int64(r.o.nodes)))

@@ -137,7 +137,7 @@ func TestResultLine(t *testing.T) {
 	}
 	line := r.line()
 	for _, want := range []string{
-		"design=new mode=reports nodes=10 pods-per-node=2 writes=22 failed-writes=2 watch-bytes=102488 bytes-per-node-change=5124 ",
+		"design=new mode=reports nodes=10 pods-per-node=2 writes=22 failed-writes=2 client-errors=0 watch-bytes=102488 bytes-per-node-change=5124 ",
 		"largest-object=2300B(numapreference/scale) converged=true rollout=1s/11w/51244B churn=2s/11w/51244B status-writes=1/1 ",
 		"converge=3s ",
 	} {
