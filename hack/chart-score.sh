@@ -23,6 +23,7 @@ sets=(
   "defaults|"
   "no-fork-events|--set forkEvents=false"
   "emulated-local|--set kernel=emulated --set bindAddress=127.0.0.1 --set apiServer.host=127.0.0.1"
+  "cert-manager|--set certManager.enabled=true --api-versions cert-manager.io/v1"
 )
 failed=0
 for s in "${sets[@]}"; do

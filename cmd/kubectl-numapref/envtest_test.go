@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func apiServer(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
 	testenv.RequireEnvtest(t)
 	envOnce.Do(func() {
-		testEnv = &envtest.Environment{}
+		testEnv = &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 		adminCfg, envErr = testEnv.Start()
 	})
 	if envErr != nil {
@@ -142,13 +143,6 @@ func bindClusterRole(t *testing.T, cs kubernetes.Interface, role *rbacv1.Cluster
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-}
-
-// podReader lets the plugin find pods: get anywhere, list (in the agent namespace, but a
-// ClusterRole keeps the test short).
-var podReader = &rbacv1.ClusterRole{
-	ObjectMeta: metav1.ObjectMeta{Name: "test-pod-reader"},
-	Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}},
 }
 
 // eventually polls f until it returns nil or the deadline passes.
