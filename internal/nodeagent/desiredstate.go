@@ -91,3 +91,22 @@ type desiredFile struct {
 	Version int      `json:"version"`
 	Desires []Desire `json:"desires"`
 }
+
+// loadDesired takes the desired state the last run persisted, if any, as the first
+// SetDesired: the engine enforces it at once, before the API answers.
+func (e *Engine) loadDesired() error {
+	if e.cfg.DesiredPath == "" {
+		return nil
+	}
+	if _, err := fsutil.RemoveStaleTemps(e.cfg.DesiredPath); err != nil {
+		e.cfg.Log.Error(err, "Removing stale temporary files", "file", e.cfg.DesiredPath)
+	}
+	ds, found, err := loadDesired(e.cfg.DesiredPath)
+	if !found {
+		return err
+	}
+	e.desired, e.synced = ds, true
+	e.cfg.Log.Info("Enforcing the desired state the last run persisted until the API's arrives", "containers", len(ds))
+	signal(e.kick)
+	return nil
+}

@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
-	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 )
@@ -186,54 +185,6 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	c, cerr := loadChoices(cfg.ChoicesPath)
 	e.choices = c
 	return e, errors.Join(e.loadState(), cerr, e.loadDesired())
-}
-
-// loadDesired takes the desired state the last run persisted, if any, as the first
-// SetDesired: the engine enforces it at once, before the API answers.
-func (e *Engine) loadDesired() error {
-	if e.cfg.DesiredPath == "" {
-		return nil
-	}
-	if _, err := fsutil.RemoveStaleTemps(e.cfg.DesiredPath); err != nil {
-		e.cfg.Log.Error(err, "Removing stale temporary files", "file", e.cfg.DesiredPath)
-	}
-	ds, found, err := loadDesired(e.cfg.DesiredPath)
-	if !found {
-		return err
-	}
-	e.desired, e.synced = ds, true
-	e.cfg.Log.Info("Enforcing the desired state the last run persisted until the API's arrives", "containers", len(ds))
-	signal(e.kick)
-	return nil
-}
-
-// loadState reads the ledger, first removing what writes killed mid-way left beside the
-// state files. A ledger of another boot names no living task: it is dropped, and nothing
-// is undone from it.
-func (e *Engine) loadState() error {
-	e.ledger = ledger{}
-	for _, path := range []string{e.cfg.LedgerPath, e.cfg.ChoicesPath} {
-		if path == "" {
-			continue
-		}
-		if n, err := fsutil.RemoveStaleTemps(path); err != nil {
-			e.cfg.Log.Error(err, "Removing stale temporary files", "file", path)
-		} else if n > 0 {
-			e.cfg.Log.Info("Removed temporary files a killed write left", "file", path, "files", n)
-		}
-	}
-	if e.cfg.LedgerPath == "" {
-		return nil
-	}
-	f, err := loadLedger(e.cfg.LedgerPath, e.cfg.ledgerLimit)
-	if f.BootID != "" && e.bootID != "" && f.BootID != e.bootID {
-		e.cfg.Log.Info("The ledger was written before the host rebooted: its tasks are gone, dropping it",
-			"ledgerBootID", f.BootID, "bootID", e.bootID, "containers", len(f.Containers))
-		e.ledgerDirty = true
-		return err
-	}
-	e.ledger = f.ledger()
-	return err
 }
 
 // SetDesired replaces the whole desired state of this host. The first call marks the engine

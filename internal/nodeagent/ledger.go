@@ -169,3 +169,32 @@ func (l ledger) sorted() []*containerEntry {
 	})
 	return out
 }
+
+// loadState reads the ledger, first removing what writes killed mid-way left beside the
+// state files. A ledger of another boot names no living task: it is dropped, and nothing
+// is undone from it.
+func (e *Engine) loadState() error {
+	e.ledger = ledger{}
+	for _, path := range []string{e.cfg.LedgerPath, e.cfg.ChoicesPath} {
+		if path == "" {
+			continue
+		}
+		if n, err := fsutil.RemoveStaleTemps(path); err != nil {
+			e.cfg.Log.Error(err, "Removing stale temporary files", "file", path)
+		} else if n > 0 {
+			e.cfg.Log.Info("Removed temporary files a killed write left", "file", path, "files", n)
+		}
+	}
+	if e.cfg.LedgerPath == "" {
+		return nil
+	}
+	f, err := loadLedger(e.cfg.LedgerPath, e.cfg.ledgerLimit)
+	if f.BootID != "" && e.bootID != "" && f.BootID != e.bootID {
+		e.cfg.Log.Info("The ledger was written before the host rebooted: its tasks are gone, dropping it",
+			"ledgerBootID", f.BootID, "bootID", e.bootID, "containers", len(f.Containers))
+		e.ledgerDirty = true
+		return err
+	}
+	e.ledger = f.ledger()
+	return err
+}
