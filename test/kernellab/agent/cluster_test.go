@@ -58,6 +58,9 @@ type cluster struct {
 	token    string // the admin's bearer token, for /metrics and /inspect
 	tmp      string
 	reportTo string
+	// http talks to the agent's metrics port; kept, so the per-second scrapes of the
+	// effect experiment reuse one TLS connection.
+	http *http.Client
 }
 
 func newCluster(t *testing.T, kernel string) *cluster {
@@ -79,7 +82,8 @@ func newCluster(t *testing.T, kernel string) *cluster {
 		t.Fatal(err)
 	}
 	cl := &cluster{c: c, node: "kernellab-" + kernel, kubecfg: kubecfg, token: cfg.BearerToken, tmp: t.TempDir(),
-		reportTo: os.Getenv("KERNELLAB_REPORT_DIR")}
+		reportTo: os.Getenv("KERNELLAB_REPORT_DIR"),
+		http:     &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}}
 	ctx := context.Background()
 	start := time.Now()
 	poll(t, apiWait, "the apiserver through the guestfwd", func() error {
@@ -347,8 +351,7 @@ func (cl *cluster) get(path string) (int, []byte, error) {
 		return 0, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+cl.token)
-	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	resp, err := c.Do(req)
+	resp, err := cl.http.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
