@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -87,6 +88,15 @@ type rendered struct {
 	clusterRoleBindings map[string]rbacv1.ClusterRoleBinding
 	roles               map[string]rbacv1.Role
 	roleBindings        map[string]rbacv1.RoleBinding
+	// policies names the node restriction's ValidatingAdmissionPolicy and its binding
+	// (their content: controllers' noderestriction envtest and TestGeneratedCopies).
+	policies []string
+}
+
+// clusterScoped are the kinds the chart renders without a namespace.
+var clusterScoped = map[string]bool{
+	"ClusterRole": true, "ClusterRoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 }
 
 func render(t *testing.T, values map[string]any) rendered {
@@ -125,7 +135,7 @@ func render(t *testing.T, values map[string]any) rendered {
 		if meta.Kind == "" {
 			continue // a document of comments only
 		}
-		namespaced := meta.Kind != "ClusterRole" && meta.Kind != "ClusterRoleBinding"
+		namespaced := !clusterScoped[meta.Kind]
 		if namespaced && meta.Metadata.Namespace != namespace {
 			t.Errorf("%s %s: namespace %q, want the release namespace %q", meta.Kind, meta.Metadata.Name, meta.Metadata.Namespace, namespace)
 		}
@@ -160,6 +170,14 @@ func render(t *testing.T, values map[string]any) rendered {
 			var o rbacv1.RoleBinding
 			strict(&o)
 			r.roleBindings[o.Name] = o
+		case "ValidatingAdmissionPolicy":
+			var o admissionregistrationv1.ValidatingAdmissionPolicy
+			strict(&o)
+			r.policies = append(r.policies, o.Name)
+		case "ValidatingAdmissionPolicyBinding":
+			var o admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			strict(&o)
+			r.policies = append(r.policies, o.Name)
 		default:
 			t.Errorf("unexpected kind %s (%s) in the chart output", meta.Kind, meta.Metadata.Name)
 		}
@@ -513,7 +531,8 @@ func TestGeneratedCopies(t *testing.T) {
 		src, dst string // globs
 	}{
 		{"CRDs", "config/crd/bases/*.yaml", chartDir + "/crds/*"},
-		{"agent ClusterRole", "config/rbac/role.yaml", chartDir + "/files/*"},
+		{"agent ClusterRole", "config/rbac/role.yaml", chartDir + "/files/role.yaml"},
+		{"node restriction policy", "config/rbac/node_restriction_policy.yaml", chartDir + "/files/node_restriction_policy.yaml"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
