@@ -336,9 +336,9 @@ status=0
 		printf 'test %-20s %s\n' "$n" "$line"
 		[[ "$line" == pass* ]] || status=1
 	done
-	if grep -Eq 'WARNING:|BUG:|Oops|general protection|Call Trace' "$out/kmsg.log"; then
+	if grep -Eq 'WARNING:|BUG:|INFO:|UBSAN:|Oops|general protection|Call Trace|cut here' "$out/kmsg.log"; then
 		echo "kernel warnings (kmsg.log):"
-		grep -E 'WARNING:|BUG:|Oops|general protection|Call Trace' "$out/kmsg.log" | awk 'NR <= 20 { print "  " $0 }'
+		grep -E 'WARNING:|BUG:|INFO:|UBSAN:|Oops|general protection|Call Trace|cut here' "$out/kmsg.log" | awk 'NR <= 20 { print "  " $0 }'
 		status=1
 	fi
 	vm_ok=1
