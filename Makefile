@@ -77,9 +77,9 @@ chart-score: ## kube-score the rendered chart (a few value sets); any finding fa
 	hack/chart-score.sh
 
 .PHONY: chart-test
-chart-test: preflight-chart ## Render the chart with helm and check its security posture, RBAC, CRD and flags.
+chart-test: preflight-chart ## Render the chart with helm and check its security posture, RBAC, CRD, flags and certificates (upgrades on envtest).
 	hack/tools.sh helm >/dev/null
-	HELM=$(HELM) go test -count=1 -tags chart ./test/chart/...
+	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) HELM=$(HELM) go test -count=1 -tags chart ./test/chart/...
 
 .PHONY: fuzz
 fuzz: preflight-fuzz ## Run every fuzz target for FUZZTIME each (default 3s).

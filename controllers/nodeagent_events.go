@@ -30,7 +30,7 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 				r.recorder.Eventf(p.pod, nil, corev1.EventTypeNormal, "Conflict", "Select", "%s", msg)
 			}
 		}
-		var applied []nodeagent.Desire
+		var applied []nodeagent.ContainerResult
 		for _, d := range p.plan.Desires {
 			res, ok := results[d.Key()]
 			if !ok || res.Desire != d {
@@ -38,7 +38,7 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 			}
 			seen[d.Key()] = true
 			if res.Reason == numav1.ReasonApplied {
-				applied = append(applied, d)
+				applied = append(applied, res)
 			}
 			if r.reported[d.Key()] == res.Reason {
 				continue
@@ -95,12 +95,19 @@ func quietReason(pod *corev1.Pod, reason string) bool {
 }
 
 // appliedMessage says which containers of a pod prefer which node, and why, grouped by node
-// and source: "prefers NUMA node 0 (NumaPreference db): containers app, log".
-func appliedMessage(applied []nodeagent.Desire) string {
+// and source: "prefers NUMA node 0 (NumaPreference db): containers app, log", or for an
+// automatic mode "prefers NUMA node 1 (NumaPreference db, Spread: 2 of 4 pods on node 1):
+// container app". The why of a sticky choice is the one of its moment: it does not change
+// when more pods come, so neither does the Event.
+func appliedMessage(applied []nodeagent.ContainerResult) string {
 	groups := map[string][]string{}
-	for _, d := range applied {
-		head := fmt.Sprintf("prefers NUMA node %d (%s)", d.Node, desireSource(d))
-		groups[head] = append(groups[head], d.Container)
+	for _, r := range applied {
+		source := desireSource(r.Desire)
+		if r.Why != "" {
+			source += ", " + r.Why
+		}
+		head := fmt.Sprintf("prefers NUMA node %d (%s)", r.Node, source)
+		groups[head] = append(groups[head], r.Desire.Container)
 	}
 	var parts []string
 	for _, head := range slices.Sorted(maps.Keys(groups)) {

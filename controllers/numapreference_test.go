@@ -4,6 +4,9 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 
@@ -12,8 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
@@ -40,7 +45,17 @@ var _ = Describe("NumaPreference validation by the apiserver", func() {
 			"should be less than or equal to 1023"),
 		Entry("no node", func(p *numav1.NumaPreference) { p.Spec.Node = nil }, "mode Static needs spec.node"),
 		Entry("unknown mode", func(p *numav1.NumaPreference) { p.Spec.Mode = "Dynamic" },
-			`spec.mode: Unsupported value: "Dynamic": supported values: "Static"`),
+			`spec.mode: Unsupported value: "Dynamic": supported values: "Static", "Spread", "FollowCPUs", "MostFreeMemory"`),
+		Entry("node with an automatic mode", func(p *numav1.NumaPreference) { p.Spec.Mode = numav1.PlacementModeSpread },
+			"spec.node is only for mode Static"),
+		Entry("spec.nodes with Static", func(p *numav1.NumaPreference) { p.Spec.Nodes = []int32{0} },
+			"spec.nodes restricts the automatic modes"),
+		Entry("duplicate in spec.nodes", func(p *numav1.NumaPreference) {
+			p.Spec.Mode, p.Spec.Node, p.Spec.Nodes = numav1.PlacementModeFollowCPUs, nil, []int32{1, 1}
+		}, "spec.nodes[1]: Duplicate value: 1"),
+		Entry("node id beyond Linux's limit in spec.nodes", func(p *numav1.NumaPreference) {
+			p.Spec.Mode, p.Spec.Node, p.Spec.Nodes = numav1.PlacementModeMostFreeMemory, nil, []int32{0, 1024}
+		}, "spec.nodes[1]: Invalid value: 1024: spec.nodes[1] in body should be less than or equal to 1023"),
 		Entry("container name that is no DNS label", func(p *numav1.NumaPreference) { p.Spec.Containers = []string{"Bad_Name"} },
 			"spec.containers[0]"),
 		Entry("too many containers", func(p *numav1.NumaPreference) {
@@ -62,6 +77,47 @@ var _ = Describe("NumaPreference validation by the apiserver", func() {
 		p := newPreference(ns, "good", 1, map[string]string{"app": "db"})
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		Expect(p.Spec.Mode).To(Equal(numav1.PlacementModeStatic))
+	})
+
+	It("refuses an empty spec.nodes, as kubectl sends it", func() {
+		// Go's omitempty would drop an empty list: send the object as a user's YAML does.
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": numav1.GroupVersion.String(), "kind": "NumaPreference",
+			"metadata": map[string]any{"namespace": ns, "name": "empty-nodes"},
+			"spec": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "db"}},
+				"mode": "Spread", "nodes": []any{}},
+		}}
+		err := k8sClient.Create(ctx, u)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("spec.nodes must not be empty: leave it out to allow every NUMA node"))
+	})
+
+	It("accepts every sample of config/samples", func() {
+		files, err := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(files)).To(BeNumerically(">=", 4), "a sample per mode")
+		modes := map[string]bool{}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			p := &numav1.NumaPreference{}
+			Expect(yaml.UnmarshalStrict(data, p)).To(Succeed(), f)
+			p.Namespace = ns
+			Expect(k8sClient.Create(ctx, p)).To(Succeed(), f)
+			modes[string(p.Spec.Mode)] = true
+		}
+		Expect(modes).To(HaveLen(4), "Static, Spread, FollowCPUs, MostFreeMemory")
+	})
+
+	It("accepts every automatic mode, with and without spec.nodes", func() {
+		for i, mode := range []numav1.PlacementMode{numav1.PlacementModeSpread, numav1.PlacementModeFollowCPUs, numav1.PlacementModeMostFreeMemory} {
+			p := newPreference(ns, fmt.Sprintf("auto-%d", i), 0, map[string]string{"app": "db"})
+			p.Spec.Mode, p.Spec.Node = mode, nil
+			Expect(k8sClient.Create(ctx, p)).To(Succeed(), string(mode))
+			p = newPreference(ns, fmt.Sprintf("auto-nodes-%d", i), 0, map[string]string{"app": "db"})
+			p.Spec.Mode, p.Spec.Node, p.Spec.Nodes = mode, nil, []int32{0, 2}
+			Expect(k8sClient.Create(ctx, p)).To(Succeed(), string(mode)+" with spec.nodes")
+		}
 	})
 })
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -74,12 +75,24 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 // on lab cgroups of this host, fork events, the emulated kernel.
 func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *emulator.Emulator) {
 	GinkgoHelper()
+	return startRealAgentOn(c, node, "")
+}
+
+// startRealAgentOn is startRealAgent on the NUMA topology of sysRoot ("" for this host's).
+func startRealAgentOn(c *rest.Config, node, sysRoot string) (*hostlab.Lab, *emulator.Emulator) {
+	GinkgoHelper()
 	// It makes cgroups and acts on processes.
 	testenv.Require(GinkgoTB(), os.Geteuid() == 0, "root (uid 0)", "sudo make integration")
 	lab, err := hostlab.New("/sys/fs/cgroup")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(lab.Close)
-	emu, err := emulator.New(emulator.Options{StateDir: GinkgoT().TempDir(), ForkEvents: true})
+	topoRoot := sysRoot
+	if topoRoot == "" {
+		topoRoot = "/sys"
+	}
+	topo, err := numa.DiscoverTopology(topoRoot)
+	Expect(err).NotTo(HaveOccurred())
+	emu, err := emulator.New(emulator.Options{StateDir: GinkgoT().TempDir(), ForkEvents: true, SysRoot: sysRoot})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(emu.Close)
 	resolver, err := cgroups.NewResolver("/", cgroups.ResolverOptions{
@@ -88,14 +101,41 @@ func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *emulator.Emulat
 	pe, err := numa.OpenProcEvents()
 	testenv.RequireNoError(GinkgoTB(), err, "opening the proc connector (CAP_NET_ADMIN)", "sudo make integration")
 	DeferCleanup(pe.Close)
+	var res interface {
+		Resolve(cgroups.ContainerRef) (*cgroups.Container, error)
+		ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error)
+		Cpuset(*cgroups.Container) (cgroups.Cpuset, error)
+		ProcRoot() string
+	} = resolver
+	if sysRoot != "" {
+		// This host has one NUMA node, so its real cpusets say mems 0. On the fixture
+		// machine a container's cpuset spans the fixture's nodes and CPUs.
+		res = fixtureCpusets{Resolver: resolver, topo: topo}
+	}
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
-		Resolver: resolver, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0},
+		Resolver: res, Kernel: emu, Support: emu.Support(), OnlineNodes: topo.Online, CPUNode: topo.CPUNode,
+		MemFree:    func(n int) (uint64, error) { return numa.ReadNodeMemFree(topoRoot, n) },
 		LedgerPath: filepath.Join(GinkgoT().TempDir(), "ledger.json"), ProcEvents: pe.Events(),
 		RescanInterval: time.Hour, Log: log.Log.WithName("engine"),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	startAgentVia(c, node, engine, true, engine)
 	return lab, emu
+}
+
+// fixtureCpusets is a resolver whose containers' cpusets span a fixture topology.
+type fixtureCpusets struct {
+	*cgroups.Resolver
+	topo *numa.Topology
+}
+
+func (f fixtureCpusets) Cpuset(*cgroups.Container) (cgroups.Cpuset, error) {
+	cs := cgroups.Cpuset{Mems: f.topo.Online}
+	for cpu := range f.topo.CPUNode {
+		cs.CPUs = append(cs.CPUs, cpu)
+	}
+	slices.Sort(cs.CPUs)
+	return cs, nil
 }
 
 // startLabPod creates a pod on node, its container cgroup in lab and a workload in it, and

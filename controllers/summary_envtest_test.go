@@ -6,9 +6,13 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -91,5 +95,46 @@ var _ = Describe("Summarizer", func() {
 			g.Expect(p.Status.Summary).To(Equal(numav1.Summary{Nodes: 3, Pods: 3, Containers: 3, Tasks: 9}))
 			g.Expect(condition(p, numav1.ConditionReady).Status).To(BeEquivalentTo("True"))
 		}).Should(Succeed())
+	})
+})
+
+var _ = Describe("Summarizer lease", func() {
+	ctx := context.Background()
+
+	It("loses its lease without stopping the node agent, and summarizes again once it wins it back", func() {
+		ns := newNamespace(ctx)
+		engine := newScriptedEngine(nil)
+		mgr := startAgent("lease-node", engine, false)
+		election := ElectionOptions{Namespace: ns, ID: "numapref-summary",
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond}
+		Expect(mgr.Add(RunSummarizer(cfg, scheme, election, testSummaryOptions))).To(Succeed())
+
+		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "lease"}))).To(Succeed())
+		createRunningPod(ctx, ns, "l-0", "lease-node", map[string]string{"app": "lease"}, nil, "main")
+		Eventually(func(g Gomega) {
+			g.Expect(getPreference(ctx, ns, "pref")(g).Status.Summary.Pods).To(Equal(int32(1)))
+		}).Should(Succeed())
+
+		// Someone else takes the lease for a while: the summarizer cannot renew, and stops.
+		lease := &coordinationv1.Lease{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "numapref-summary"}, lease)).To(Succeed())
+		thief, hold := "thief", int32(4)
+		lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &thief, &hold
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		Expect(k8sClient.Update(ctx, lease)).To(Succeed())
+
+		// Meanwhile the node agent works on: a new pod is reported in its node's report.
+		createRunningPod(ctx, ns, "l-1", "lease-node", map[string]string{"app": "lease"}, nil, "main")
+		Eventually(func(g Gomega) {
+			g.Expect(nodeEntry(g, "lease-node", ns, "pref").Pods).To(Equal(int32(2)))
+		}).Should(Succeed())
+
+		// The thief never renews: the summarizer wins the lease back and catches up.
+		Eventually(func(g Gomega) {
+			g.Expect(getPreference(ctx, ns, "pref")(g).Status.Summary.Pods).To(Equal(int32(2)))
+			l := &coordinationv1.Lease{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "numapref-summary"}, l)).To(Succeed())
+			g.Expect(*l.Spec.HolderIdentity).NotTo(Equal(thief))
+		}).WithTimeout(time.Minute).Should(Succeed())
 	})
 })

@@ -11,7 +11,7 @@ import (
 // its own small object, whatever the size of the cluster; the elected summarizer adds the
 // reports up into each NumaPreference's status.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=numareport,categories=numapref
+// +kubebuilder:resource:scope=Cluster,shortName=numareport,categories=numa
 // +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.kernelSupport`
 // +kubebuilder:printcolumn:name="Balancing",type=string,JSONPath=`.status.numaBalancing`
 // +kubebuilder:printcolumn:name="NUMA-Nodes",type=integer,JSONPath=`.status.numaNodes`

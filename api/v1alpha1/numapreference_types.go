@@ -115,6 +115,7 @@ const (
 	ReasonPermissionDenied       = "PermissionDenied"
 	ReasonKernelError            = "KernelError"
 	ReasonCPUsNotPinned          = "CPUsNotPinned"
+	ReasonCPUsPinnedElsewhere    = "CPUsPinnedElsewhere"
 	ReasonNumaBalancingDisabled  = "NumaBalancingDisabled"
 	ReasonNumaBalancingEnabled   = "NumaBalancingEnabled"
 	ReasonNoPlacedContainers     = "NoPlacedContainers"
@@ -204,7 +205,7 @@ type NumaPreferenceStatus struct {
 // containers gets a forced preferred NUMA node that the scheduler and NUMA balancing follow.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=numapref,categories=numapref
+// +kubebuilder:resource:shortName=numapref,categories=numa
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Node-ID",type=integer,JSONPath=`.spec.node`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.summary.nodes`,priority=1

@@ -9,64 +9,108 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/numapref/numapref/internal/inspect"
 )
 
-// tlsOptions say how the agent's serving certificate is checked.
-type tlsOptions struct {
-	insecure   bool
-	caFile     string
-	serverName string
-}
-
 // maxAnswer bounds what is read from the agent.
 const maxAnswer = 16 << 20
 
-// agentClient makes an HTTP client that authenticates to the agent as the kubeconfig user
-// does to the API server, with a bearer token: a static token, a token file (re-read as
-// it rotates), or one from an exec or auth-provider plugin. The agent only reviews tokens
-// (TokenReview): client certificates and basic auth are not sent, nor is impersonation
-// (the agent would ignore it and authorize the real user). The API server's CA is not
-// trusted for the agent, which has its own certificate.
-func agentClient(user *rest.Config, t tlsOptions, timeout time.Duration) (*http.Client, error) {
-	if user.BearerToken == "" && user.BearerTokenFile == "" && user.ExecProvider == nil && user.AuthProvider == nil {
-		return nil, errors.New("the kubeconfig user has no bearer token (nor a token plugin): the agent authenticates tokens only; " +
-			"client certificates are not accepted (use a service account token or an OIDC user)")
-	}
-	c := rest.CopyConfig(user)
-	c.TLSClientConfig = rest.TLSClientConfig{Insecure: t.insecure, CAFile: t.caFile, ServerName: t.serverName}
-	c.Username, c.Password = "", ""
-	c.Impersonate = rest.ImpersonationConfig{}
-	c.Timeout = timeout
-	hc, err := rest.HTTPClientFor(c)
-	if err != nil {
-		return nil, fmt.Errorf("making the agent's HTTP client: %w", err)
-	}
-	return hc, nil
+// agentTrust says how the agent's serving certificate is verified.
+type agentTrust struct {
+	insecure   bool
+	roots      *x509.CertPool
+	serverName string // empty: the host of the agent URL
+	from       string // where the CA comes from, for messages
 }
 
-// fetchInspection asks the agent at base for pod namespace/name.
-func fetchInspection(ctx context.Context, c *http.Client, base, namespace, name string) (*inspect.Pod, error) {
+// resolveTrust picks the agent's CA: none with --insecure-skip-tls-verify, the file of
+// --agent-ca-file, else the ConfigMap the chart publishes in the agent namespace
+// (inspect.CAConfigMap), whose serverName is the name to verify: every agent serves the
+// same certificate, for that name, whichever node IP the plugin dials. --tls-server-name
+// overrides the name.
+func resolveTrust(ctx context.Context, cs kubernetes.Interface, o *inspectOptions) (agentTrust, error) {
+	if o.insecure {
+		return agentTrust{insecure: true}, nil
+	}
+	var pem []byte
+	t := agentTrust{serverName: o.serverName}
+	if o.caFile != "" {
+		b, err := os.ReadFile(o.caFile)
+		if err != nil {
+			return agentTrust{}, fmt.Errorf("reading --agent-ca-file: %w", err)
+		}
+		pem, t.from = b, o.caFile
+	} else {
+		cm, err := cs.CoreV1().ConfigMaps(o.agentNamespace).Get(ctx, inspect.CAConfigMap, metav1.GetOptions{})
+		where := o.agentNamespace + "/" + inspect.CAConfigMap
+		switch {
+		case apierrors.IsNotFound(err):
+			return agentTrust{}, fmt.Errorf("no ConfigMap %s, which publishes the CA of the agents' serving certificate (the chart makes it; "+
+				"see --agent-namespace): pass --agent-ca-file and --tls-server-name, or accept the risk with --insecure-skip-tls-verify", where)
+		case err != nil:
+			return agentTrust{}, fmt.Errorf("reading the agents' CA from ConfigMap %s: %w", where, err)
+		}
+		pem, t.from = []byte(cm.Data[inspect.CAConfigMapCAKey]), "ConfigMap "+where
+		if t.serverName == "" {
+			t.serverName = cm.Data[inspect.CAConfigMapNameKey]
+		}
+		if t.serverName == "" {
+			return agentTrust{}, fmt.Errorf("ConfigMap %s has no %s: the name the agents' certificate carries is unknown (or give --tls-server-name)", where, inspect.CAConfigMapNameKey)
+		}
+	}
+	t.roots = x509.NewCertPool()
+	if !t.roots.AppendCertsFromPEM(pem) {
+		return agentTrust{}, fmt.Errorf("no PEM certificate in %s", t.from)
+	}
+	return t, nil
+}
+
+// agentClient makes the HTTP client for the agent: TLS verified as t says, through the
+// kubeconfig's proxy (else the environment's). It carries no credential of the
+// kubeconfig: fetchInspection sends the agent's own token.
+func agentClient(cfg *rest.Config, t agentTrust, timeout time.Duration) *http.Client {
+	proxy := cfg.Proxy
+	if proxy == nil {
+		proxy = http.ProxyFromEnvironment
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		Proxy:               proxy,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.roots, ServerName: t.serverName, InsecureSkipVerify: t.insecure},
+		TLSHandshakeTimeout: timeout,
+	}}
+}
+
+// fetchInspection asks the agent at base for pod namespace/name with token (whose origin
+// is tokenSource, for messages).
+func fetchInspection(ctx context.Context, c *http.Client, t agentTrust, base, token, tokenSource, namespace, name string) (*inspect.Pod, error) {
 	u := strings.TrimSuffix(base, "/") + inspect.Path(namespace, name)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("asking the agent: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("asking the agent at %s: %w%s", base, err, tlsHint(err))
+		return nil, fmt.Errorf("asking the agent at %s: %w%s", base, err, tlsHint(err, t))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return nil, fmt.Errorf("reading the agent's answer from %s: %w", base, err)
 	}
+	var e inspect.Error
+	isJSON := json.Unmarshal(body, &e) == nil && e.Error != ""
+	text := strings.TrimSpace(string(body))
 	switch resp.StatusCode {
 	case http.StatusOK:
 		var pod inspect.Pod
@@ -78,37 +122,37 @@ func fetchInspection(ctx context.Context, c *http.Client, base, namespace, name 
 		}
 		return &pod, nil
 	case http.StatusUnauthorized:
-		return nil, fmt.Errorf("the agent at %s did not accept your token (401 %s): it reviews bearer tokens with the API server (TokenReview)",
-			base, strings.TrimSpace(string(body)))
-	case http.StatusInternalServerError:
-		if strings.TrimSpace(string(body)) == "Authentication failed" {
-			// controller-runtime's filter answers 500, not 401, when the TokenReview itself
-			// reports an error, which is what the API server does for an invalid token.
-			return nil, fmt.Errorf("the agent at %s could not authenticate your token (500 Authentication failed): "+
-				"the TokenReview failed; the token is invalid or expired, or the agent cannot reach the API server", base)
-		}
+		return nil, fmt.Errorf("the agent at %s did not accept the token (401 %s): it takes valid tokens for the audience %s only, "+
+			"reviewed with the API server (TokenReview); the token was %s", base, text, inspect.Audience, tokenSource)
 	case http.StatusForbidden:
+		if isJSON {
+			// The handler's own check: get on the pod in its namespace.
+			return nil, fmt.Errorf("the agent at %s refused (403): %s", base, e.Error)
+		}
 		return nil, fmt.Errorf("the agent at %s refused (403 %s): you need get on the non-resource URL %s; "+
 			"bind the ClusterRole <release>-numapref-inspect-reader (chart) or numapref-inspect-reader (config/rbac)",
-			base, strings.TrimSpace(string(body)), inspect.Path(namespace, name))
+			base, text, inspect.Path(namespace, name))
 	}
-	var e inspect.Error
-	if err := json.Unmarshal(body, &e); err == nil && e.Error != "" {
+	if isJSON {
 		return nil, fmt.Errorf("the agent at %s answered %d: %s", base, resp.StatusCode, e.Error)
 	}
-	return nil, fmt.Errorf("the agent at %s answered %s: %.512s", base, resp.Status, strings.TrimSpace(string(body)))
+	return nil, fmt.Errorf("the agent at %s answered %s: %.512s", base, resp.Status, text)
 }
 
 // tlsHint explains a certificate that could not be verified.
-func tlsHint(err error) string {
+func tlsHint(err error, t agentTrust) string {
 	var (
 		verify   *tls.CertificateVerificationError
 		unknown  x509.UnknownAuthorityError
 		hostname x509.HostnameError
 	)
-	if errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) {
-		return " (the agent serves a self-signed certificate unless its operator installed one: pass --agent-ca-file, " +
-			"and --tls-server-name if the certificate does not name the address, or accept the risk with --insecure-skip-tls-verify)"
+	if !errors.As(err, &verify) && !errors.As(err, &unknown) && !errors.As(err, &hostname) {
+		return ""
 	}
-	return ""
+	name := t.serverName
+	if name == "" {
+		name = "the agent URL's host"
+	}
+	return fmt.Sprintf(" (the agent's certificate does not verify with the CA of %s for %s; an agent installed without the chart serves a "+
+		"self-signed certificate: pass --agent-ca-file and --tls-server-name for its real one, or accept the risk with --insecure-skip-tls-verify)", t.from, name)
 }

@@ -144,13 +144,6 @@ func bindClusterRole(t *testing.T, cs kubernetes.Interface, role *rbacv1.Cluster
 	}
 }
 
-// podReader lets the plugin find pods: get anywhere, list (in the agent namespace, but a
-// ClusterRole keeps the test short).
-var podReader = &rbacv1.ClusterRole{
-	ObjectMeta: metav1.ObjectMeta{Name: "test-pod-reader"},
-	Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}},
-}
-
 // eventually polls f until it returns nil or the deadline passes.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()

@@ -41,6 +41,8 @@ type inspectOptions struct {
 	insecure   bool
 	caFile     string
 	serverName string
+
+	tokenServiceAccount string
 }
 
 func (o *inspectOptions) register(fs *flag.FlagSet) {
@@ -56,10 +58,13 @@ func (o *inspectOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.agentSelector, "agent-selector", defaultAgentSelector, "label selector of the numapref agent pods")
 	fs.IntVar(&o.agentPort, "agent-port", 0, fmt.Sprintf("the agent's metrics port (default: the agent pod's container port named %q, else %d)", metricsPortName, defaultAgentPort))
 	fs.BoolVar(&o.insecure, "insecure-skip-tls-verify", false,
-		"do not verify the agent's serving certificate. Your bearer token is sent to whatever answers at the agent's address: "+
-			"anyone who can intercept node traffic can then use it. Prefer --agent-ca-file")
-	fs.StringVar(&o.caFile, "agent-ca-file", "", "PEM CA bundle that signed the agent's serving certificate")
-	fs.StringVar(&o.serverName, "tls-server-name", "", "server name the agent's certificate must carry (default: the host of the agent URL)")
+		"do not verify the agent's serving certificate: an escape hatch. The token for the agent is sent to whatever answers at the agent's address, "+
+			"and anyone who can intercept node traffic can use it against the agents (not the API server: it is bound to the audience "+inspect.Audience+")")
+	fs.StringVar(&o.caFile, "agent-ca-file", "", "PEM CA bundle that signed the agent's serving certificate (default: the ConfigMap "+inspect.CAConfigMap+" in --agent-namespace)")
+	fs.StringVar(&o.serverName, "tls-server-name", "", "name the agent's certificate must carry (default: the ConfigMap's "+inspect.CAConfigMapNameKey+
+		"; with --agent-ca-file, the host of the agent URL)")
+	fs.StringVar(&o.tokenServiceAccount, "token-service-account", "", "<namespace>/<name>: send a token of this service account (TokenRequest, audience "+inspect.Audience+
+		"); needed when your kubeconfig user is not a service account (default: your own service account, or a kubeconfig token of that audience)")
 }
 
 const inspectUsage = `usage: kubectl numapref inspect <namespace>/<pod> [flags]
@@ -71,9 +76,13 @@ numa_preferred_nid (/proc/<tid>/sched), DESIRED the node the agent wants; "none"
 (no node), "?" a value that could not be read, "-" nothing desired. A "*" after a TID
 marks a task the agent's last pass has not seen yet.
 
-The agent serves a self-signed certificate unless its operator installed one: verification
-then fails, and the choice is --agent-ca-file with a certificate you trust, or
---insecure-skip-tls-verify, which sends your bearer token unverified (see its help).
+The agent's certificate is verified with the CA the chart publishes in the ConfigMap
+numapref-agent-ca of the agent namespace, for the name written there (every agent serves
+it, whichever node IP is dialled). The agent accepts only tokens for the audience
+numapref-agent, never your kubeconfig's own: the plugin asks the API server for one
+(TokenRequest) for your service account, or for the one of --token-service-account when
+you are not one (OIDC, certificates), and sends nothing else. The agent then checks that
+the token's user may get the pod (SubjectAccessReview in the pod's namespace).
 
 flags:
 `
@@ -113,23 +122,27 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("making API client: %w", err)
+	}
 	base := o.agentURL
 	if base == "" {
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return fmt.Errorf("making API client: %w", err)
-		}
 		t, err := discoverAgent(ctx, cs, ns, name, discovery{namespace: o.agentNamespace, selector: o.agentSelector, port: o.agentPort})
 		if err != nil {
 			return err
 		}
 		base = t.url
 	}
-	client, err := agentClient(cfg, tlsOptions{insecure: o.insecure, caFile: o.caFile, serverName: o.serverName}, o.timeout)
+	trust, err := resolveTrust(ctx, cs, &o)
 	if err != nil {
 		return err
 	}
-	pod, err := fetchInspection(ctx, client, base, ns, name)
+	token, source, err := agentToken(ctx, cfg, cs, o.tokenServiceAccount)
+	if err != nil {
+		return err
+	}
+	pod, err := fetchInspection(ctx, agentClient(cfg, trust, o.timeout), trust, base, token, source, ns, name)
 	if err != nil {
 		return err
 	}
@@ -143,8 +156,13 @@ func (o *inspectOptions) validate() error {
 	if o.output != "table" && o.output != "json" {
 		return usageError("--output must be table or json, not %q", o.output)
 	}
-	if o.insecure && o.caFile != "" {
-		return usageError("--insecure-skip-tls-verify and --agent-ca-file exclude each other")
+	if o.insecure && (o.caFile != "" || o.serverName != "") {
+		return usageError("--insecure-skip-tls-verify excludes --agent-ca-file and --tls-server-name")
+	}
+	if o.tokenServiceAccount != "" {
+		if _, _, err := splitServiceAccount(o.tokenServiceAccount); err != nil {
+			return err
+		}
 	}
 	if o.agentPort < 0 || o.agentPort > 65535 {
 		return usageError("--agent-port %d is not a port", o.agentPort)

@@ -12,9 +12,15 @@ import (
 // writeKubeconfig writes a kubeconfig for the API server at cfg whose user has token.
 func writeKubeconfig(t *testing.T, cfg *rest.Config, token string) string {
 	t.Helper()
+	return writeKubeconfigFor(t, cfg, &clientcmdapi.AuthInfo{Token: token})
+}
+
+// writeKubeconfigFor writes a kubeconfig for the API server at cfg with user.
+func writeKubeconfigFor(t *testing.T, cfg *rest.Config, user *clientcmdapi.AuthInfo) string {
+	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.AuthInfos["user"] = user
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "user", Namespace: "default"}
 	kc.CurrentContext = "envtest"
 	path := filepath.Join(t.TempDir(), "kubeconfig")

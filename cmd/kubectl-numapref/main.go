@@ -10,11 +10,14 @@
 // cpuset and desired NUMA node, and each task's forced and effective preferred node. It
 // finds the pod's node and the agent pod on that node through the API server, then asks
 // the agent's inspect endpoint (GET /inspect/<namespace>/<pod> on its metrics port)
-// directly, with the kubeconfig user's bearer token. The agent authenticates the token
-// (TokenReview) and authorizes it (SubjectAccessReview: get on the non-resource URL
-// /inspect/<namespace>/<pod>); bind the chart's <release>-numapref-inspect-reader
-// ClusterRole (numapref-inspect-reader from config/rbac/inspect-reader-role.yaml) to the
-// users who may inspect.
+// directly. It verifies the agent's certificate with the CA and the name the chart
+// publishes in the ConfigMap numapref-agent-ca of the agent namespace, and sends a token
+// bound to the audience numapref-agent (TokenRequest for the user's own service account,
+// or for --token-service-account), never the kubeconfig's own token. The agent reviews the
+// token for that audience (TokenReview), authorizes get on the non-resource URL
+// /inspect/<namespace>/<pod> (bind the chart's <release>-numapref-inspect-reader
+// ClusterRole, or numapref-inspect-reader from config/rbac/inspect-reader-role.yaml) and
+// get on the pod in its namespace (SubjectAccessReviews).
 package main
 
 import (

@@ -30,6 +30,11 @@ func printTable(w io.Writer, pod *inspect.Pod) error {
 	fmt.Fprintf(w, "Pod:     %s/%s (uid %s, %s)\n", pod.Namespace, pod.Name, pod.UID, orDash(pod.QOSClass))
 	fmt.Fprintf(w, "Node:    %s\n", pod.Node)
 	fmt.Fprintf(w, "Kernel:  %s\n\n", kernel)
+	if !selected(pod) {
+		fmt.Fprintln(w, "Not selected: no annotation or NumaPreference asks for a container of this pod, so the agent")
+		fmt.Fprintln(w, "does not describe it (no cgroups, tasks or host ids of pods it does not manage).")
+		return nil
+	}
 
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTAINER\tDESIRED\tSOURCE\tREASON\tTASKS\tCPUSET MEMS\tCGROUP")
@@ -55,8 +60,15 @@ func printTable(w io.Writer, pod *inspect.Pod) error {
 			tasks = fmt.Sprintf("%d/%d", c.ManagedTasks, len(c.Tasks))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, desired(c.DesiredNode), orDash(c.Source), c.Reason, tasks, mems, cgroup)
+		mode := ""
+		if c.Mode != "" && c.Mode != "Static" {
+			mode = "mode " + c.Mode
+			if c.Why != "" {
+				mode = c.Why
+			}
+		}
 		for _, n := range []struct{ what, msg string }{
-			{"", c.Message}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
+			{"", mode}, {"", c.Message}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
 		} {
 			if n.msg != "" {
 				notes = append(notes, fmt.Sprintf("  %s: %s%s", c.Name, n.what, n.msg))
@@ -111,4 +123,10 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// selected reports whether the agent described pod in detail: Pod.Selected, or, from an
+// agent that predates the field, a container with another reason than NotSelected.
+func selected(pod *inspect.Pod) bool {
+	return pod.Selected || slices.ContainsFunc(pod.Containers, func(c inspect.Container) bool { return c.Reason != inspect.ReasonNotSelected })
 }

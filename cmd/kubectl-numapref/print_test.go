@@ -18,7 +18,7 @@ func intp(v int) *int { return &v }
 func samplePod() *inspect.Pod {
 	return &inspect.Pod{
 		APIVersion: inspect.APIVersion, Kind: inspect.Kind, Node: "node-a",
-		Namespace: "shop", Name: "db-0", UID: "0f1e2d3c", QOSClass: "Burstable",
+		Namespace: "shop", Name: "db-0", UID: "0f1e2d3c", QOSClass: "Burstable", Selected: true,
 		Kernel: inspect.Kernel{Backend: "emulator", Supported: true, Reason: "emulated"},
 		Containers: []inspect.Container{
 			{Name: "setup", Init: true, Reason: inspect.ReasonNotSelected,
@@ -74,10 +74,31 @@ pinned     300   300   ?       0          1
 	}
 }
 
+func TestPrintTableNotSelected(t *testing.T) {
+	p := &inspect.Pod{APIVersion: inspect.APIVersion, Kind: inspect.Kind, Node: "node-a", Namespace: "kube-system", Name: "etcd",
+		UID: "u1", QOSClass: "Burstable", Kernel: inspect.Kernel{Backend: "prctl", Supported: true},
+		Containers: []inspect.Container{{Name: "etcd", Reason: inspect.ReasonNotSelected, Tasks: []inspect.Task{}}}}
+	var out bytes.Buffer
+	if err := printTable(&out, p); err != nil {
+		t.Fatal(err)
+	}
+	want := `Pod:     kube-system/etcd (uid u1, Burstable)
+Node:    node-a
+Kernel:  prctl
+
+Not selected: no annotation or NumaPreference asks for a container of this pod, so the agent
+does not describe it (no cgroups, tasks or host ids of pods it does not manage).
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}
+
 func TestPrintTableUnsupportedKernel(t *testing.T) {
 	p := samplePod()
 	p.Kernel = inspect.Kernel{Backend: "prctl", Reason: "no PR_PREFERRED_NID"}
 	p.Containers = nil
+	p.Selected = true
 	var out bytes.Buffer
 	if err := printTable(&out, p); err != nil {
 		t.Fatal(err)

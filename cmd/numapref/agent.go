@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
@@ -28,6 +29,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/serving"
 )
 
 type agentFlags struct {
@@ -46,6 +48,8 @@ type agentFlags struct {
 	kubeletCgroupRoot string
 	metricsAddr       string
 	secureMetrics     bool
+	tlsCertDir        string
+	metricsAgentOnly  bool
 	probeAddr         string
 	leaderElect       bool
 	leaderNamespace   string
@@ -72,10 +76,16 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cgroupRoot, "cgroup-root", "", "where the cgroup filesystems are mounted (default <host-root>/sys/fs/cgroup)")
 	fs.StringVar(&f.kubeletCgroupRoot, "kubelet-cgroup-root", "/", `kubelet's cgroupRoot setting ("/kubelet" on kind)`)
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8443", `metrics endpoint address; "0" disables it`)
-	fs.BoolVar(&f.secureMetrics, "metrics-secure", true, "serve metrics over HTTPS with authentication and authorization")
+	fs.BoolVar(&f.secureMetrics, "metrics-secure", true, "serve metrics (and inspect) over HTTPS with authentication and authorization; false: metrics over plain HTTP to anyone, no inspect")
+	fs.StringVar(&f.tlsCertDir, "tls-cert-dir", "", "directory with the metrics port's serving certificate, tls.crt and tls.key (a kubernetes.io/tls Secret volume), re-read when they change; "+
+		"empty: a self-signed certificate made at start, which no client can verify")
+	fs.BoolVar(&f.metricsAgentOnly, "metrics-require-agent-audience", false, "/metrics accepts only tokens bound to the audience "+serving.AgentAudience+
+		" (inspect always does); by default it also accepts the API server's own audience, which a Prometheus pod's service account token carries")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
-	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect one agent to compute NumaPreference summaries")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "run the summarizer, which one elected agent runs at a time (false: this agent never summarizes)")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease")
+	// The elected agent only computes summaries, so a slow failover costs little and each
+	// renewal is an API write: renew every 15 s instead of controller-runtime's 2 s.
 	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 60*time.Second, "how long a lost leader keeps the summary lease")
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 45*time.Second, "how long the leader keeps trying to renew before it gives up")
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
@@ -141,8 +151,10 @@ func runAgent(args []string) error {
 	}
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: resolver, Kernel: kernel, Support: support, OnlineNodes: topo.Online,
-		LedgerPath: filepath.Join(f.stateDir, "ledger.json"), RescanInterval: f.rescanInterval,
-		ProcEvents: events, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
+		LedgerPath: filepath.Join(f.stateDir, "ledger.json"), ChoicesPath: filepath.Join(f.stateDir, "choices.json"),
+		CPUNode: topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
+		RescanInterval: f.rescanInterval,
+		ProcEvents:     events, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
 	if err != nil {
 		log.Error(err, "Ledger unreadable; undo covers only what the agent sets from now on")
@@ -171,11 +183,16 @@ func runAgent(args []string) error {
 	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, controllers.NodeAgentOptions{Facts: facts, ReportInterval: f.reportInterval}); err != nil {
 		return err
 	}
-	if err := addInspectEndpoint(mgr, &f, engine); err != nil {
+	if err := addSecureServer(mgr, &f, engine); err != nil {
 		return err
 	}
-	if err := controllers.SetupSummary(mgr, controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay}); err != nil {
-		return err
+	if f.leaderElect {
+		election := controllers.ElectionOptions{Namespace: f.leaderNamespace, ID: "numapref-summary",
+			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
+		summary := controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay}
+		if err := mgr.Add(controllers.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary)); err != nil {
+			return fmt.Errorf("agent: adding the summarizer: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("agent: adding health check: %w", err)
@@ -209,24 +226,51 @@ func openKernel(f *agentFlags) (numa.PreferredNode, numa.Support, error) {
 	}
 }
 
-// addInspectEndpoint serves GET /inspect/<namespace>/<pod> on the metrics server (its
-// ExtraHandlers), behind the same filter as /metrics: TokenReview, then a
-// SubjectAccessReview of the non-resource URL with verb get. Without that filter
-// (-metrics-secure=false) it is not served: it would show this node's pods to anyone who
-// can reach the port. Pods are read from the manager's cache, which holds this node's only.
-func addInspectEndpoint(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) error {
+// addSecureServer serves /metrics and GET /inspect/<namespace>/<pod> on the metrics port
+// (internal/serving): HTTPS with the certificate of -tls-cert-dir, every request's token
+// reviewed (TokenReview) for the route's audiences and get on its URL authorized
+// (SubjectAccessReview); inspect also asks get on the pod. Inspect takes only tokens bound
+// to serving.AgentAudience: what kubectl numapref sends cannot be replayed against the API
+// server. Without -metrics-secure the manager serves plain metrics and inspect is not
+// served: it would show this node's pods to anyone who can reach the port. Pods are read
+// from the manager's cache, which holds this node's only.
+func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) error {
+	log := ctrl.Log.WithName("agent")
 	if !f.secureMetrics {
-		ctrl.Log.WithName("agent").Info("Inspect endpoint disabled: it is only served with -metrics-secure")
+		log.Info("Inspect endpoint disabled: it is only served with -metrics-secure")
 		return nil
+	}
+	if f.metricsAddr == "0" {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("agent: making the review client: %w", err)
+	}
+	auth, err := serving.NewAuth(serving.AuthOptions{
+		Tokens: cs.AuthenticationV1().TokenReviews(), Access: cs.AuthorizationV1().SubjectAccessReviews(),
+		TTLs: serving.DefaultCacheTTLs(),
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	cache := mgr.GetCache()
 	pods := func(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
 		pod := &corev1.Pod{}
 		return pod, cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod)
 	}
-	h := inspect.NewHandler(nodeagent.NewPodInspector(f.nodeName, pods, engine))
-	if err := mgr.AddMetricsServerExtraHandler(inspect.PathPrefix, h); err != nil {
-		return fmt.Errorf("agent: adding the inspect endpoint: %w", err)
+	srv, err := serving.NewServer(serving.Options{
+		BindAddress: f.metricsAddr, CertDir: f.tlsCertDir, Auth: auth, Limits: serving.DefaultLimits(), Log: ctrl.Log.WithName("serving"),
+		Routes: serving.AgentRoutes(
+			promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}),
+			inspect.PathPrefix, inspect.NewHandler(nodeagent.NewPodInspector(f.nodeName, pods, engine), auth),
+			f.metricsAgentOnly),
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if err := mgr.Add(srv); err != nil {
+		return fmt.Errorf("agent: adding the metrics and inspect server: %w", err)
 	}
 	return nil
 }
@@ -254,24 +298,19 @@ func newManager(f *agentFlags) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("agent: registering controller metrics: %w", err)
 	}
 	controllers.InstrumentAPI(cfg)
-	metrics := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: f.secureMetrics}
+	// Secure metrics are served by addSecureServer, not by the manager.
+	metrics := metricsserver.Options{BindAddress: f.metricsAddr}
 	if f.secureMetrics {
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metrics.BindAddress = "0"
 	}
+	// No leader election for the agent's own manager: its work is its node's. The
+	// summarizer campaigns on its own (controllers.RunSummarizer), so that losing its lease
+	// never ends the agent.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         controllers.NodeCacheOptions(f.nodeName),
-		Metrics:                       metrics,
-		HealthProbeBindAddress:        f.probeAddr,
-		LeaderElection:                f.leaderElect,
-		LeaderElectionID:              "numapref-summary",
-		LeaderElectionNamespace:       f.leaderNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		// The elected agent only computes summaries, so a slow failover costs little and
-		// each renewal is an API write: renew every 15 s instead of 2 s.
-		LeaseDuration: &f.leaseDuration,
-		RenewDeadline: &f.renewDeadline,
-		RetryPeriod:   &f.retryPeriod,
+		Scheme:                 scheme,
+		Cache:                  controllers.NodeCacheOptions(f.nodeName),
+		Metrics:                metrics,
+		HealthProbeBindAddress: f.probeAddr,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: creating manager: %w", err)

@@ -42,6 +42,30 @@ spec:
     imagePullPolicy: Never
     args: ["work", "-threads", "8"]
 `
+	// Who inspects: a service account that may use the agents' inspect endpoint and read
+	// the pods of namespace default only. The admin (a static token, no service account)
+	// asks for its tokens with --token-service-account.
+	inspectorManifest = `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: inspector, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: demo-inspector}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: numapref-inspect-reader}
+subjects: [{kind: ServiceAccount, name: inspector, namespace: default}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-reader, namespace: default}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: inspector-pod-reader, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
+subjects: [{kind: ServiceAccount, name: inspector, namespace: default}]
+`
 )
 
 func main() {
@@ -113,6 +137,11 @@ func run(binDir, helmBin string, keep bool) (err error) {
 		return err
 	}
 
+	step("Who may inspect: a service account that may read the pods of namespace default")
+	if err := d.apply(inspectorManifest); err != nil {
+		return err
+	}
+
 	step("A pod with 8 worker threads, and the sample NumaPreference (app=db -> NUMA node 0)")
 	if err := d.apply(podManifest); err != nil {
 		return err
@@ -147,8 +176,8 @@ func run(binDir, helmBin string, keep bool) (err error) {
 	if err := printTasks(id); err != nil {
 		return err
 	}
-	step("The same pod through the agent's eyes: kubectl numapref inspect (the agent listens on 127.0.0.1 here)")
-	if err := d.show(plugin, "inspect", "default/db", "--agent-url", "https://127.0.0.1:8443", "--insecure-skip-tls-verify"); err != nil {
+	step("The same pod through the agent's eyes: kubectl numapref inspect, TLS verified with the chart's CA (the agent listens on 127.0.0.1 here)")
+	if err := d.show(plugin, "inspect", "default/db", "--agent-url", "https://127.0.0.1:8443", "--token-service-account", "default/inspector"); err != nil {
 		return err
 	}
 	step("The workload forks a child (fork(): the kernel resets it to -1); the agent places it")

@@ -23,13 +23,28 @@ type Describer interface {
 	Describe(ctx context.Context, namespace, name string) (*Pod, error)
 }
 
-// NewHandler serves GET <PathPrefix><namespace>/<pod> with d's description as JSON. It
-// never changes anything: it answers GET (and HEAD) only, and d only reads.
-func NewHandler(d Describer) http.Handler {
-	return &handler{d: d}
+// PodAuthorizer decides whether the caller of a request (in ctx) may read a pod; reason
+// says why not. An error means the decision could not be made.
+type PodAuthorizer interface {
+	CanGetPod(ctx context.Context, namespace, name string) (allowed bool, reason string, err error)
 }
 
-type handler struct{ d Describer }
+// NewHandler serves GET <PathPrefix><namespace>/<pod> with d's description as JSON, to a
+// caller whom a allows to get that pod (a SubjectAccessReview in the pod's namespace), so
+// a user sees the pods of the namespaces they may read, not every pod of the node. The
+// check comes before the pod is looked up: a refused caller does not learn whether the
+// pod exists. It never changes anything: it answers GET (and HEAD) only, and d only reads.
+func NewHandler(d Describer, a PodAuthorizer) http.Handler {
+	if d == nil || a == nil {
+		panic("inspect.NewHandler: a Describer and a PodAuthorizer are required")
+	}
+	return &handler{d: d, a: a}
+}
+
+type handler struct {
+	d Describer
+	a PodAuthorizer
+}
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
@@ -40,6 +55,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	ns, name, err := ParsePath(req.URL.Path)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	allowed, reason, err := h.a.CanGetPod(req.Context(), ns, name)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "checking access to the pod: "+err.Error())
+		return
+	case !allowed:
+		writeError(w, http.StatusForbidden, fmt.Sprintf("forbidden: %s (inspecting a pod needs get on it)", reason))
 		return
 	}
 	pod, err := h.d.Describe(req.Context(), ns, name)

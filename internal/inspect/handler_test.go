@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,7 +59,7 @@ func TestHandlerOnlyReads(t *testing.T) {
 			return nil, errors.Join(errors.New("not here"), ErrNotFound)
 		}
 		return &Pod{APIVersion: APIVersion, Kind: Kind, Namespace: ns, Name: name}, nil
-	}))
+	}), namespaces{"shop"})
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(m, "/inspect/shop/db-0", nil))
@@ -85,5 +86,50 @@ func TestHandlerOnlyReads(t *testing.T) {
 		if want == http.StatusOK && body.APIVersion != APIVersion || want != http.StatusOK && body.Status != want {
 			t.Errorf("GET %s: body %s", path, rec.Body)
 		}
+	}
+}
+
+// namespaces allows get on the pods of the listed namespaces.
+type namespaces []string
+
+func (n namespaces) CanGetPod(_ context.Context, ns, _ string) (bool, string, error) {
+	if ns == "broken" {
+		return false, "", errors.New("the API server is away")
+	}
+	return slices.Contains(n, ns), "user u may not get pods in namespace " + ns, nil
+}
+
+// TestHandlerAuthorizesPerNamespace: the pod's namespace decides, before the pod is looked
+// up, so a refused caller learns nothing of it, not even whether it exists.
+func TestHandlerAuthorizesPerNamespace(t *testing.T) {
+	var described []string
+	h := NewHandler(describerFunc(func(_ context.Context, ns, name string) (*Pod, error) {
+		described = append(described, ns+"/"+name)
+		return &Pod{APIVersion: APIVersion, Kind: Kind, Namespace: ns, Name: name}, nil
+	}), namespaces{"a"})
+	tests := map[string]struct {
+		path   string
+		status int
+		error  string
+	}{
+		"readable namespace":  {"/inspect/a/db-0", http.StatusOK, ""},
+		"other namespace":     {"/inspect/b/db-0", http.StatusForbidden, "may not get pods in namespace b"},
+		"kube-system":         {"/inspect/kube-system/etcd", http.StatusForbidden, "namespace kube-system"},
+		"review unavailable":  {"/inspect/broken/db-0", http.StatusServiceUnavailable, "the API server is away"},
+		"malformed, no check": {"/inspect/b", http.StatusBadRequest, "want /inspect/"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+			var e Error
+			json.Unmarshal(rec.Body.Bytes(), &e)
+			if rec.Code != tc.status || !strings.Contains(e.Error, tc.error) {
+				t.Errorf("GET %s: %d %s; want %d with %q", tc.path, rec.Code, rec.Body, tc.status, tc.error)
+			}
+		})
+	}
+	if !slices.Equal(described, []string{"a/db-0"}) {
+		t.Errorf("described %v; want only the pod of the readable namespace", described)
 	}
 }

@@ -5,10 +5,19 @@
 //
 //	GET /inspect/<namespace>/<pod>
 //
-// on the agent's metrics server, so it is authenticated (TokenReview) and authorized
-// (SubjectAccessReview of the non-resource URL, verb "get") exactly like /metrics. The
-// answer is a Pod (200), or an Error with status 400 (malformed path), 404 (the pod is
-// not on this node), 405 (not a GET) or 500 (the node could not be read).
+// on the agent's metrics port. The agent's server authenticates the caller's token, which
+// must be bound to the audience numapref-agent (TokenReview with spec.audiences), and
+// authorizes get on the non-resource URL (SubjectAccessReview); the handler then asks a
+// second SubjectAccessReview: get on the pod, in its namespace. The answer is a Pod (200),
+// or an Error with status 400 (malformed path), 403 (the caller may not get the pod), 404
+// (the pod is not on this node), 405 (not a GET), 500 (the node could not be read) or 503
+// (the access review could not be made).
+//
+// Only a selected pod (one with a container that an annotation or a NumaPreference asks
+// for) is described in detail: host cgroup paths, cpusets, task ids and their nodes. Of
+// any other pod the answer says only that it is not selected (Selected false, every
+// container NotSelected): the agent does not show the host side of what it does not
+// manage.
 //
 // # Schema
 //
@@ -17,6 +26,22 @@
 // Node ids follow the kernel: -1 is NUMA_NO_NODE ("no node"); a null pointer means the
 // value could not be read, and the matching *Error field says why.
 package inspect
+
+// Audience is the audience of the tokens the endpoint accepts: kubectl numapref asks the
+// API server for one (TokenRequest), and the agent reviews each token for it (TokenReview
+// with spec.audiences). The API server itself does not accept such a token, so an agent
+// cannot replay the tokens it receives.
+const Audience = "numapref-agent"
+
+// The ConfigMap, in the agent's namespace, that publishes how to verify the agents'
+// serving certificate: the CA that signed it and the name it carries (the chart's
+// <release>-agent Service name, not an address: every agent serves the same certificate,
+// so a client dials the agent's node IP and verifies this name).
+const (
+	CAConfigMap        = "numapref-agent-ca"
+	CAConfigMapCAKey   = "ca.crt"
+	CAConfigMapNameKey = "serverName"
+)
 
 // APIVersion and Kind identify the schema of a Pod answer.
 const (
@@ -50,6 +75,10 @@ type Pod struct {
 	QOSClass string `json:"qosClass,omitempty"`
 	// Kernel is the agent's preferred-node backend, which Task.Forced is read from.
 	Kernel Kernel `json:"kernel"`
+	// Selected is true when a container of the pod is selected. When false, Containers
+	// hold names and the reason NotSelected only. (Agents before this field did not send
+	// it: a client tells an unselected pod by its containers' reasons.)
+	Selected bool `json:"selected"`
 	// Containers lists init containers, then app containers, in spec order.
 	Containers []Container `json:"containers"`
 }
@@ -79,6 +108,11 @@ type Container struct {
 	// Source is where DesiredNode comes from: "NumaPreference/<name>" or
 	// "annotation/<key>"; empty when DesiredNode is null.
 	Source string `json:"source,omitempty"`
+	// Mode is how the node is chosen: Static, Spread, FollowCPUs or MostFreeMemory. For
+	// the automatic modes DesiredNode is the node chosen on this host (null until the
+	// engine chose), and Why says how it was chosen ("Spread: 2 of 4 pods on node 1").
+	Mode string `json:"mode,omitempty"`
+	Why  string `json:"why,omitempty"`
 	// Reason is the outcome of the engine's last pass for the container: Applied, or why
 	// it was skipped or failed (the API's reasons), or NotSelected, or Pending.
 	Reason  string `json:"reason"`

@@ -38,7 +38,7 @@ func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]Container
 	for key, r := range results {
 		if r.Reason == numav1.ReasonApplied && len(r.Failed) > 0 {
 			r.Reason = worstFailure(r.Failed)
-			r.Message = fmt.Sprintf("%d tasks have NUMA node %d; the kernel refused %v", r.Tasks, r.Desire.Node, r.Failed)
+			r.Message = fmt.Sprintf("%d tasks have NUMA node %d; the kernel refused %v", r.Tasks, r.Node, r.Failed)
 			results[key] = r
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // Desire is what one container of a pod should get on this host.
@@ -22,14 +23,36 @@ type Desire struct {
 	Container string
 	// Ref locates the container's cgroup; Ref.ContainerID is empty while it is not running.
 	Ref cgroups.ContainerRef
-	// Node is the preferred NUMA node.
+	// Node is the preferred NUMA node of mode Static; the automatic modes leave it -1 and
+	// the engine chooses on this host (ContainerResult.Node).
 	Node int
+	// Placement says how the node is chosen.
+	Placement Placement
 	// Preference names the NumaPreference the node comes from; empty for an annotation.
 	Preference string
 	// Skip is a reason not to act at all (InvalidAnnotation, ContainerNotRunning); empty to act.
 	Skip    string
 	Message string
 }
+
+// Placement says how a container's NUMA node is chosen on this host. It is comparable, as
+// Desire is.
+type Placement struct {
+	Mode numav1.PlacementMode
+	// Allowed restricts the automatic modes to these node ids, as a sorted list ("0,2");
+	// empty allows every node.
+	Allowed string
+	// Group names the pods placed together: the pods of one Spread group are spread over
+	// the nodes, and a sticky choice (Spread, MostFreeMemory) is kept per pod and group.
+	// "NumaPreference <ns>/<name>", or "annotation <ns>/<value>" for a pod annotation.
+	Group string
+	// Weight is what a pod weighs in a Spread: its app containers' CPU requests in
+	// millicores, or 1000 (one CPU) when it requests none.
+	Weight int64
+}
+
+// Automatic reports whether the engine chooses the node.
+func (p Placement) Automatic() bool { return p.Mode != "" && p.Mode != numav1.PlacementModeStatic }
 
 // Key identifies the container on this host across passes and restarts.
 func (d Desire) Key() ContainerKey { return ContainerKey{PodUID: d.PodUID, Container: d.Container} }
@@ -77,19 +100,23 @@ func PlanPod(pod *corev1.Pod, prefs []numav1.NumaPreference) PodPlan {
 			Container: c.name,
 		}
 		candidates := coveringPreferences(matching, c)
-		source, node, err, ok := annotationFor(pod, c)
+		source, value, err, ok := annotationFor(pod, c)
 		switch {
 		case err != nil:
 			d.Skip, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
 		case ok:
-			d.Node = node
+			d.Node, d.Placement = value.node, Placement{Mode: value.mode}
+			if value.mode != numav1.PlacementModeStatic {
+				d.Placement.Group = "annotation " + pod.Namespace + "/" + string(value.mode)
+				d.Placement.Weight = podWeight(pod)
+			}
 			for _, p := range candidates {
 				plan.Conflicts = append(plan.Conflicts, Conflict{Preference: p.Name, Container: c.name,
 					Reason: numav1.ReasonOverriddenByAnnotation, Winner: source})
 			}
 		case len(candidates) > 0:
 			winner := candidates[0]
-			d.Node, d.Preference = int(*winner.Spec.Node), winner.Name
+			d.Node, d.Placement, d.Preference = preferenceNode(winner), preferencePlacement(winner, pod), winner.Name
 			for _, p := range candidates[1:] {
 				plan.Conflicts = append(plan.Conflicts, Conflict{Preference: p.Name, Container: c.name,
 					Reason: numav1.ReasonOverriddenByPreference, Winner: winner.Name})
@@ -127,8 +154,8 @@ func matchingPreferences(pod *corev1.Pod, prefs []numav1.NumaPreference) []*numa
 	var out []*numav1.NumaPreference
 	for i := range prefs {
 		p := &prefs[i]
-		if p.Namespace != pod.Namespace || p.DeletionTimestamp != nil || p.Spec.Node == nil {
-			continue
+		if p.Namespace != pod.Namespace || p.DeletionTimestamp != nil || !placeable(p) {
+			continue // the apiserver refuses a Static preference without a node; never guess one
 		}
 		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.Selector)
 		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
@@ -155,9 +182,15 @@ func coveringPreferences(matching []*numav1.NumaPreference, c podContainer) []*n
 	return out
 }
 
+// annotationValue is what a preferred-node annotation asks for: a node (Static) or a mode.
+type annotationValue struct {
+	node int
+	mode numav1.PlacementMode
+}
+
 // annotationFor returns the annotation that sets c's node, if any: the per-container key,
 // else (for app containers) the pod-wide key.
-func annotationFor(pod *corev1.Pod, c podContainer) (key string, node int, err error, ok bool) {
+func annotationFor(pod *corev1.Pod, c podContainer) (key string, value annotationValue, err error, ok bool) {
 	key = numav1.AnnotationPreferredNodePrefix + c.name
 	v, ok := pod.Annotations[key]
 	if !ok && !c.init {
@@ -165,25 +198,90 @@ func annotationFor(pod *corev1.Pod, c podContainer) (key string, node int, err e
 		v, ok = pod.Annotations[key]
 	}
 	if !ok {
-		return "", 0, nil, false
+		return "", annotationValue{}, nil, false
 	}
-	node, err = ParseNodeAnnotation(v)
+	if mode := numav1.PlacementMode(v); mode != numav1.PlacementModeStatic && slices.Contains(automaticModes, mode) {
+		return key, annotationValue{node: numa.NoNode, mode: mode}, nil, true
+	}
+	node, err := ParseNodeAnnotation(v)
 	if err != nil {
-		return key, 0, fmt.Errorf("annotation %s: %w", key, err), true
+		return key, annotationValue{}, fmt.Errorf("annotation %s: %w", key, err), true
 	}
-	return key, node, nil, true
+	return key, annotationValue{node: node, mode: numav1.PlacementModeStatic}, nil, true
 }
 
-// ParseNodeAnnotation parses a preferred-node annotation value: a decimal NUMA node id.
+// automaticModes are the modes an annotation may name instead of a node id.
+var automaticModes = []numav1.PlacementMode{numav1.PlacementModeSpread, numav1.PlacementModeFollowCPUs, numav1.PlacementModeMostFreeMemory}
+
+// ParseNodeAnnotation parses a preferred-node annotation value that is a node id: canonical
+// decimal ("0", "17"; not "-0", "01", "+1", " 1" or "1e3"), 0 to MaxNUMANodeID.
 func ParseNodeAnnotation(v string) (int, error) {
+	canonical := v != "" && len(v) <= 4 && (v == "0" || v[0] != '0') &&
+		strings.Trim(v, "0123456789") == ""
 	n, err := strconv.Atoi(v)
-	if err != nil || strings.TrimSpace(v) != v || strings.HasPrefix(v, "+") {
-		return 0, fmt.Errorf("%q is not a NUMA node id (want an integer 0-%d)", v, numav1.MaxNUMANodeID)
+	if !canonical || err != nil {
+		return 0, fmt.Errorf("%q is not a NUMA node id (want a decimal integer 0-%d without sign or leading zeros) nor a mode (%s)",
+			v, numav1.MaxNUMANodeID, modeNames())
 	}
-	if n < 0 || n > numav1.MaxNUMANodeID {
+	if n > numav1.MaxNUMANodeID {
 		return 0, fmt.Errorf("NUMA node %d is out of range 0-%d", n, numav1.MaxNUMANodeID)
 	}
 	return n, nil
+}
+
+func modeNames() string {
+	names := make([]string, len(automaticModes))
+	for i, m := range automaticModes {
+		names[i] = string(m)
+	}
+	return strings.Join(names, ", ")
+}
+
+// placeable reports whether a NumaPreference names enough to place a pod.
+func placeable(p *numav1.NumaPreference) bool {
+	return p.Spec.Node != nil || (p.Spec.Mode != "" && p.Spec.Mode != numav1.PlacementModeStatic)
+}
+
+func preferenceNode(p *numav1.NumaPreference) int {
+	if p.Spec.Node == nil {
+		return numa.NoNode
+	}
+	return int(*p.Spec.Node)
+}
+
+// preferencePlacement is how preference p places pod.
+func preferencePlacement(p *numav1.NumaPreference, pod *corev1.Pod) Placement {
+	mode := p.Spec.Mode
+	if mode == "" {
+		mode = numav1.PlacementModeStatic
+	}
+	pl := Placement{Mode: mode}
+	if pl.Automatic() {
+		allowed := make([]int, len(p.Spec.Nodes))
+		for i, n := range p.Spec.Nodes {
+			allowed[i] = int(n)
+		}
+		slices.Sort(allowed)
+		pl.Allowed = numa.FormatList(slices.Compact(allowed))
+		pl.Group = "NumaPreference " + p.Namespace + "/" + p.Name
+		pl.Weight = podWeight(pod)
+	}
+	return pl
+}
+
+// podWeight is the pod's app containers' CPU requests in millicores, or 1000 (one CPU) when
+// it requests none: a pod without requests may use a whole CPU as much as a small one does.
+func podWeight(pod *corev1.Pod) int64 {
+	var m int64
+	for _, c := range pod.Spec.Containers {
+		if q, ok := c.Resources.Requests[corev1.ResourceCPU]; ok {
+			m += q.MilliValue()
+		}
+	}
+	if m <= 0 {
+		return 1000
+	}
+	return m
 }
 
 func containerStatuses(pod *corev1.Pod) map[string]corev1.ContainerStatus {

@@ -1,11 +1,14 @@
 package nodeagent
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -182,7 +185,8 @@ func TestPlanPodLocatesRunningContainers(t *testing.T) {
 	p := PlanPod(testPod(nil, map[string]string{numav1.AnnotationPreferredNode: "0"}), nil)
 	want := Desire{
 		Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, PodUID: "uid-1", Container: "app",
-		Ref: cgroups.ContainerRef{PodUID: "uid-1", QOS: corev1.PodQOSBurstable, ContainerID: "containerd://a"},
+		Ref:       cgroups.ContainerRef{PodUID: "uid-1", QOS: corev1.PodQOSBurstable, ContainerID: "containerd://a"},
+		Placement: Placement{Mode: numav1.PlacementModeStatic},
 	}
 	if diff := cmp.Diff(want, p.Desires[0]); diff != "" {
 		t.Errorf("desire (-want +got):\n%s", diff)
@@ -204,6 +208,14 @@ func TestParseNodeAnnotation(t *testing.T) {
 		"empty":     {in: "", wantErr: true},
 		"word":      {in: "one", wantErr: true},
 		"huge":      {in: "99999999999999999999", wantErr: true},
+		// Canonical decimal only: one value, one spelling.
+		"minus zero":     {in: "-0", wantErr: true},
+		"leading zero":   {in: "01", wantErr: true},
+		"leading zeros":  {in: "007", wantErr: true},
+		"exponent":       {in: "1e3", wantErr: true},
+		"hex":            {in: "0x1", wantErr: true},
+		"trailing space": {in: "1 ", wantErr: true},
+		"mode name":      {in: "Spread", wantErr: true}, // a mode, not a node id: annotationFor takes it
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -221,8 +233,64 @@ func FuzzParseNodeAnnotation(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		n, err := ParseNodeAnnotation(s)
-		if err == nil && (n < 0 || n > numav1.MaxNUMANodeID) {
+		if err != nil {
+			return
+		}
+		if n < 0 || n > numav1.MaxNUMANodeID {
 			t.Fatalf("ParseNodeAnnotation(%q) accepted out-of-range %d", s, n)
 		}
+		// Canonical: the accepted text is exactly how the id prints, so no two spellings
+		// of one node are both accepted.
+		if back := strconv.Itoa(n); back != s {
+			t.Fatalf("ParseNodeAnnotation(%q) = %d, which prints as %q: not canonical", s, n, back)
+		}
 	})
+}
+
+func TestPlanPodPlacement(t *testing.T) {
+	sel := map[string]string{"app": "db"}
+	spread := pref("s", time.Hour, 0, sel)
+	spread.Spec.Node, spread.Spec.Mode, spread.Spec.Nodes = nil, numav1.PlacementModeSpread, []int32{3, 1, 2}
+	pod := func(annotations map[string]string, cpu string) *corev1.Pod {
+		p := testPod(sel, annotations)
+		if cpu != "" {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+		}
+		return p
+	}
+	tests := map[string]struct {
+		pod   *corev1.Pod
+		prefs []numav1.NumaPreference
+		want  Placement
+		node  int
+	}{
+		"Static from a preference": {pod: pod(nil, ""), prefs: []numav1.NumaPreference{pref("a", time.Hour, 1, sel)},
+			want: Placement{Mode: numav1.PlacementModeStatic}, node: 1},
+		"Spread from a preference, weighed by CPU requests": {pod: pod(nil, "1500m"), prefs: []numav1.NumaPreference{spread},
+			want: Placement{Mode: numav1.PlacementModeSpread, Allowed: "1-3", Group: "NumaPreference ns/s", Weight: 1500}, node: -1},
+		"no requests weigh one CPU": {pod: pod(nil, ""), prefs: []numav1.NumaPreference{spread},
+			want: Placement{Mode: numav1.PlacementModeSpread, Allowed: "1-3", Group: "NumaPreference ns/s", Weight: 1000}, node: -1},
+		"a mode by annotation groups the namespace's pods of that value": {
+			pod:  pod(map[string]string{numav1.AnnotationPreferredNode: "Spread"}, ""),
+			want: Placement{Mode: numav1.PlacementModeSpread, Group: "annotation ns/Spread", Weight: 1000}, node: -1},
+		"FollowCPUs by annotation": {pod: pod(map[string]string{numav1.AnnotationPreferredNode: "FollowCPUs"}, ""),
+			want: Placement{Mode: numav1.PlacementModeFollowCPUs, Group: "annotation ns/FollowCPUs", Weight: 1000}, node: -1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := PlanPod(tc.pod, tc.prefs)
+			if len(p.Desires) == 0 {
+				t.Fatal("no desire")
+			}
+			d := p.Desires[0]
+			if diff := cmp.Diff(tc.want, d.Placement); diff != "" || d.Node != tc.node {
+				t.Errorf("placement (-want +got):\n%s; node %d, want %d", diff, d.Node, tc.node)
+			}
+		})
+	}
+	// A mode name in the wrong case is no mode, and no node id: the container is skipped.
+	p := PlanPod(pod(map[string]string{numav1.AnnotationPreferredNode: "spread"}, ""), nil)
+	if d := p.Desires[0]; d.Skip != numav1.ReasonInvalidAnnotation || !strings.Contains(d.Message, "Spread, FollowCPUs, MostFreeMemory") {
+		t.Errorf("annotation \"spread\": %s %q, want InvalidAnnotation naming the modes", d.Skip, d.Message)
+	}
 }

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"sync"
 	"time"
@@ -30,8 +31,13 @@ type EngineConfig struct {
 	Support numa.Support
 	// OnlineNodes are the NUMA nodes this host has online.
 	OnlineNodes []int
-	// LedgerPath is the file that remembers what the agent set, across restarts.
-	LedgerPath string
+	// LedgerPath is the file that remembers what the agent set, across restarts;
+	// ChoicesPath the one that keeps the automatic modes' sticky choices.
+	LedgerPath, ChoicesPath string
+	// CPUNode maps each CPU to its NUMA node (FollowCPUs), and MemFree reads a node's free
+	// memory in bytes (MostFreeMemory; nil counts none).
+	CPUNode map[int]int
+	MemFree func(node int) (uint64, error)
 	// RescanInterval is how often every container is checked again (forks reset the
 	// preference of the child, so new processes must be caught).
 	RescanInterval time.Duration
@@ -56,6 +62,10 @@ type ContainerResult struct {
 	// Reason is Applied, or why the container was skipped or failed.
 	Reason  string
 	Message string
+	// Node is the NUMA node the container prefers: the desire's for Static, the one chosen
+	// on this host for the automatic modes; Why says how it was chosen ("" for Static).
+	Node int
+	Why  string
 	// Tasks counts the container's tasks that have the preferred node.
 	Tasks int
 	// Failed counts tasks the kernel refused, by reason.
@@ -92,6 +102,12 @@ type Engine struct {
 	// forkSets holds when fork passes set tasks other than the one their event named:
 	// tasks whose own fork event is still queued. Cleared by full passes.
 	forkSets map[int]setMark
+	// choices are the sticky choices of Spread and MostFreeMemory; resolved is every
+	// automatic container's node as the last full pass chose it; hostCgroups caches the
+	// cgroups a full pass read (placement.go).
+	choices     map[choiceKey]choice
+	resolved    map[ContainerKey]resolution
+	hostCgroups map[ContainerKey]hostCgroup
 }
 
 // containerListing is the cgroup and tasks a pass found for a container it acted on.
@@ -115,6 +131,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.MemFree == nil {
+		cfg.MemFree = func(int) (uint64, error) { return 0, nil }
+	}
 	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	e := &Engine{
 		cfg:      cfg,
@@ -127,6 +146,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		tgids:    make(map[int]ContainerKey),
 		listing:  make(map[ContainerKey]containerListing),
 		forkSets: make(map[int]setMark),
+		resolved: make(map[ContainerKey]resolution),
 	}
 	for _, n := range cfg.OnlineNodes {
 		e.online[n] = true
@@ -136,7 +156,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	l, err := loadLedger(cfg.LedgerPath)
 	e.ledger = l
-	return e, err
+	c, cerr := loadChoices(cfg.ChoicesPath)
+	e.choices = c
+	return e, errors.Join(err, cerr)
 }
 
 // SetDesired replaces the whole desired state of this host. The first call marks the engine
@@ -199,87 +221,6 @@ func (e *Engine) NeedLeaderElection() bool { return false }
 
 // Pass checks every desired container once and undoes what is no longer desired.
 func (e *Engine) Pass() { e.pass(nil, nil) }
-
-// pass runs over the containers in only, or over all and undoes orphans when only is nil.
-// fork, when not nil, is the fork event the pass runs for.
-func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
-	e.passMu.Lock()
-	defer e.passMu.Unlock()
-	start := e.cfg.Clock.Now()
-
-	e.mu.Lock()
-	if !e.synced {
-		e.mu.Unlock()
-		return
-	}
-	desired := e.desired
-	results := maps.Clone(e.results)
-	e.mu.Unlock()
-
-	var sets []pendingSet
-	dirty := false
-	if only == nil {
-		results = make(map[ContainerKey]ContainerResult, len(desired))
-		e.tgids = make(map[int]ContainerKey)
-		e.listing = make(map[ContainerKey]containerListing, len(desired))
-		clear(e.forkSets)
-	} else {
-		e.listing = maps.Clone(e.listing) // the previous one is published
-	}
-	for key, d := range desired {
-		if only != nil && !only[key] {
-			continue
-		}
-		r, s, changed := e.planContainer(key, d, e.trusted(key, d, results, fork))
-		results[key] = r
-		sets = append(sets, s...)
-		dirty = dirty || changed
-	}
-	if only == nil {
-		for key := range e.ledger {
-			if d, ok := desired[key]; !ok || d.Skip != "" {
-				dirty = e.undo(key) || dirty
-			}
-		}
-	}
-	// The ledger must name a value before the value is set (write-ahead). Every other
-	// change (tasks that inherited the value, tasks gone, outcomes of the SETs) waits for
-	// the next full pass: undo also restores inherited tasks and skips gone ones, so a
-	// crash before then loses nothing, and a fork costs one ledger write, not three.
-	e.ledgerDirty = e.ledgerDirty || dirty
-	if len(sets) > 0 {
-		e.saveLedger()
-		e.applySets(sets, results, fork)
-		e.ledgerDirty = true
-	}
-	if only == nil && e.ledgerDirty {
-		e.saveLedger()
-		e.ledgerDirty = false
-	}
-
-	e.mu.Lock()
-	changed := !maps.EqualFunc(results, e.results, resultEqual)
-	e.results = results
-	e.managed = e.listing
-	e.mu.Unlock()
-	if changed {
-		signal(e.changes)
-	}
-	kind := "fork"
-	if only == nil {
-		kind = "full"
-		e.cfg.Metrics.reportResults(results)
-		e.cfg.Metrics.reportBalancing(e.cfg.Resolver.ProcRoot())
-	}
-	e.cfg.Metrics.reportPass(kind, e.cfg.Clock.Since(start))
-}
-
-// resultEqual reports whether two results would publish the same state (Skipped, only
-// for metrics, aside).
-func resultEqual(a, b ContainerResult) bool {
-	return a.Desire == b.Desire && a.Reason == b.Reason && a.Message == b.Message &&
-		a.Tasks == b.Tasks && maps.Equal(a.Failed, b.Failed)
-}
 
 // signal wakes c's reader unless a wake-up is already pending.
 func signal(c chan struct{}) {

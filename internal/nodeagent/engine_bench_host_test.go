@@ -129,6 +129,20 @@ func benchContainer(b *testing.B, lab *hostlab.Lab, name string, threads int) (*
 	return w, d
 }
 
+// withPlacement returns the desires with placement mode: Static keeps node 0; Spread puts
+// every pod in one group of equal weights.
+func withPlacement(ds []Desire, mode numav1.PlacementMode) []Desire {
+	out := slices.Clone(ds)
+	for i := range out {
+		out[i].Placement = Placement{Mode: mode}
+		if mode == numav1.PlacementModeSpread {
+			out[i].Node = numa.NoNode
+			out[i].Placement.Group, out[i].Placement.Weight = "NumaPreference ns/pref", 1000
+		}
+	}
+	return out
+}
+
 // mapKernel stands for numa.Prctl on a patched kernel with its system call costing
 // nothing: values live in a map, a task never seen holds -1.
 type mapKernel struct{ vals map[int]int }
@@ -146,13 +160,20 @@ func BenchmarkEnginePass(b *testing.B) {
 	for _, size := range []struct{ containers, threads int }{{20, 50}, {100, 10}, {100, 50}} {
 		b.Run(fmt.Sprintf("containers=%d,threads=%d", size.containers, size.threads), func(b *testing.B) {
 			pb := newPassBench(b, size.containers, size.threads)
-			for _, backend := range []string{"emulator", "prctlfake"} {
-				var kernel numa.PreferredNode = pb.emu
-				if backend == "prctlfake" {
-					kernel = &mapKernel{vals: map[int]int{}}
+			static := pb.desires
+			for _, placement := range []numav1.PlacementMode{numav1.PlacementModeStatic, numav1.PlacementModeSpread} {
+				// Spread: one group of every container's pod, chosen by the engine on each pass
+				// (this host's cpusets hold node 0 only, so every pod lands there).
+				pb.desires = withPlacement(static, placement)
+				for _, backend := range []string{"emulator", "prctlfake"} {
+					var kernel numa.PreferredNode = pb.emu
+					if backend == "prctlfake" {
+						kernel = &mapKernel{vals: map[int]int{}}
+					}
+					b.Run(fmt.Sprintf("placement=%s/kernel=%s", placement, backend), func(b *testing.B) { pb.run(b, kernel) })
 				}
-				b.Run("kernel="+backend, func(b *testing.B) { pb.run(b, kernel) })
 			}
+			pb.desires = static
 		})
 	}
 }

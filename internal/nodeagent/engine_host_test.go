@@ -200,8 +200,8 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	if int(sets) < len(got) {
 		t.Errorf("numapref_task_sets_total{result=Applied} = %v, want at least %d", sets, len(got))
 	}
-	if v := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonApplied)); v != 1 {
-		t.Errorf("numapref_containers{reason=Applied} = %v, want 1", v)
+	if v := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonApplied, "0")); v != 1 {
+		t.Errorf("numapref_containers{reason=Applied,numa_node=0} = %v, want 1", v)
 	}
 	if v := testutil.ToFloat64(m.tasks); int(v) != len(got) {
 		t.Errorf("numapref_managed_tasks = %v, want %d", v, len(got))

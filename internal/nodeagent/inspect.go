@@ -21,9 +21,10 @@ import (
 // pods of its node).
 type PodGetter func(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 
-// PodInspector describes pods of this node for the inspect endpoint: every container of
-// the pod (selected or not) with its cgroup, cpuset and tasks read from the host now, and
-// the engine's desire and last outcome for it. It only reads: cgroup files, /proc, and
+// PodInspector describes pods of this node for the inspect endpoint. Of a selected pod
+// (one with a container the engine has a desire for): every container, selected or not,
+// with its cgroup, cpuset and tasks read from the host now, and the engine's desire and
+// last outcome for it. Of any other pod: only that no container is selected. It only reads: cgroup files, /proc, and
 // the kernel backend's GET.
 //
 // The pod comes from pods, so a pod is known exactly when the agent's pod cache holds it;
@@ -61,7 +62,8 @@ func (p *PodInspector) Describe(ctx context.Context, namespace, name string) (*i
 	return &out, nil
 }
 
-// InspectPod describes pod on this host as the engine sees it. It never sets anything.
+// InspectPod describes pod on this host as the engine sees it: in detail when a container
+// of it is selected, else only as not selected. It never sets anything.
 func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 	support := e.cfg.Support
 	out := inspect.Pod{
@@ -71,6 +73,14 @@ func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 		Containers: []inspect.Container{},
 	}
 	desires := e.desiresOf(pod.UID)
+	if len(desires) == 0 {
+		// Not the agent's business: no container ids, cgroups or tasks of it.
+		for _, c := range podContainers(pod) {
+			out.Containers = append(out.Containers, inspect.Container{Name: c.name, Init: c.init, Reason: inspect.ReasonNotSelected, Tasks: []inspect.Task{}})
+		}
+		return out
+	}
+	out.Selected = true
 	managed := map[string]ManagedContainer{}
 	for _, m := range e.Managed() {
 		if m.PodUID == string(pod.UID) {
@@ -109,15 +119,24 @@ func (e *Engine) describeDesire(ic *inspect.Container, d *Desire, m ManagedConta
 		ic.Reason = inspect.ReasonNotSelected
 		return
 	}
+	current := hasManaged && m.Preference == d.Preference && m.Mode == string(d.Placement.Mode) &&
+		(d.Placement.Automatic() || m.Node == d.Node)
 	if d.Skip != numav1.ReasonInvalidAnnotation {
-		ic.DesiredNode = &d.Node
+		ic.Mode = string(d.Placement.Mode)
+		switch {
+		case !d.Placement.Automatic():
+			ic.DesiredNode = &d.Node
+		case current && m.Reason == numav1.ReasonApplied:
+			node := m.Node
+			ic.DesiredNode, ic.Why = &node, m.Why
+		}
 		ic.Source = "annotation"
 		if d.Preference != "" {
 			ic.Source = "NumaPreference/" + d.Preference
 		}
 	}
 	switch {
-	case hasManaged && m.Node == d.Node && m.Preference == d.Preference:
+	case current:
 		ic.Reason, ic.Message, ic.ManagedTasks = m.Reason, m.Message, m.Tasks
 	case d.Skip != "":
 		ic.Reason, ic.Message = d.Skip, d.Message

@@ -69,7 +69,7 @@ func TestInspectPodOnRealHost(t *testing.T) {
 		now, err := db.TIDs()
 		return err == nil && len(now) > len(seen)
 	})
-	h := inspect.NewHandler(NewPodInspector("node-a", podMap(pod), e))
+	h := inspect.NewHandler(NewPodInspector("node-a", podMap(pod), e), allowAll{})
 	// The Go runtime of a workload may start a thread at any time: the answer must hold
 	// every thread that ran before the request, and only threads that ran after it.
 	before := map[int][]int{}

@@ -9,13 +9,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/numapref/numapref/internal/inspect"
 )
+
+// allowAll lets every caller get every pod (the server's SubjectAccessReview is tested in
+// internal/serving and cmd/kubectl-numapref).
+type allowAll struct{}
+
+func (allowAll) CanGetPod(context.Context, string, string) (bool, string, error) {
+	return true, "", nil
+}
 
 // podMap is the agent's pod cache in these tests: the pods it holds, by namespace/name.
 func podMap(pods ...*corev1.Pod) PodGetter {
@@ -51,7 +61,7 @@ func TestInspectErrors(t *testing.T) {
 		}
 		return pods(ctx, ns, name)
 	}
-	h := inspect.NewHandler(NewPodInspector("node-a", failing, e))
+	h := inspect.NewHandler(NewPodInspector("node-a", failing, e), allowAll{})
 	tests := map[string]struct {
 		method, path string
 		status       int
@@ -78,5 +88,61 @@ func TestInspectErrors(t *testing.T) {
 				t.Errorf("%s %s = %d %+v, want %d with error containing %q", tc.method, tc.path, rec.Code, got, tc.status, tc.errContains)
 			}
 		})
+	}
+}
+
+// TestInspectDescribesOnlySelectedPods: a pod with a selected container is described with
+// its host side (container ids, cgroups, tasks); a pod without one only as not selected,
+// whatever runs in it.
+func TestInspectDescribesOnlySelectedPods(t *testing.T) {
+	h := newFakeHost(t)
+	h.addTask(100, -1)
+	h.addTask(101, -1)
+	e := h.engine(EngineConfig{})
+	e.SetDesired([]Desire{fakeDesire(1)})
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	pod := func(name string, uid types.UID) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid},
+			Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "main"}, {Name: "side"}}},
+			Status: corev1.PodStatus{QOSClass: corev1.PodQOSBurstable, ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "main", ContainerID: "containerd://x", State: running}, {Name: "side", ContainerID: "containerd://y", State: running}}},
+		}
+	}
+	handler := inspect.NewHandler(NewPodInspector("node-a", podMap(pod("selected", "pod"), pod("bystander", "other")), e), allowAll{})
+	answer := func(name string) inspect.Pod {
+		t.Helper()
+		rec, body := getInspect(t, handler, http.MethodGet, "/inspect/ns/"+name)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", name, rec.Code, body)
+		}
+		var got inspect.Pod
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	sel := answer("selected")
+	if !sel.Selected || len(sel.Containers) != 2 {
+		t.Fatalf("selected pod: selected %v, %d containers", sel.Selected, len(sel.Containers))
+	}
+	for _, c := range sel.Containers {
+		if c.ContainerID == "" || c.Cgroup == nil || len(c.Tasks) != 2 {
+			t.Errorf("selected pod, container %s: id %q cgroup %v %d tasks; want the host side of every container", c.Name, c.ContainerID, c.Cgroup, len(c.Tasks))
+		}
+	}
+
+	got := answer("bystander")
+	want := inspect.Pod{
+		APIVersion: inspect.APIVersion, Kind: inspect.Kind, Node: "node-a", Namespace: "ns", Name: "bystander", UID: "other",
+		QOSClass: "Burstable", Kernel: inspect.Kernel{Backend: "fake", Supported: true},
+		Containers: []inspect.Container{
+			{Name: "main", Reason: inspect.ReasonNotSelected, Tasks: []inspect.Task{}},
+			{Name: "side", Reason: inspect.ReasonNotSelected, Tasks: []inspect.Task{}},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unselected pod (-want +got):\n%s", diff)
 	}
 }

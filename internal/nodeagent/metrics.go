@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"errors"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,8 +52,8 @@ func NewMetrics() *Metrics {
 		}),
 		containers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "numapref", Name: "containers",
-			Help: "Selected containers on this node by state: Applied or the reason they are skipped.",
-		}, []string{"reason"}),
+			Help: "Selected containers on this node by state (Applied or the reason they are skipped) and, for Applied ones, the NUMA node they prefer.",
+		}, []string{"reason", "numa_node"}),
 		tasks: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "numapref", Name: "managed_tasks",
 			Help: "Tasks of selected containers that have their preferred node.",
@@ -149,7 +150,11 @@ func (m *Metrics) reportResults(results map[ContainerKey]ContainerResult) {
 	m.taskStates.Reset()
 	tasks := 0
 	for _, r := range results {
-		m.containers.WithLabelValues(r.Reason).Inc()
+		node := ""
+		if r.Reason == numav1.ReasonApplied {
+			node = strconv.Itoa(r.Node)
+		}
+		m.containers.WithLabelValues(r.Reason, node).Inc()
 		tasks += r.Tasks
 		for reason, n := range r.Failed {
 			m.taskStates.WithLabelValues(reason).Add(float64(n))

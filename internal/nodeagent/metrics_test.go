@@ -65,7 +65,7 @@ numapref_tasks{reason="PermissionDenied"} 3
 	if err := testutil.CollectAndCompare(m.taskStates, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	if v := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonMemoryPinnedElsewhere)); v != 2 {
+	if v := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonMemoryPinnedElsewhere, "")); v != 2 {
 		t.Errorf("numapref_containers{reason=MemoryPinnedElsewhere} = %v, want 2", v)
 	}
 }

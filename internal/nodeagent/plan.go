@@ -21,7 +21,7 @@ type pendingSet struct {
 // need a SET. New tasks get ledger entries here, before any SET is issued. trust is the
 // set of tasks a fork pass need not read again (see trusted).
 func (e *Engine) planContainer(key ContainerKey, d Desire, trust map[int]bool) (ContainerResult, []pendingSet, bool) {
-	r := ContainerResult{Desire: d}
+	r := ContainerResult{Desire: d, Node: d.Node}
 	// skip reports why the container gets nothing; the values set before are undone, except
 	// when the host could not be read (a passing cgroup error must not churn the tasks).
 	skip := func(reason, msg string) (ContainerResult, []pendingSet, bool) {
@@ -32,27 +32,30 @@ func (e *Engine) planContainer(key ContainerKey, d Desire, trust map[int]bool) (
 		}
 		return r, nil, e.undo(key)
 	}
+	res := e.resolved[key] // the automatic modes' choice (placement.go)
 	switch {
 	case d.Skip != "":
 		return skip(d.Skip, d.Message)
 	case !e.cfg.Support.Supported:
 		return skip(numav1.ReasonKernelUnsupported, "this kernel cannot set a preferred NUMA node: "+e.cfg.Support.Reason)
-	case !e.online[d.Node]:
-		return skip(numav1.ReasonNodeNotPresent, fmt.Sprintf("NUMA node %d is not online on this host (online: %s)", d.Node, numa.FormatList(e.cfg.OnlineNodes)))
+	case d.Placement.Automatic() && res.skip != "":
+		return skip(res.skip, res.message)
+	case d.Placement.Automatic():
+		r.Node, r.Why = res.node, res.why
 	}
-	cg, err := e.cfg.Resolver.Resolve(d.Ref)
+	node := r.Node
+	if !e.online[node] {
+		return skip(numav1.ReasonNodeNotPresent, fmt.Sprintf("NUMA node %d is not online on this host (online: %s)", node, numa.FormatList(e.cfg.OnlineNodes)))
+	}
+	cg, cs, err := e.cgroupOf(key, d)
 	if err != nil {
 		return skip(cgroupReason(err), err.Error())
 	}
-	cs, err := e.cfg.Resolver.Cpuset(cg)
-	if err != nil {
-		return skip(cgroupReason(err), err.Error())
-	}
-	if len(cs.Mems) > 0 && !slices.Contains(cs.Mems, d.Node) {
+	if len(cs.Mems) > 0 && !slices.Contains(cs.Mems, node) {
 		if tids, err := e.cfg.Resolver.ListTIDs(cg); err == nil {
 			r.Skipped = len(tids) // for metrics only: a cgroup read, no kernel call
 		}
-		return skip(numav1.ReasonMemoryPinnedElsewhere, fmt.Sprintf("cpuset.mems of the container is %s; NUMA node %d would fight it", numa.FormatList(cs.Mems), d.Node))
+		return skip(numav1.ReasonMemoryPinnedElsewhere, fmt.Sprintf("cpuset.mems of the container is %s; NUMA node %d would fight it", numa.FormatList(cs.Mems), node))
 	}
 	tids, err := e.cfg.Resolver.ListTIDs(cg)
 	if err != nil {
@@ -86,7 +89,7 @@ func (e *Engine) planContainer(key ContainerKey, d Desire, trust map[int]bool) (
 			continue
 		}
 		known := entry.Tasks[t.TID]
-		if v == d.Node && known != nil {
+		if v == node && known != nil {
 			r.Tasks++
 			continue
 		}
@@ -101,22 +104,22 @@ func (e *Engine) planContainer(key ContainerKey, d Desire, trust map[int]bool) (
 		}
 		if known == nil {
 			known = &taskEntry{Start: task.StartTime, Prev: v}
-			if v == d.Node {
+			if v == node {
 				known.Prev = -1 // inherited from a thread or CLONE_VM parent the agent set
 			}
 			entry.Tasks[t.TID] = known
 			changed = true
 		}
-		if v == d.Node {
-			known.Values = []int{d.Node}
+		if v == node {
+			known.Values = []int{node}
 			r.Tasks++
 			continue
 		}
-		if !slices.Contains(known.Values, d.Node) {
-			known.Values = append(known.Values, d.Node)
+		if !slices.Contains(known.Values, node) {
+			known.Values = append(known.Values, node)
 			changed = true
 		}
-		sets = append(sets, pendingSet{key: key, tid: t.TID, node: d.Node})
+		sets = append(sets, pendingSet{key: key, tid: t.TID, node: node})
 	}
 	for tid := range entry.Tasks {
 		if !listed[tid] {

@@ -47,7 +47,7 @@ func PreferenceReports(plans []PodPlan, results map[ContainerKey]ContainerResult
 			}
 			if r.Reason == numav1.ReasonApplied {
 				a.containers++
-				a.podNode[string(d.PodUID)] = d.Node
+				a.podNode[string(d.PodUID)] = r.Node
 				if !balancing {
 					a.noEffects[numav1.ReasonNumaBalancingDisabled]++
 				}

@@ -28,10 +28,10 @@ func TestPreferenceReports(t *testing.T) {
 	staleDesire := stale
 	staleDesire.Node = 1
 	results := map[ContainerKey]ContainerResult{
-		applied.Key():      {Desire: applied, Reason: numav1.ReasonApplied, Tasks: 7, Failed: map[string]int{numav1.ReasonPermissionDenied: 1}},
+		applied.Key():      {Desire: applied, Node: 0, Reason: numav1.ReasonApplied, Tasks: 7, Failed: map[string]int{numav1.ReasonPermissionDenied: 1}},
 		pinned.Key():       {Desire: pinned, Reason: numav1.ReasonMemoryPinnedElsewhere},
 		stale.Key():        {Desire: staleDesire, Reason: numav1.ReasonApplied, Tasks: 100}, // from an older desire: not counted
-		other.Key():        {Desire: other, Reason: numav1.ReasonApplied, Tasks: 2},
+		other.Key():        {Desire: other, Node: 1, Reason: numav1.ReasonApplied, Tasks: 2},
 		byAnnotation.Key(): {Desire: byAnnotation, Reason: numav1.ReasonApplied, Tasks: 3},
 	}
 	a := numav1.PreferenceReport{Namespace: "ns", Name: "a", Pods: 3, Containers: 2, Tasks: 9,

@@ -15,8 +15,12 @@ type ManagedContainer struct {
 	// PodUID is the API's pod UID.
 	PodUID    string
 	Container string
-	// Node is the preferred NUMA node the container should have.
+	// Node is the preferred NUMA node the container should have (for the automatic modes,
+	// the one chosen on this host); Mode says how it is chosen and Why, for the automatic
+	// modes, how it was.
 	Node int
+	Mode string
+	Why  string
 	// Preference names the NumaPreference the node comes from; "" for an annotation.
 	Preference string
 	// Reason is Applied, or why the container was skipped or failed (the API's reasons);
@@ -59,7 +63,8 @@ func (e *Engine) Managed() []ManagedContainer {
 		d := r.Desire
 		mc := ManagedContainer{
 			PodNamespace: d.Pod.Namespace, PodName: d.Pod.Name, PodUID: string(d.PodUID), Container: d.Container,
-			Node: d.Node, Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks,
+			Node: r.Node, Mode: string(d.Placement.Mode), Why: r.Why,
+			Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks,
 		}
 		if l := listings[i]; l.cgroup != nil {
 			mc.CgroupPath, mc.CgroupDir = l.cgroup.Path, l.cgroup.TasksDir

@@ -152,24 +152,43 @@ func ParseDistances(s string, online []int) (map[int]int, error) {
 }
 
 // ParseNodeMemTotal finds "Node N MemTotal: X kB" in a node's meminfo and returns X in bytes.
-func ParseNodeMemTotal(r *bufio.Reader) (uint64, error) {
+func ParseNodeMemTotal(r *bufio.Reader) (uint64, error) { return ParseNodeMeminfo(r, "MemTotal") }
+
+// ParseNodeMeminfo finds "Node N <field>: X kB" in a node's meminfo and returns X in bytes.
+func ParseNodeMeminfo(r *bufio.Reader, field string) (uint64, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		// Node 0 MemTotal: 5596960 kB
-		if len(fields) != 5 || fields[0] != "Node" || fields[2] != "MemTotal:" || fields[4] != "kB" {
+		if len(fields) != 5 || fields[0] != "Node" || fields[2] != field+":" || fields[4] != "kB" {
 			continue
 		}
 		kb, err := strconv.ParseUint(fields[3], 10, 64)
 		if err != nil || kb > (1<<64-1)/1024 {
-			return 0, fmt.Errorf("parsing node MemTotal %q", sc.Text())
+			return 0, fmt.Errorf("parsing node %s %q", field, sc.Text())
 		}
 		return kb * 1024, nil
 	}
 	if err := sc.Err(); err != nil {
 		return 0, fmt.Errorf("reading node meminfo: %w", err)
 	}
-	return 0, errors.New("node meminfo has no MemTotal line")
+	return 0, fmt.Errorf("node meminfo has no %s line", field)
+}
+
+// ReadNodeMemFree returns the free memory of NUMA node id, in bytes, from
+// <sysRoot>/devices/system/node/node<id>/meminfo.
+func ReadNodeMemFree(sysRoot string, id int) (uint64, error) {
+	path := filepath.Join(sysRoot, "devices", "system", "node", "node"+strconv.Itoa(id), "meminfo")
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("reading free memory of NUMA node %d: %w", id, err)
+	}
+	defer f.Close()
+	free, err := ParseNodeMeminfo(bufio.NewReader(f), "MemFree")
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return free, nil
 }
 
 // NodeMask is a set of node (or CPU) ids, as the kernel's nodemask_t and cpumask_t are.

@@ -19,7 +19,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -56,11 +55,11 @@ func helmBinary(t *testing.T) string {
 }
 
 // helmTemplate runs `helm template` with the given values (as a YAML values file, so types
-// are exact) and returns stdout, stderr and the error.
-func helmTemplate(t *testing.T, values map[string]any) (string, string, error) {
+// are exact) and any extra flags, and returns stdout, stderr and the error.
+func helmTemplate(t *testing.T, values map[string]any, extra ...string) (string, string, error) {
 	t.Helper()
 	root := repoRoot(t)
-	args := []string{"template", release, filepath.Join(root, chartDir), "--namespace", namespace}
+	args := append([]string{"template", release, filepath.Join(root, chartDir), "--namespace", namespace}, extra...)
 	var stdin []byte
 	if values != nil {
 		var err error
@@ -88,20 +87,22 @@ type rendered struct {
 	clusterRoleBindings map[string]rbacv1.ClusterRoleBinding
 	roles               map[string]rbacv1.Role
 	roleBindings        map[string]rbacv1.RoleBinding
-	// policies names the node restriction's ValidatingAdmissionPolicy and its binding
-	// (their content: controllers' noderestriction envtest and TestGeneratedCopies).
-	policies []string
+	secrets             map[string]corev1.Secret
+	configMaps          map[string]corev1.ConfigMap
+	services            map[string]corev1.Service
+	// other holds the kinds of other APIs (cert-manager's, admission policies) by
+	// kind/name, decoded as maps.
+	other map[string]map[string]any
 }
 
 // clusterScoped are the kinds the chart renders without a namespace.
 var clusterScoped = map[string]bool{
-	"ClusterRole": true, "ClusterRoleBinding": true,
-	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"ClusterRole": true, "ClusterRoleBinding": true, "ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 }
 
-func render(t *testing.T, values map[string]any) rendered {
+func render(t *testing.T, values map[string]any, extra ...string) rendered {
 	t.Helper()
-	out, stderr, err := helmTemplate(t, values)
+	out, stderr, err := helmTemplate(t, values, extra...)
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, stderr)
 	}
@@ -111,6 +112,10 @@ func render(t *testing.T, values map[string]any) rendered {
 		clusterRoleBindings: map[string]rbacv1.ClusterRoleBinding{},
 		roles:               map[string]rbacv1.Role{},
 		roleBindings:        map[string]rbacv1.RoleBinding{},
+		secrets:             map[string]corev1.Secret{},
+		configMaps:          map[string]corev1.ConfigMap{},
+		services:            map[string]corev1.Service{},
+		other:               map[string]map[string]any{},
 	}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
 	for {
@@ -135,8 +140,7 @@ func render(t *testing.T, values map[string]any) rendered {
 		if meta.Kind == "" {
 			continue // a document of comments only
 		}
-		namespaced := !clusterScoped[meta.Kind]
-		if namespaced && meta.Metadata.Namespace != namespace {
+		if namespaced := !clusterScoped[meta.Kind]; namespaced && meta.Metadata.Namespace != namespace {
 			t.Errorf("%s %s: namespace %q, want the release namespace %q", meta.Kind, meta.Metadata.Name, meta.Metadata.Namespace, namespace)
 		}
 		strict := func(into any) {
@@ -170,14 +174,22 @@ func render(t *testing.T, values map[string]any) rendered {
 			var o rbacv1.RoleBinding
 			strict(&o)
 			r.roleBindings[o.Name] = o
-		case "ValidatingAdmissionPolicy":
-			var o admissionregistrationv1.ValidatingAdmissionPolicy
+		case "Secret":
+			var o corev1.Secret
 			strict(&o)
-			r.policies = append(r.policies, o.Name)
-		case "ValidatingAdmissionPolicyBinding":
-			var o admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			r.secrets[o.Name] = o
+		case "ConfigMap":
+			var o corev1.ConfigMap
 			strict(&o)
-			r.policies = append(r.policies, o.Name)
+			r.configMaps[o.Name] = o
+		case "Service":
+			var o corev1.Service
+			strict(&o)
+			r.services[o.Name] = o
+		case "Issuer", "Certificate", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			var o map[string]any
+			strict(&o)
+			r.other[meta.Kind+"/"+meta.Metadata.Name] = o
 		default:
 			t.Errorf("unexpected kind %s (%s) in the chart output", meta.Kind, meta.Metadata.Name)
 		}
@@ -230,7 +242,7 @@ func TestRender(t *testing.T) {
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
 			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=true", "--kubelet-cgroup-root=/"},
-				"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
+				"--metrics-bind-address=:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
 			metricsAuth: true,
@@ -241,7 +253,7 @@ func TestRender(t *testing.T) {
 			caps:        []corev1.Capability{"SYS_PTRACE"},
 			hostNetwork: false,
 			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=false", "--kubelet-cgroup-root=/"},
-				"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
+				"--metrics-bind-address=:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
 			metricsAuth: true,
@@ -267,7 +279,7 @@ func TestRender(t *testing.T) {
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
 			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=true", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
-				"--metrics-bind-address=:9443", "--health-probe-bind-address=:8081",
+				"--metrics-bind-address=:9443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=3"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9443}, {Name: "health", ContainerPort: 8081}},
 			metricsAuth: true,
@@ -363,6 +375,10 @@ func TestRender(t *testing.T) {
 				{Name: "state", MountPath: "/var/lib/numapref"},
 				{Name: "run", MountPath: "/run/numapref"},
 			}
+			if tc.metricsAuth {
+				// The serving certificate, read-only (tls_test.go checks what is in it).
+				wantMounts = append(wantMounts, corev1.VolumeMount{Name: "tls", MountPath: "/etc/numapref/tls", ReadOnly: true})
+			}
 			if diff := cmp.Diff(wantMounts, c.VolumeMounts); diff != "" {
 				t.Errorf("volumeMounts (-want +got):\n%s", diff)
 			}
@@ -371,6 +387,10 @@ func TestRender(t *testing.T) {
 				{Name: "cgroup", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/sys/fs/cgroup", Type: &dir}}},
 				{Name: "state", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/numapref", Type: &orCreate}}},
 				{Name: "run", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/numapref", Type: &orCreate}}},
+			}
+			if tc.metricsAuth {
+				wantVolumes = append(wantVolumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{
+					Secret: &corev1.SecretVolumeSource{SecretName: fullname + "-agent-tls", DefaultMode: ptr(int32(0o400))}}})
 			}
 			if diff := cmp.Diff(wantVolumes, pod.Volumes); diff != "" {
 				t.Errorf("volumes (-want +got):\n%s", diff)
@@ -429,6 +449,14 @@ func TestRender(t *testing.T) {
 					{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 				},
 			}
+			if tc.metricsAuth {
+				// The CA ConfigMap, and nothing else, for every authenticated user.
+				wantRoles[fullname+"-agent-ca-viewer"] = []rbacv1.PolicyRule{
+					{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"numapref-agent-ca"}, Verbs: []string{"get"}},
+				}
+				checkRoleBinding(t, r.roleBindings, fullname+"-agent-ca-viewer", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fullname + "-agent-ca-viewer"},
+					[]rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: "system:authenticated"}})
+			}
 			gotRoles := map[string][]rbacv1.PolicyRule{}
 			for name, role := range r.roles {
 				gotRoles[name] = role.Rules
@@ -436,8 +464,8 @@ func TestRender(t *testing.T) {
 			if diff := cmp.Diff(wantRoles, gotRoles); diff != "" {
 				t.Errorf("Roles (-want +got):\n%s", diff)
 			}
-			if len(r.roleBindings) != 1 {
-				t.Errorf("RoleBindings %v, want 1", keys(r.roleBindings))
+			if len(r.roleBindings) != len(wantRoles) {
+				t.Errorf("RoleBindings %v, want one per Role %v", keys(r.roleBindings), keys(wantRoles))
 			}
 			checkRoleBinding(t, r.roleBindings, fullname+"-leader-election", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fullname + "-leader-election"}, wantSubjects)
 		})
@@ -509,6 +537,11 @@ func TestSchemaRejects(t *testing.T) {
 		{"metrics port out of range", map[string]any{"metrics": map[string]any{"enabled": true, "port": 70000}}, "port"},
 		{"unknown pull policy", map[string]any{"image": map[string]any{"repository": "r", "pullPolicy": "Sometimes"}}, "pullPolicy"},
 		{"misspelled key", map[string]any{"forkEvent": false}, "forkEvent"},
+		{"certificate life as string", map[string]any{"tls": map[string]any{"validityDays": "365"}}, "validityDays"},
+		{"renew before nothing", map[string]any{"tls": map[string]any{"renewBeforeDays": 0}}, "renewBeforeDays"},
+		{"misspelled cert-manager key", map[string]any{"certManager": map[string]any{"enable": true}}, "enable"},
+		{"cert-manager duration without unit", map[string]any{"certManager": map[string]any{"enabled": true, "duration": "90"}}, "duration"},
+		{"audience switch as string", map[string]any{"metrics": map[string]any{"enabled": true, "port": 8443, "requireAgentAudience": "yes"}}, "requireAgentAudience"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -564,6 +597,8 @@ func readGlob(t *testing.T, root, glob string) map[string]string {
 	}
 	return out
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func btoi(b bool) int {
 	if b {

@@ -15,6 +15,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -139,6 +141,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		cl       client.Client
 		ids      map[string]string // container name -> ID of the selected pod
 		scraper  string            // a token allowed to GET /metrics
+		agentCA  string            // the CA the chart publishes for the agents' certificate
 		agentSel = "app.kubernetes.io/name=numapref,app.kubernetes.io/component=agent"
 	)
 
@@ -250,14 +253,14 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		}
 
 		Eventually(func(g Gomega) {
-			out, err := kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns, "--no-headers", "-o", "wide")
+			out, err := kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns, "--no-headers")
 			g.Expect(err).NotTo(HaveOccurred())
 			f := strings.Fields(out)
-			g.Expect(f).To(HaveLen(6), out) // NAME NODE-ID PODS TASKS READY AGE
-			g.Expect(f[1:3]).To(Equal([]string{"0", "1"}), out)
-			tasks, _ := strconv.Atoi(f[3])
+			g.Expect(f).To(HaveLen(7), out) // NAME MODE NODE-ID PODS TASKS READY AGE
+			g.Expect(f[1:4]).To(Equal([]string{"Static", "0", "1"}), out)
+			tasks, _ := strconv.Atoi(f[4])
 			g.Expect(tasks).To(BeNumerically(">=", 18), out)
-			g.Expect(f[4]).To(Equal("True"), out)
+			g.Expect(f[5]).To(Equal("True"), out)
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		out, err := kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns)
 		Expect(err).NotTo(HaveOccurred())
@@ -286,12 +289,30 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 	}, SpecTimeout(time.Minute))
 
 	It("shows the pod the way the agent sees it with kubectl numapref inspect", func(ctx SpecContext) {
-		args := []string{"inspect", ns + "/work", "--insecure-skip-tls-verify"}
+		// The inspector may use the endpoint and read the pods of this namespace only. The
+		// e2e kubeconfig's user is no service account: it asks for the inspector's tokens.
+		for _, args := range [][]string{
+			{"create", "serviceaccount", "e2e-inspector", "-n", ns},
+			{"create", "clusterrolebinding", "e2e-inspector", "--clusterrole=" + release + "-inspect-reader", "--serviceaccount=" + ns + ":e2e-inspector"},
+			{"create", "role", "e2e-pod-reader", "-n", ns, "--verb=get", "--resource=pods"},
+			{"create", "rolebinding", "e2e-inspector", "-n", ns, "--role=e2e-pod-reader", "--serviceaccount=" + ns + ":e2e-inspector"},
+		} {
+			out, err := kubectl(ctx, args...)
+			Expect(err).NotTo(HaveOccurred(), out)
+		}
+		// No TLS flag: the plugin verifies the agent with the CA the chart published.
+		args := []string{"inspect", ns + "/work", "--token-service-account", ns + "/e2e-inspector"}
 		if u := prov.agentURL(); u != "" {
 			args = append(args, "--agent-url", u)
 		}
-		out, err := run(ctx, "", plugin, append(args, "-o", "json")...)
-		Expect(err).NotTo(HaveOccurred(), out)
+		// Until the API server's RBAC has the new bindings, the agent refuses (and caches a
+		// refusal for 10 s).
+		var out string
+		Eventually(func() error {
+			var err error
+			out, err = run(ctx, "", plugin, append(args, "-o", "json")...)
+			return err
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 		var pod inspect.Pod
 		Expect(json.Unmarshal([]byte(out), &pod)).To(Succeed(), out)
 		Expect(pod.Node).To(Equal(localnode.NodeName))
@@ -316,11 +337,134 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 				Expect(seen).To(ContainElement(t.TID), "inspect misses task %d of %s", t.TID, c.Name)
 			}
 		}
-		out, err = run(ctx, "", plugin, args...)
+		out, err := run(ctx, "", plugin, args...)
 		Expect(err).NotTo(HaveOccurred(), out)
 		logf("kubectl numapref inspect %s/work:\n%s", ns, out)
 		Expect(out).To(ContainSubstring("FORCED"))
+
+		// A pod of a namespace the inspector may not read (the agent's own): the agent's 403.
+		agentPod, err := kubectl(ctx, "get", "pods", "-n", agentNamespace, "-l", agentSel, "-o", "jsonpath={.items[0].metadata.name}")
+		Expect(err).NotTo(HaveOccurred(), agentPod)
+		other := append([]string{"inspect", agentNamespace + "/" + strings.TrimSpace(agentPod)}, args[2:]...)
+		out, err = run(ctx, "", plugin, other...)
+		Expect(err).To(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("may not get pods in namespace " + agentNamespace))
 	})
+
+	It("reports the node in its own NumaNodeReport, and tells when NUMA balancing is off", func(ctx SpecContext) {
+		pod := &corev1.Pod{}
+		Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "work"}, pod)).To(Succeed())
+		node := pod.Spec.NodeName
+		sysctl, err := prov.nodeShell(ctx, "cat /proc/sys/kernel/numa_balancing")
+		Expect(err).NotTo(HaveOccurred(), sysctl)
+		enabled := strings.TrimSpace(sysctl) != "0"
+		logf("kernel.numa_balancing on %s: %s", node, strings.TrimSpace(sysctl))
+
+		Eventually(func(g Gomega) {
+			rep := &numav1.NumaNodeReport{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: node}, rep)).To(Succeed())
+			g.Expect(rep.OwnerReferences).To(ConsistOf(And(HaveField("Kind", "Node"), HaveField("Name", node))))
+			g.Expect(rep.Status.KernelSupport).To(Equal("emulator"))
+			var entry *numav1.PreferenceReport
+			for i, e := range rep.Status.Preferences {
+				if e.Namespace == ns && e.Name == "e2e-work" {
+					entry = &rep.Status.Preferences[i]
+				}
+			}
+			g.Expect(entry).NotTo(BeNil(), "the report's entry for e2e-work")
+			g.Expect(entry.Pods).To(Equal(int32(1)))
+			g.Expect(entry.Containers).To(Equal(int32(2)))
+			g.Expect(entry.PodsByNode).To(Equal([]numav1.NodeCount{{Node: 0, Pods: 1}}))
+			if enabled {
+				g.Expect(entry.Ineffective).To(BeEmpty())
+			} else {
+				g.Expect(entry.Ineffective).To(Equal([]numav1.ReasonCount{{Reason: numav1.ReasonNumaBalancingDisabled, Count: 2}}))
+			}
+			np := &numav1.NumaPreference{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "e2e-work"}, np)).To(Succeed())
+			eff := meta.FindStatusCondition(np.Status.Conditions, numav1.ConditionEffective)
+			g.Expect(eff).NotTo(BeNil())
+			if enabled {
+				g.Expect(eff.Status).To(Equal(metav1.ConditionTrue))
+			} else {
+				g.Expect(eff.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(eff.Reason).To(Equal(numav1.ReasonNumaBalancingDisabled))
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		out, err := kubectl(ctx, "get", "numanodereports")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring(node))
+		logf("kubectl get numanodereports:\n%s", out)
+		out, err = kubectl(ctx, "get", "numapref", "e2e-work", "-n", ns, "-o", "wide")
+		Expect(err).NotTo(HaveOccurred(), out)
+		logf("kubectl get numapref -o wide:\n%s", out)
+
+		out, err = run(ctx, "", plugin, "status", ns+"/e2e-work")
+		Expect(err).NotTo(HaveOccurred(), out)
+		logf("kubectl numapref status %s/e2e-work:\n%s", ns, out)
+		if enabled {
+			Expect(out).To(ContainSubstring("No node has problems."))
+		} else {
+			Expect(out).To(ContainSubstring("Nodes with problems:"))
+			Expect(out).To(MatchRegexp(node + `\s.*NumaBalancingDisabled 2`))
+			Eventually(func(g Gomega) {
+				out, err := kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=work,reason=NumaBalancingDisabled")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(out).To(ContainSubstring("the kernel ignores the preferred node until it is enabled"))
+			}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		}
+	})
+
+	It("garbage-collects the report of a node that no longer exists", func(ctx SpecContext) {
+		ghost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "e2e-ghost"}}
+		Expect(cl.Create(ctx, ghost)).To(Succeed())
+		rep := &numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: "e2e-ghost",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: ghost.Name, UID: ghost.UID}}}}
+		Expect(cl.Create(ctx, rep)).To(Succeed())
+		Expect(cl.Delete(ctx, ghost)).To(Succeed())
+		start := time.Now()
+		Eventually(func(g Gomega) {
+			err := cl.Get(ctx, client.ObjectKey{Name: "e2e-ghost"}, &numav1.NumaNodeReport{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the ghost's report still exists: %v", err)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		logf("the report of a deleted Node was garbage-collected %s later", time.Since(start).Round(time.Second))
+	}, SpecTimeout(2*time.Minute))
+
+	It("spreads pods over the host's NUMA nodes: all on node 0 of a one-node host, Ready", func(ctx SpecContext) {
+		out, err := kubectlIn(ctx, `apiVersion: numa.numapref.io/v1alpha1
+kind: NumaPreference
+metadata: {name: e2e-spread, namespace: default}
+spec:
+  selector: {matchLabels: {app: e2e-spread}}
+  mode: Spread
+`, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		for i := range 3 {
+			Expect(cl.Create(ctx, workloadPod(fmt.Sprintf("spread-%d", i), map[string]string{"app": "e2e-spread"}, nil, "app"))).To(Succeed())
+		}
+		for i := range 3 {
+			id := podIDs(ctx, fmt.Sprintf("spread-%d", i))["app"]
+			Eventually(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			np := &numav1.NumaPreference{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "e2e-spread"}, np)).To(Succeed())
+			g.Expect(np.Status.Summary.Pods).To(Equal(int32(3)))
+			ready := meta.FindStatusCondition(np.Status.Conditions, numav1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
+			for i := range 3 {
+				// The count is the group's when the pod was placed: the pods start in any order.
+				out, err := kubectl(ctx, "get", "events", "-n", ns, "--field-selector", fmt.Sprintf("involvedObject.name=spread-%d,reason=Applied", i))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(out).To(MatchRegexp(`prefers NUMA node 0 \(NumaPreference e2e-spread, Spread: [1-3] of [1-3] pods on node 0\)`))
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		out, err = kubectl(ctx, "delete", "numapref", "e2e-spread", "-n", ns)
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = kubectl(ctx, "delete", "pod", "-n", ns, "-l", "app=e2e-spread", "--grace-period=1", "--wait=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+	}, SpecTimeout(3*time.Minute))
 
 	It("follows the pod annotation without any NumaPreference", func(ctx SpecContext) {
 		Expect(cl.Create(ctx, workloadPod("annotated", nil, map[string]string{"numapref.io/preferred-node": "0"}, "app"))).To(Succeed())
@@ -366,9 +510,10 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		out, err := kubectl(ctx, "create", "token", "e2e-scraper", "-n", ns)
 		Expect(err).NotTo(HaveOccurred(), out)
 		scraper = strings.TrimSpace(out)
-		scrape := func(token string) (string, error) {
-			return prov.nodeShell(ctx, fmt.Sprintf(`curl -sk -w '\nHTTP %%{http_code}\n' -H "Authorization: Bearer %s" https://127.0.0.1:8443/metrics`, token))
-		}
+		agentCA, err = kubectl(ctx, "get", "configmap", "numapref-agent-ca", "-n", agentNamespace, "-o", `go-template={{index .data "ca.crt"}}`)
+		Expect(err).NotTo(HaveOccurred(), agentCA)
+		Expect(agentCA).To(ContainSubstring("BEGIN CERTIFICATE"))
+		scrape := func(token string) (string, error) { return prov.nodeShell(ctx, agentCurl(agentCA, token, "/metrics")) }
 		Eventually(func(g Gomega) {
 			body, err := scrape(scraper)
 			g.Expect(err).NotTo(HaveOccurred(), body)
@@ -392,12 +537,16 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 				lagCount, metricValue(body, `numapref_fork_apply_lag_seconds_sum{since="event"}`)/lagCount*1000)
 		}
 
-		// A token the API server does not know: controller-runtime's filter answers 500
-		// "Authentication failed" (the TokenReview reports an error), never metrics.
+		// A token the API server does not know: 401, never metrics.
 		body, err = scrape("not-a-token")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(body).To(ContainSubstring("Authentication failed"))
+		Expect(body).To(ContainSubstring("HTTP 401"))
 		Expect(body).NotTo(ContainSubstring("numapref_"))
+		// The scraper's token is for the API server: /metrics takes it, inspect does not.
+		body, err = prov.nodeShell(ctx, agentCurl(agentCA, scraper, "/inspect/"+ns+"/work"))
+		Expect(err).NotTo(HaveOccurred(), body)
+		Expect(body).To(ContainSubstring("HTTP 401"))
+		Expect(body).To(ContainSubstring("audience numapref-agent"))
 		// A valid identity without the metrics-reader role: 403.
 		out, err = kubectl(ctx, "create", "serviceaccount", "e2e-nobody", "-n", ns)
 		Expect(err).NotTo(HaveOccurred(), out)
@@ -452,11 +601,21 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
 		logf("%d pods placed %s after the NumaPreference", pods, time.Since(start).Round(time.Millisecond))
 
-		// Steady state: let the last status writes settle, then watch a minute.
-		agent, err := prov.nodeShell(ctx, `for p in /proc/[0-9]*; do [ "$(readlink $p/exe 2>/dev/null)" = /numapref ] && echo ${p#/proc/}; done; true`)
+		// The agent of this node: its pod's container, found by its container ID (other
+		// agents may run on the same host, as kind's nodes do).
+		var agents corev1.PodList
+		Expect(cl.List(ctx, &agents, client.InNamespace(agentNamespace), client.MatchingLabels(labelsOf(agentSel)))).To(Succeed())
+		var agentID string
+		for _, p := range agents.Items {
+			if p.Spec.NodeName == localnode.NodeName && p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) == 1 {
+				agentID = p.Status.ContainerStatuses[0].ContainerID
+			}
+		}
+		Expect(agentID).NotTo(BeEmpty(), "the agent pod of %s", localnode.NodeName)
+		agentTasks, err := containerTasks(ctx, agentID)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(strings.Fields(agent)).To(HaveLen(1), "the agent process")
-		pid := strings.TrimSpace(agent)
+		Expect(processes(agentTasks)).To(HaveLen(1), "the agent process")
+		pid := strconv.Itoa(processes(agentTasks)[0])
 		type usage struct {
 			rssKiB, anonKiB, cpuTicks    int
 			writes, leaseWrites, reads   float64
@@ -473,7 +632,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 			u.anonKiB, _ = strconv.Atoi(f[1])
 			u.cpuTicks, _ = strconv.Atoi(f[2])
 			u.series = map[string]float64{}
-			body, err := prov.nodeShell(ctx, fmt.Sprintf(`curl -sk -H "Authorization: Bearer %s" https://127.0.0.1:8443/metrics`, scraper))
+			body, err := prov.nodeShell(ctx, agentCurl(agentCA, scraper, "/metrics"))
 			Expect(err).NotTo(HaveOccurred())
 			// The agent's own count of its API requests (numapref_api_requests_total).
 			for _, line := range strings.Split(body, "\n") {
@@ -545,6 +704,31 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 })
 
 func ptr[T any](v T) *T { return &v }
+
+// labelsOf parses a "k=v,k2=v2" selector of equalities.
+func labelsOf(sel string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Split(sel, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// agentServerName is the name the agents' certificate carries (the chart's agent Service,
+// release numapref); agentCurl dials the node's 127.0.0.1:8443 and verifies that name.
+const agentServerName = release + "-agent." + agentNamespace + ".svc"
+
+// agentCurl is a node shell script that GETs path from the agent on this node with token,
+// verifying its certificate with caPEM as agentServerName, and prints the body, then
+// "HTTP <status>".
+func agentCurl(caPEM, token, path string) string {
+	return fmt.Sprintf(`ca=$(mktemp) && cat >"$ca" <<'EOF'
+%s
+EOF
+curl -s --cacert "$ca" --connect-to %[2]s:8443:127.0.0.1:8443 -w '\nHTTP %%{http_code}\n' -H "Authorization: Bearer %[3]s" https://%[2]s:8443%[4]s
+rc=$?; rm -f "$ca"; exit $rc`, strings.TrimSpace(caPEM), agentServerName, token, path)
+}
 
 // metricValue returns the value of the sample line starting with series, or -1.
 func metricValue(body, series string) float64 {

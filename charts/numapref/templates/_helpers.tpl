@@ -33,3 +33,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "numapref.serviceAccountName" -}}
 {{- default (include "numapref.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
+
+{{/*
+The name every agent's serving certificate carries: the agent Service's DNS name. Clients
+dial an agent's node IP (a DaemonSet on the host network has no per-pod name) and verify
+this name, which the ConfigMap numapref-agent-ca publishes beside the CA.
+*/}}
+{{- define "numapref.agentServerName" -}}
+{{- printf "%s-agent.%s.svc" (include "numapref.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* The Secret the agents mount: the serving certificate (tls.crt, tls.key, ca.crt). */}}
+{{- define "numapref.tlsSecretName" -}}
+{{- printf "%s-agent-tls" (include "numapref.fullname" .) -}}
+{{- end -}}
+
+{{/* The Secret with the CA's key: mounted by no pod; cert-manager's CA Issuer reads it. */}}
+{{- define "numapref.caSecretName" -}}
+{{- printf "%s-agent-ca" (include "numapref.fullname" .) -}}
+{{- end -}}

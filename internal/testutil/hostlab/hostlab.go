@@ -113,7 +113,12 @@ func (l *Lab) Container(qos corev1.PodQOSClass, podUID, id string) (*Container, 
 func (c *Container) Path() string { return c.path }
 
 // SetMems sets the container's cpuset.mems (the kernel list format, "0").
-func (c *Container) SetMems(mems string) error {
+func (c *Container) SetMems(mems string) error { return c.setCpuset("cpuset.mems", mems) }
+
+// SetCPUs sets the container's cpuset.cpus (the kernel list format, "1").
+func (c *Container) SetCPUs(cpus string) error { return c.setCpuset("cpuset.cpus", cpus) }
+
+func (c *Container) setCpuset(file, value string) error {
 	if c.lab.cpusetDir == "" {
 		return errors.New("no cpuset hierarchy on this host")
 	}
@@ -122,8 +127,8 @@ func (c *Container) SetMems(mems string) error {
 			return err
 		}
 	}
-	f := filepath.Join(c.lab.cpusetDir, c.path, "cpuset.mems")
-	if err := os.WriteFile(f, []byte(mems), 0); err != nil {
+	f := filepath.Join(c.lab.cpusetDir, c.path, file)
+	if err := os.WriteFile(f, []byte(value), 0); err != nil {
 		return fmt.Errorf("writing %s: %w", f, err)
 	}
 	return nil

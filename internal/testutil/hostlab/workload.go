@@ -33,6 +33,7 @@ const workloadEnv = "NUMAPREF_HOSTLAB_WORKLOAD"
 //	rawfork     fork() this process with a raw clone(SIGCHLD) (no exec, no shell: the
 //	            kernel lab's initramfs has no /bin/sh); the child only pauses until killed
 //	            (or until the workload's forking thread dies); answers "pid <child>"
+//	alloc N     touch N MiB of anonymous memory and keep it; answers "ok"
 //	stream M T C  map M MiB of anonymous memory and start T locked threads, each with its
 //	            own slice; each touches its slice first while pinned to the CPUs of list
 //	            C ("0" or "0-3": where the memory lands, by first touch), then, once all
@@ -62,6 +63,7 @@ func runWorkload(in io.Reader, out io.Writer) {
 		}
 	}()
 	block := make(chan struct{})
+	var held [][]byte // memory "alloc" touched, kept until exit
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(sc.Text(), " ")
@@ -108,6 +110,20 @@ func runWorkload(in io.Reader, out io.Writer) {
 			}
 			rawChildren = append(rawChildren, pid)
 			fmt.Fprintf(out, "pid %d\n", pid)
+		case "alloc":
+			// Touch MiB of anonymous memory and keep it: the pages land on the nodes the
+			// container's cpuset.mems allows.
+			n, _ := strconv.Atoi(arg)
+			mem, err := syscall.Mmap(-1, 0, n<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+			if err != nil {
+				fmt.Fprintln(out, "error", err)
+				continue
+			}
+			for i := 0; i < len(mem); i += 4096 {
+				mem[i] = 1
+			}
+			held = append(held, mem)
+			fmt.Fprintln(out, "ok")
 		case "stream":
 			tids, err := stream(arg)
 			if err != nil {
@@ -303,6 +319,12 @@ func (w *Workload) Fork() (shell, forked int, err error) {
 // Threads makes the workload start n more OS threads (each locked and idle).
 func (w *Workload) Threads(n int) error {
 	_, err := w.do(fmt.Sprintf("threads %d", n))
+	return err
+}
+
+// Alloc makes the workload touch mib MiB of anonymous memory and keep it.
+func (w *Workload) Alloc(mib int) error {
+	_, err := w.do(fmt.Sprintf("alloc %d", mib))
 	return err
 }
 

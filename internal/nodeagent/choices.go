@@ -1,0 +1,70 @@
+package nodeagent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/numapref/numapref/internal/fsutil"
+)
+
+// The automatic modes' sticky choices live beside the ledger in their own small file,
+// written (atomically) before the SETs that act on a new choice: an agent that restarts,
+// crashes or is upgraded gives every running pod the node it had, never a new one.
+
+const choicesVersion = 1
+
+type choicesFile struct {
+	Version int      `json:"version"`
+	Choices []choice `json:"choices"`
+}
+
+// loadChoices reads the choices at path; a missing file holds none. A damaged one yields
+// none and an error: pods are then placed anew, as on a first start.
+func loadChoices(path string) (map[choiceKey]choice, error) {
+	out := map[choiceKey]choice{}
+	if path == "" {
+		return out, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return out, fmt.Errorf("reading placement choices %s: %w", path, err)
+	}
+	var f choicesFile
+	if err := json.Unmarshal(data, &f); err != nil || f.Version != choicesVersion {
+		return out, fmt.Errorf("placement choices %s are damaged (version %d, %v); placing pods anew", path, f.Version, err)
+	}
+	for _, c := range f.Choices {
+		if c.PodUID != "" && c.Group != "" && c.Node >= 0 {
+			out[c.choiceKey] = c
+		}
+	}
+	return out, nil
+}
+
+// saveChoices writes the engine's choices to their file, if it has one.
+func (e *Engine) saveChoices() {
+	if e.cfg.ChoicesPath == "" {
+		return
+	}
+	f := choicesFile{Version: choicesVersion}
+	for _, c := range e.choices {
+		f.Choices = append(f.Choices, c)
+	}
+	slices.SortFunc(f.Choices, func(a, b choice) int {
+		return strings.Compare(string(a.PodUID)+a.Group, string(b.PodUID)+b.Group)
+	})
+	data, err := json.Marshal(f)
+	if err == nil {
+		err = fsutil.WriteFileAtomic(e.cfg.ChoicesPath, data, 0o600)
+	}
+	if err != nil {
+		e.cfg.Log.Error(err, "Saving placement choices")
+	}
+}
