@@ -6,9 +6,11 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,8 +23,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,7 +35,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/testcerts"
 )
 
 // What hack/kernel/lab.sh puts in the initramfs (run.sh --file): the agent binary, kubectl,
@@ -55,7 +61,7 @@ type cluster struct {
 	c        client.Client
 	node     string
 	kubecfg  string // admin kubeconfig, for kubectl
-	token    string // the admin's bearer token, for /metrics and /inspect
+	token    string // a token for the agent's audience, for /metrics and /inspect
 	tmp      string
 	reportTo string
 	// http talks to the agent's metrics port; kept, so the per-second scrapes of the
@@ -81,9 +87,8 @@ func newCluster(t *testing.T, kernel string) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{c: c, node: "kernellab-" + kernel, kubecfg: kubecfg, token: cfg.BearerToken, tmp: t.TempDir(),
-		reportTo: os.Getenv("KERNELLAB_REPORT_DIR"),
-		http:     &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}}
+	cl := &cluster{c: c, node: "kernellab-" + kernel, kubecfg: kubecfg, tmp: t.TempDir(),
+		reportTo: os.Getenv("KERNELLAB_REPORT_DIR")}
 	ctx := context.Background()
 	start := time.Now()
 	poll(t, apiWait, "the apiserver through the guestfwd", func() error {
@@ -91,16 +96,49 @@ func newCluster(t *testing.T, kernel string) *cluster {
 		return c.Get(ctx, client.ObjectKey{Name: "default"}, &ns)
 	})
 	t.Logf("apiserver reached through the guestfwd in %s", time.Since(start).Round(time.Millisecond))
+	inspector := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "lab-inspector", Namespace: workloadNS}}
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNS}},
 		// No controller manager runs: the pods' ServiceAccount is made by hand.
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: workloadNS}},
+		inspector,
+		// What scrapes /metrics and calls /inspect here: the reader roles and get on pods.
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "lab-inspector"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: inspector.Name, Namespace: workloadNS}},
+		},
 	} {
 		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
+	// The agent's endpoints take tokens bound to its audience (inspect only those): ask
+	// the API for one, as kubectl numapref does.
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{inspect.Audience}, ExpirationSeconds: ptr(int64(7200))}}
+	if err := c.SubResource("token").Create(ctx, inspector, tr); err != nil {
+		t.Fatalf("requesting a %s token: %v", inspect.Audience, err)
+	}
+	cl.token = tr.Status.Token
 	return cl
+}
+
+// serveTLS makes a CA and a serving certificate for 127.0.0.1 in a kubernetes.io/tls
+// Secret's layout, for the agent's -tls-cert-dir, and a client that verifies the agent
+// with that CA. It returns the directory.
+func (cl *cluster) serveTLS(t *testing.T) string {
+	t.Helper()
+	ca := testcerts.NewCA(t, "kernellab-agent-ca")
+	dir := filepath.Join(cl.tmp, "tls")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testcerts.WriteSecretDir(t, dir, ca.Issue(t, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	cl.http = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	return dir
 }
 
 // labPod is a Pod object whose status names a kubepods-shaped cgroup of the hostlab,
@@ -291,8 +329,8 @@ func (cl *cluster) startAgent(t *testing.T, lab *hostlab.Lab, extra ...string) *
 		"--report-interval=1s",
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + healthAddr,
+		"--tls-cert-dir=" + cl.serveTLS(t),
 		"--leader-election-namespace=" + agentNamespace,
-		"--leader-election-lease-duration=15s", "--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s",
 	}, extra...)
 	cmd := exec.Command(file(agentBinaryName), args...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -342,9 +380,8 @@ func (a *agent) stop(t *testing.T, exited chan error) {
 	}
 }
 
-// get fetches an agent endpoint on the metrics port with the admin's token. The agent
-// serves its per-start self-signed certificate; this client is in the same VM and
-// talks to 127.0.0.1, so it does not verify it.
+// get fetches an agent endpoint on the metrics port with the inspector's token, verifying
+// the agent's certificate (serveTLS).
 func (cl *cluster) get(path string) (int, []byte, error) {
 	req, err := http.NewRequest(http.MethodGet, "https://"+metricsAddr+path, nil)
 	if err != nil {
