@@ -103,6 +103,12 @@ e2e: preflight-e2e ## e2e specs: helm install on a real local node (E2E_PROVIDER
 preflight-%:
 	@hack/preflight.sh $*
 
+##@ Scale
+
+.PHONY: scale
+scale: ## The scale harness on a throwaway etcd + kube-apiserver (SCALE_ARGS="-nodes 300 -mode reports", see BENCHMARKS.md).
+	hack/scale.sh $(SCALE_ARGS)
+
 ##@ Local node (a real single-node cluster on this machine; needs root)
 
 .PHONY: local-up

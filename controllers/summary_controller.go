@@ -42,7 +42,14 @@ type SummaryOptions struct {
 	MaxDelay time.Duration
 	// MinInterval is the least time between two writes of one preference (default 2s).
 	MinInterval time.Duration
-	Clock       clock.PassiveClock
+	// PerNode raises MinInterval and MaxDelay to this much per NumaNodeReport (one per
+	// agent), default 10ms. Every status write reaches every agent, since they all watch
+	// NumaPreferences: without it a burst longer than MaxDelay costs a write per MaxDelay,
+	// each sent to N agents, and the bytes per node change grow with N. With it a
+	// preference's status sends agents at most its size per PerNode: 2s up to 200 nodes,
+	// 10s at 1,000, 50s at 5,000. A spec change waits MinInterval only.
+	PerNode time.Duration
+	Clock   clock.PassiveClock
 }
 
 func (o *SummaryOptions) defaults() {
@@ -54,6 +61,9 @@ func (o *SummaryOptions) defaults() {
 	}
 	if o.MinInterval <= 0 {
 		o.MinInterval = 2 * time.Second
+	}
+	if o.PerNode <= 0 {
+		o.PerNode = 10 * time.Millisecond
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -71,6 +81,7 @@ type SummaryReconciler struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]burst // report changes not written yet
 	written map[types.NamespacedName]time.Time
+	reports int // NumaNodeReports in the cache: the agents a status write reaches
 }
 
 // burst is when the unwritten report changes of one preference began and last came.
@@ -135,17 +146,29 @@ func (r *SummaryReconciler) changed(key types.NamespacedName) bool {
 
 // wait says how long to hold a write of key back: until MinInterval has passed since the
 // last write, and the burst of report changes has been quiet for Quiet or has lasted
-// MaxDelay. A spec change (new generation) is written without waiting for its burst.
+// MaxDelay, both at least PerNode per report. A spec change (new generation) is written
+// without waiting for its burst, after MinInterval.
 func (r *SummaryReconciler) wait(key types.NamespacedName, newGeneration bool) time.Duration {
 	now := r.opts.Clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	wait := r.opts.MinInterval - now.Sub(r.written[key])
-	if b, ok := r.pending[key]; ok && !newGeneration {
-		burst := min(r.opts.Quiet-now.Sub(b.last), r.opts.MaxDelay-now.Sub(b.first))
+	if newGeneration {
+		return r.opts.MinInterval - now.Sub(r.written[key])
+	}
+	spread := time.Duration(r.reports) * r.opts.PerNode
+	wait := max(r.opts.MinInterval, spread) - now.Sub(r.written[key])
+	if b, ok := r.pending[key]; ok {
+		burst := min(r.opts.Quiet-now.Sub(b.last), max(r.opts.MaxDelay, spread)-now.Sub(b.first))
 		wait = max(wait, burst)
 	}
 	return wait
+}
+
+// counted notes that a report came (+1) or went (-1).
+func (r *SummaryReconciler) counted(delta int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reports += delta
 }
 
 // settled clears key's burst once its status is what the reports say.
@@ -235,12 +258,14 @@ func (r *SummaryReconciler) reportHandler() handler.TypedEventHandler[*numav1.Nu
 	}
 	return handler.TypedFuncs[*numav1.NumaNodeReport, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.counted(1)
 			enqueue(q, nil, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(q, e.ObjectOld, e.ObjectNew)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.counted(-1)
 			enqueue(q, e.Object, nil)
 		},
 	}

@@ -59,6 +59,7 @@ type agentFlags struct {
 	reportInterval    time.Duration
 	summaryQuiet      time.Duration
 	summaryMaxDelay   time.Duration
+	summaryPerNode    time.Duration
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -92,6 +93,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reportInterval, "report-interval", 5*time.Second, "least time between two writes of this node's NumaNodeReport")
 	fs.DurationVar(&f.summaryQuiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
 	fs.DurationVar(&f.summaryMaxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
+	fs.DurationVar(&f.summaryPerNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
 }
 
 func runAgent(args []string) error {
@@ -189,7 +191,7 @@ func runAgent(args []string) error {
 	if f.leaderElect {
 		election := controllers.ElectionOptions{Namespace: f.leaderNamespace, ID: "numapref-summary",
 			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
-		summary := controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay}
+		summary := controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay, PerNode: f.summaryPerNode}
 		if err := mgr.Add(controllers.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary)); err != nil {
 			return fmt.Errorf("agent: adding the summarizer: %w", err)
 		}
