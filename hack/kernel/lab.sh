@@ -98,9 +98,9 @@ mkdir -p "$bins"
 log "compiling the test binaries"
 (cd "$repo" &&
 	CGO_ENABLED=0 go test -c -trimpath -tags host -o "$bins/conformance.test" ./internal/numa/conformance &&
-	CGO_ENABLED=0 go test -c -trimpath -o "$bins/smoke.test" ./test/kernellab/smoke &&
-	CGO_ENABLED=0 go test -c -trimpath -o "$bins/engine.test" ./test/kernellab/engine &&
-	CGO_ENABLED=0 go test -c -trimpath -o "$bins/agent.test" ./test/kernellab/agent &&
+	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/smoke.test" ./test/kernellab/smoke &&
+	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/engine.test" ./test/kernellab/engine &&
+	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/agent.test" ./test/kernellab/agent &&
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bins/numapref" ./cmd/numapref &&
 	go build -trimpath -o "$bins/diffreport" ./test/kernellab/diffreport &&
 	go build -trimpath -o "$bins/kmsgcheck" ./test/kernellab/kmsgcheck &&

@@ -6,7 +6,8 @@
 # Usage: hack/kernel/run.sh [options] [NAME=]TEST...
 #   TEST is a static test binary (`CGO_ENABLED=0 go test -c`) or a Go package
 #   (./test/kernellab/smoke), which is compiled here with CGO_ENABLED=0 and
-#   -tags host: the VM runs its tests as root, so the host tier is in. NAME
+#   -tags host,kernellab: the VM runs its tests as root, so the host tier is in,
+#   and the kernel lab's own in-VM tests (test/kernellab) carry the kernellab tag. NAME
 #   (default: the binary's or package's base name) names its results; the same
 #   TEST may run twice under two names, with different --test-env.
 # Options:
@@ -175,7 +176,7 @@ for spec in "${tests[@]}"; do
 	else
 		log "compiling $t"
 		name="${name:-$(basename "$t")}"
-		(cd "$repo" && CGO_ENABLED=0 go test -c -trimpath -tags host -o "$stage/$name.compiled" "$t") ||
+		(cd "$repo" && CGO_ENABLED=0 go test -c -trimpath -tags host,kernellab -o "$stage/$name.compiled" "$t") ||
 			die "go test -c $t failed"
 		[[ -f "$stage/$name.compiled" ]] || die "$t has no tests to compile"
 		add_binary "$name" "$stage/$name.compiled"
