@@ -119,6 +119,12 @@ e2e-kind: ## The e2e specs and the multi-node ones on a three-node kind cluster 
 preflight-%:
 	@hack/preflight.sh $*
 
+##@ Scale
+
+.PHONY: scale
+scale: ## The scale harness on a throwaway etcd + kube-apiserver (SCALE_ARGS="-nodes 300 -mode reports", see BENCHMARKS.md).
+	hack/scale.sh $(SCALE_ARGS)
+
 ##@ Local node (a real single-node cluster on this machine; needs root)
 
 .PHONY: local-up

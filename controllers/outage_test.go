@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -15,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -85,40 +85,33 @@ var _ = Describe("Node agent during an apiserver outage", Ordered, func() {
 	ctx := context.Background()
 	var (
 		ns    string
-		lab   *hostlab.Lab
-		emu   *emulator.Emulator
+		host  *realHost
+		agent *runningAgent
 		proxy *outageProxy
+		via   *rest.Config
 	)
 
 	BeforeAll(func() {
 		u, err := url.Parse(cfg.Host)
 		Expect(err).NotTo(HaveOccurred())
 		proxy = startOutageProxy(u.Host)
-		via := rest.CopyConfig(cfg)
+		via = rest.CopyConfig(cfg)
 		via.Host = "https://" + proxy.ln.Addr().String()
-		lab, emu = startRealAgent(via, "node-outage")
+		host = newRealHost("node-outage", "")
+		agent = host.start(via, 0)
 		ns = newNamespace(ctx)
 	})
 
 	It("keeps placing new processes while the apiserver is away, and reports them when it returns", func() {
-		w := startLabPod(ctx, lab, ns, "node-outage", "db-0", map[string]string{"app": "db"}, 3)
+		w := startLabPod(ctx, host.lab, ns, "node-outage", "db-0", map[string]string{"app": "db"}, 3)
 		Expect(k8sClient.Create(ctx, newPreference(ns, "db", 0, map[string]string{"app": "db"}))).To(Succeed())
-		var before int32
-		Eventually(func(g Gomega) {
-			g.Expect(emulatedNodes(g, emu, w.Pid())).To(HaveEach(0))
-			p := getPreference(ctx, ns, "db")(g)
-			g.Expect(condition(p, numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
-			before = p.Status.Summary.Tasks
-			// The summary has caught up with the workload's tasks (main + 3 threads at
-			// least): a later write is not one still in flight from before the cut.
-			g.Expect(before).To(BeNumerically(">=", 4))
-		}).Should(Succeed())
+		before := placedAndReported(ctx, host, ns, "db", w, 4) // main + 3 threads at least
 
 		proxy.cut()
 		shell, forked, err := w.Fork()
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
-			g.Expect(emulatedNodes(g, emu, shell, forked)).To(HaveEach(0))
+			g.Expect(emulatedNodes(g, host.emu, shell, forked)).To(HaveEach(0))
 		}).Should(Succeed(), "enforcement must not depend on the apiserver")
 		Consistently(func(g Gomega) {
 			g.Expect(getPreference(ctx, ns, "db")(g).Status.Summary.Tasks).To(Equal(before))
@@ -129,4 +122,52 @@ var _ = Describe("Node agent during an apiserver outage", Ordered, func() {
 			g.Expect(getPreference(ctx, ns, "db")(g).Status.Summary.Tasks).To(BeNumerically(">=", before+2))
 		}).Should(Succeed(), "status catches up once the apiserver is back")
 	})
+
+	It("restarted in the middle of an outage, enforces the desired state it persisted: forks are placed before the API returns", func() {
+		w := startLabPod(ctx, host.lab, ns, "node-outage", "cache-0", map[string]string{"app": "cache"}, 2)
+		Expect(k8sClient.Create(ctx, newPreference(ns, "cache", 0, map[string]string{"app": "cache"}))).To(Succeed())
+		before := placedAndReported(ctx, host, ns, "cache", w, 3)
+
+		proxy.cut()
+		agent.stop() // the agent's pod restarts while the apiserver is away
+		whileDown, forkedWhileDown, err := w.Fork()
+		Expect(err).NotTo(HaveOccurred())
+		// The shell inherited the node (Go's exec is a CLONE_VM child); its fork() child did not.
+		Expect(emulatedNodes(Default, host.emu, forkedWhileDown)).To(HaveEach(-1), "no agent runs: nothing placed it yet")
+		// The restarted agent reads nothing from the API. Its controllers wait for their
+		// caches past the manager's default sync timeout, here 3s instead of 2 minutes.
+		agent = host.start(via, 3*time.Second)
+		Eventually(func(g Gomega) {
+			g.Expect(emulatedNodes(g, host.emu, whileDown, forkedWhileDown)).To(HaveEach(0))
+		}).Should(Succeed(), "the restarted agent enforces the persisted desired state at once")
+		shell, forked, err := w.Fork()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			g.Expect(emulatedNodes(g, host.emu, shell, forked)).To(HaveEach(0))
+		}).Should(Succeed(), "fork events are handled without the API")
+		Consistently(agent.done, "4s").ShouldNot(BeClosed(), "the agent must not exit while the API is away")
+
+		proxy.restore()
+		Eventually(func(g Gomega) {
+			g.Expect(getPreference(ctx, ns, "cache")(g).Status.Summary.Tasks).To(BeNumerically(">=", before+4))
+		}).Should(Succeed(), "the caches catch up and the status with them")
+		Expect(emulatedNodes(Default, host.emu, w.Pid(), whileDown, forkedWhileDown, shell, forked)).To(HaveEach(0),
+			"the live desired state, which replaced the persisted one, keeps them")
+	})
 })
+
+// placedAndReported waits until every task of w's process has node 0 and preference
+// name reports Ready with at least min tasks, and returns its task count: a later write
+// is then not one still in flight from before.
+func placedAndReported(ctx context.Context, host *realHost, ns, name string, w *hostlab.Workload, min int32) int32 {
+	GinkgoHelper()
+	var tasks int32
+	Eventually(func(g Gomega) {
+		g.Expect(emulatedNodes(g, host.emu, w.Pid())).To(HaveEach(0))
+		p := getPreference(ctx, ns, name)(g)
+		g.Expect(condition(p, numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		tasks = p.Status.Summary.Tasks
+		g.Expect(tasks).To(BeNumerically(">=", min))
+	}).Should(Succeed())
+	return tasks
+}

@@ -31,13 +31,16 @@ import (
 var _ = Describe("Node agent with the real engine on this host", Ordered, func() {
 	ctx := context.Background()
 	var (
-		ns  string
-		lab *hostlab.Lab
-		emu *emulator.Emulator
+		ns   string
+		host *realHost
+		lab  *hostlab.Lab
+		emu  *emulator.Emulator
 	)
 
 	BeforeAll(func() {
-		lab, emu = startRealAgent(cfg, "node-real")
+		host = newRealHost("node-real", "")
+		host.start(cfg, 0)
+		lab, emu = host.lab, host.emu
 		ns = newNamespace(ctx)
 	})
 
@@ -69,6 +72,25 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 		Expect(k8sClient.Delete(ctx, &pref)).To(Succeed())
 		Eventually(func(g Gomega) { g.Expect(nodesOf(g, db.Pid(), shell, forked)).To(HaveEach(-1)) }).Should(Succeed())
 	})
+
+	It("sets nothing while it cannot write its ledger, says so in a LedgerError Event, and applies once it can", func() {
+		// A link where the ledger goes: the agent neither follows nor replaces it, so every
+		// write fails, as on a full or read-only disk (those are the engine's host tests).
+		ledger := filepath.Join(host.stateDir, "ledger.json")
+		Expect(os.Remove(ledger)).To(Or(Succeed(), MatchError(os.ErrNotExist)))
+		Expect(os.Symlink(filepath.Join(host.stateDir, "elsewhere"), ledger)).To(Succeed())
+		w := startPod("ledger-0", map[string]string{"app": "ledger"}, 2)
+		Expect(k8sClient.Create(ctx, newPreference(ns, "ledger", 0, map[string]string{"app": "ledger"}))).To(Succeed())
+		var pod corev1.Pod
+		Expect(k8sClient.Get(ctx, keyOf(ns, "ledger-0"), &pod)).To(Succeed())
+		expectPodEvent(ctx, &pod, numav1.ReasonLedgerError, "the ledger could not be written")
+		Consistently(func(g Gomega) { g.Expect(nodesOf(g, w.Pid())).To(HaveEach(-1)) }, "1500ms").Should(Succeed(),
+			"no SET without its ledger entry, retries included")
+
+		Expect(os.Remove(ledger)).To(Succeed())
+		Eventually(func(g Gomega) { g.Expect(nodesOf(g, w.Pid())).To(HaveEach(0)) }).Should(Succeed(), "a retry applies once the ledger can be written")
+		expectPodEvent(ctx, &pod, numav1.ReasonApplied, "prefers NUMA node 0 (NumaPreference ledger)")
+	})
 })
 
 // startRealAgent runs the whole agent for node against the apiserver at c: the real engine
@@ -81,46 +103,83 @@ func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *emulator.Emulat
 // startRealAgentOn is startRealAgent on the NUMA topology of sysRoot ("" for this host's).
 func startRealAgentOn(c *rest.Config, node, sysRoot string) (*hostlab.Lab, *emulator.Emulator) {
 	GinkgoHelper()
+	h := newRealHost(node, sysRoot)
+	h.start(c, 0)
+	return h.lab, h.emu
+}
+
+// realHost is what outlives an agent on this host: lab cgroups, the emulated kernel, and
+// the agent's state directory (ledger, persisted desired state). start runs an agent on it;
+// after stopping one, start runs it again, as a restarted pod would.
+type realHost struct {
+	node     string
+	lab      *hostlab.Lab
+	emu      *emulator.Emulator
+	resolver engineResolver
+	topo     *numa.Topology
+	topoRoot string
+	stateDir string
+}
+
+// engineResolver is what the engine needs of the cgroup resolver.
+type engineResolver interface {
+	Resolve(cgroups.ContainerRef) (*cgroups.Container, error)
+	ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error)
+	ThreadIDs(*cgroups.Container) ([]int, error)
+	Cpuset(*cgroups.Container) (cgroups.Cpuset, error)
+	ProcRoot() string
+}
+
+// newRealHost makes the host of node's agent on the NUMA topology of sysRoot ("" for this
+// host's).
+func newRealHost(node, sysRoot string) *realHost {
+	GinkgoHelper()
 	// It makes cgroups and acts on processes.
 	testenv.Require(GinkgoTB(), os.Geteuid() == 0, "root (uid 0)", "sudo make integration")
+	h := &realHost{node: node, topoRoot: sysRoot, stateDir: GinkgoT().TempDir()}
 	lab, err := hostlab.New("/sys/fs/cgroup")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(lab.Close)
-	topoRoot := sysRoot
-	if topoRoot == "" {
-		topoRoot = "/sys"
+	h.lab = lab
+	if h.topoRoot == "" {
+		h.topoRoot = "/sys"
 	}
-	topo, err := numa.DiscoverTopology(topoRoot)
+	h.topo, err = numa.DiscoverTopology(h.topoRoot)
 	Expect(err).NotTo(HaveOccurred())
-	emu, err := emulator.New(emulator.Options{StateDir: GinkgoT().TempDir(), ForkEvents: true, SysRoot: sysRoot})
+	h.emu, err = emulator.New(emulator.Options{StateDir: GinkgoT().TempDir(), ForkEvents: true, SysRoot: sysRoot})
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(emu.Close)
+	DeferCleanup(h.emu.Close)
 	resolver, err := cgroups.NewResolver("/", cgroups.ResolverOptions{
 		Driver: cgroups.DriverCgroupfs, KubeletCgroupRoot: lab.KubeletCgroupRoot()})
 	Expect(err).NotTo(HaveOccurred())
-	pe, err := numa.OpenProcEvents()
-	testenv.RequireNoError(GinkgoTB(), err, "opening the proc connector (CAP_NET_ADMIN)", "sudo make integration")
-	DeferCleanup(pe.Close)
-	var res interface {
-		Resolve(cgroups.ContainerRef) (*cgroups.Container, error)
-		ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error)
-		Cpuset(*cgroups.Container) (cgroups.Cpuset, error)
-		ProcRoot() string
-	} = resolver
+	h.resolver = resolver
 	if sysRoot != "" {
 		// This host has one NUMA node, so its real cpusets say mems 0. On the fixture
 		// machine a container's cpuset spans the fixture's nodes and CPUs.
-		res = fixtureCpusets{Resolver: resolver, topo: topo}
+		h.resolver = fixtureCpusets{Resolver: resolver, topo: h.topo}
 	}
+	return h
+}
+
+// start runs the agent against the apiserver at c: its engine, with fork events and the
+// host's state directory, in a manager with the summarizer (see launchAgent for
+// syncTimeout).
+func (h *realHost) start(c *rest.Config, syncTimeout time.Duration) *runningAgent {
+	GinkgoHelper()
+	pe, err := numa.OpenProcEvents()
+	testenv.RequireNoError(GinkgoTB(), err, "opening the proc connector (CAP_NET_ADMIN)", "sudo make integration")
+	DeferCleanup(pe.Close)
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
-		Resolver: res, Kernel: emu, Support: emu.Support(), OnlineNodes: topo.Online, CPUNode: topo.CPUNode,
-		MemFree:    func(n int) (uint64, error) { return numa.ReadNodeMemFree(topoRoot, n) },
-		LedgerPath: filepath.Join(GinkgoT().TempDir(), "ledger.json"), ProcEvents: pe.Events(),
-		RescanInterval: time.Hour, Log: log.Log.WithName("engine"),
+		Resolver: h.resolver, Kernel: h.emu, Support: h.emu.Support(), OnlineNodes: h.topo.Online, CPUNode: h.topo.CPUNode,
+		MemFree:    func(n int) (uint64, error) { return numa.ReadNodeMemFree(h.topoRoot, n) },
+		LedgerPath: filepath.Join(h.stateDir, "ledger.json"), DesiredPath: filepath.Join(h.stateDir, "desired.json"),
+		ProcEvents: pe.Events(), RescanInterval: time.Hour, Log: log.Log.WithName("engine"),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	startAgentVia(c, node, engine, true, engine)
-	return lab, emu
+	a := launchAgent(c, h.node, engine, true, testAgentOptions, syncTimeout, engine)
+	stop := a.stop
+	a.stop = func() { stop(); pe.Close() }
+	return a
 }
 
 // fixtureCpusets is a resolver whose containers' cpusets span a fixture topology.

@@ -45,6 +45,10 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine, opts NodeA
 		Named("nodeagent").
 		WithOptions(controller.Options{
 			NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 1,
+			// Started while the API is unreachable, the controller waits for its caches as
+			// long as it takes instead of failing the manager, and with it the engine, after
+			// controller-runtime's default of 2 minutes.
+			CacheSyncTimeout: cacheSyncPatience,
 			// One key for the whole node: after an apiserver outage its status must catch up
 			// within seconds, not after the default limiter's backoff of up to 16 minutes.
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxStatusRetryDelay),
@@ -59,6 +63,11 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine, opts NodeA
 	}
 	return nil
 }
+
+// cacheSyncPatience is how long the agent's controllers wait for their caches to sync: as
+// long as it takes. Node-local work goes on meanwhile (the engine enforces the desired
+// state it persisted), so an agent that cannot reach the API must not exit.
+const cacheSyncPatience = 100 * 365 * 24 * time.Hour
 
 // maxStatusRetryDelay bounds the node agent controller's backoff after failures.
 const maxStatusRetryDelay = 10 * time.Second

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,12 +119,29 @@ func startAgentVia(c *rest.Config, node string, engine Engine, summarize bool, r
 }
 
 func startAgentOn(c *rest.Config, node string, engine Engine, summarize bool, opts NodeAgentOptions, runnables ...manager.Runnable) manager.Manager {
+	GinkgoHelper()
+	return launchAgent(c, node, engine, summarize, opts, 0, runnables...).mgr
+}
+
+// runningAgent is an agent's manager, running until stop (or the spec's end).
+type runningAgent struct {
+	mgr  manager.Manager
+	done chan struct{} // closed once the manager's Start returned
+	stop func()
+}
+
+// launchAgent is startAgentOn that can be stopped before the spec ends. syncTimeout, when
+// not 0, is the manager's default CacheSyncTimeout for its controllers (2 minutes in
+// controller-runtime), so a spec can outlast it.
+func launchAgent(c *rest.Config, node string, engine Engine, summarize bool, opts NodeAgentOptions, syncTimeout time.Duration, runnables ...manager.Runnable) *runningAgent {
+	GinkgoHelper()
 	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme:  scheme,
 		Cache:   NodeCacheOptions(node),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Several agents share this test process; each has its own "nodeagent" controller.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller:     config.Controller{SkipNameValidation: ptr.To(true), CacheSyncTimeout: syncTimeout},
+		MapperProvider: NodeRESTMapper,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	ensureNode(node)
@@ -134,16 +152,20 @@ func startAgentOn(c *rest.Config, node string, engine Engine, summarize bool, op
 	if summarize {
 		Expect(SetupSummary(mgr, testSummaryOptions)).To(Succeed())
 	}
-	ctx, stop := context.WithCancel(suiteCtx)
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(suiteCtx)
+	a := &runningAgent{mgr: mgr, done: make(chan struct{})}
 	go func() {
 		defer GinkgoRecover()
-		defer close(done)
+		defer close(a.done)
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	DeferCleanup(func() {
-		stop()
-		<-done
-	})
-	return mgr
+	var once sync.Once
+	a.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-a.done
+		})
+	}
+	DeferCleanup(a.stop)
+	return a
 }

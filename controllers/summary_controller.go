@@ -3,19 +3,23 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -42,7 +46,14 @@ type SummaryOptions struct {
 	MaxDelay time.Duration
 	// MinInterval is the least time between two writes of one preference (default 2s).
 	MinInterval time.Duration
-	Clock       clock.PassiveClock
+	// PerNode raises MinInterval and MaxDelay to this much per NumaNodeReport (one per
+	// agent), default 10ms. Every status write reaches every agent, since they all watch
+	// NumaPreferences: without it a burst longer than MaxDelay costs a write per MaxDelay,
+	// each sent to N agents, and the bytes per node change grow with N. With it a
+	// preference's status sends agents at most its size per PerNode: 2s up to 200 nodes,
+	// 10s at 1,000, 50s at 5,000. A spec change waits MinInterval only.
+	PerNode time.Duration
+	Clock   clock.PassiveClock
 }
 
 func (o *SummaryOptions) defaults() {
@@ -54,6 +65,9 @@ func (o *SummaryOptions) defaults() {
 	}
 	if o.MinInterval <= 0 {
 		o.MinInterval = 2 * time.Second
+	}
+	if o.PerNode <= 0 {
+		o.PerNode = 10 * time.Millisecond
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -71,6 +85,7 @@ type SummaryReconciler struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]burst // report changes not written yet
 	written map[types.NamespacedName]time.Time
+	reports int // NumaNodeReports in the cache: the agents a status write reaches
 }
 
 // burst is when the unwritten report changes of one preference began and last came.
@@ -135,17 +150,29 @@ func (r *SummaryReconciler) changed(key types.NamespacedName) bool {
 
 // wait says how long to hold a write of key back: until MinInterval has passed since the
 // last write, and the burst of report changes has been quiet for Quiet or has lasted
-// MaxDelay. A spec change (new generation) is written without waiting for its burst.
+// MaxDelay, both at least PerNode per report. A spec change (new generation) is written
+// without waiting for its burst, after MinInterval.
 func (r *SummaryReconciler) wait(key types.NamespacedName, newGeneration bool) time.Duration {
 	now := r.opts.Clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	wait := r.opts.MinInterval - now.Sub(r.written[key])
-	if b, ok := r.pending[key]; ok && !newGeneration {
-		burst := min(r.opts.Quiet-now.Sub(b.last), r.opts.MaxDelay-now.Sub(b.first))
+	if newGeneration {
+		return r.opts.MinInterval - now.Sub(r.written[key])
+	}
+	spread := time.Duration(r.reports) * r.opts.PerNode
+	wait := max(r.opts.MinInterval, spread) - now.Sub(r.written[key])
+	if b, ok := r.pending[key]; ok {
+		burst := min(r.opts.Quiet-now.Sub(b.last), max(r.opts.MaxDelay, spread)-now.Sub(b.first))
 		wait = max(wait, burst)
 	}
 	return wait
+}
+
+// counted notes that a report came (+1) or went (-1).
+func (r *SummaryReconciler) counted(delta int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reports += delta
 }
 
 // settled clears key's burst once its status is what the reports say.
@@ -196,6 +223,9 @@ func SetupSummary(mgr ctrl.Manager, opts SummaryOptions) error {
 	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
 		o.Scheme = mgr.GetScheme()
 		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+		// The manager's mapper: the agent's (NodeRESTMapper) maps reports without asking
+		// the API, so the index below is made while the API is unreachable too.
+		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
 	})
 	if err != nil {
 		return fmt.Errorf("creating the summarizer's cache: %w", err)
@@ -209,6 +239,7 @@ func SetupSummary(mgr ctrl.Manager, opts SummaryOptions) error {
 	r := NewSummaryReconciler(cl.GetClient(), opts)
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("summary").
+		WithOptions(controller.Options{CacheSyncTimeout: cacheSyncPatience}).
 		WatchesRawSource(source.Kind(cl.GetCache(), &numav1.NumaPreference{}, &handler.TypedEnqueueRequestForObject[*numav1.NumaPreference]{})).
 		WatchesRawSource(source.Kind(cl.GetCache(), &numav1.NumaNodeReport{}, r.reportHandler())).
 		Complete(r)
@@ -235,12 +266,14 @@ func (r *SummaryReconciler) reportHandler() handler.TypedEventHandler[*numav1.Nu
 	}
 	return handler.TypedFuncs[*numav1.NumaNodeReport, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.counted(1)
 			enqueue(q, nil, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(q, e.ObjectOld, e.ObjectNew)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.counted(-1)
 			enqueue(q, e.Object, nil)
 		},
 	}

@@ -243,3 +243,54 @@ func TestChangedEntries(t *testing.T) {
 		})
 	}
 }
+
+// Every status write reaches every agent: with many reports, the summarizer holds writes
+// back for PerNode per report, so that a burst longer than MaxDelay is still one write.
+// A spec change waits MinInterval only.
+func TestSummaryCoalescingGrowsWithReports(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	r := NewSummaryReconciler(nil, SummaryOptions{Quiet: time.Second, MaxDelay: 5 * time.Second, MinInterval: 2 * time.Second,
+		PerNode: 10 * time.Millisecond, Clock: clk})
+	key := types.NamespacedName{Namespace: "ns", Name: "p"}
+	step := func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
+	for range 1000 {
+		r.counted(1) // 1,000 reports: MaxDelay and MinInterval are 10s
+	}
+
+	r.changed(key)
+	for range 12 { // a burst of changes every 500ms for 6s
+		step(500 * time.Millisecond)
+		r.changed(key)
+	}
+	if w := r.wait(key, false); w != time.Second {
+		t.Fatalf("6s into a busy burst at 1,000 reports: wait %s, want 1s of quiet (MaxDelay is 10s)", w)
+	}
+	for range 7 {
+		step(500 * time.Millisecond)
+		r.changed(key)
+	}
+	if w := r.wait(key, false); w != 500*time.Millisecond {
+		t.Fatalf("9.5s into a busy burst: wait %s, want 500ms until the 10s MaxDelay", w)
+	}
+	step(500 * time.Millisecond)
+	if w := r.wait(key, false); w > 0 {
+		t.Fatalf("at the 10s MaxDelay: wait %s, want none", w)
+	}
+	r.settled(key, true)
+	r.changed(key)
+	step(3 * time.Second)
+	if w := r.wait(key, false); w != 7*time.Second {
+		t.Fatalf("quiet, 3s after a write: wait %s, want 7s more of the 10s MinInterval", w)
+	}
+	if w := r.wait(key, true); w > 0 {
+		t.Fatalf("a new generation 3s after a write: wait %s, want none (MinInterval 2s)", w)
+	}
+
+	// Nodes go: back to the configured times.
+	for range 900 {
+		r.counted(-1)
+	}
+	if w := r.wait(key, false); w > 0 {
+		t.Fatalf("quiet, 3s after a write, at 100 reports: wait %s, want none (MinInterval 2s)", w)
+	}
+}

@@ -24,6 +24,9 @@ sets=(
   "no-fork-events|--set forkEvents=false"
   "emulated-local|--set kernel=emulated --set bindAddress=127.0.0.1 --set apiServer.host=127.0.0.1"
   "cert-manager|--set certManager.enabled=true --api-versions cert-manager.io/v1"
+  # The opt-in tune-balancing init container, the chart's only privileged container: its
+  # one exception (container-security-context-privileged) is added only with it.
+  "tune-balancing|--set numaBalancing.tune=true --set numaBalancing.scanDelayMs=4294967295 --set numaBalancing.scanPeriodMinMs=4294967295 --set numaBalancing.scanPeriodMaxMs=4294967295"
 )
 failed=0
 for s in "${sets[@]}"; do

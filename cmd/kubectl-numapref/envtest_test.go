@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func apiServer(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
 	testenv.RequireEnvtest(t)
 	envOnce.Do(func() {
-		testEnv = &envtest.Environment{}
+		testEnv = &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 		adminCfg, envErr = testEnv.Start()
 	})
 	if envErr != nil {

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -27,11 +25,7 @@ const (
 )
 
 type inspectOptions struct {
-	kubeconfig  string
-	kubeContext string
-	namespace   string
-	output      string
-	timeout     time.Duration
+	commonOptions
 
 	agentURL       string
 	agentNamespace string
@@ -46,13 +40,7 @@ type inspectOptions struct {
 }
 
 func (o *inspectOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
-	fs.StringVar(&o.kubeContext, "context", "", "kubeconfig context (default: the current context)")
-	fs.StringVar(&o.namespace, "namespace", "", "the pod's namespace when the argument is a bare pod name (default: the context's)")
-	fs.StringVar(&o.namespace, "n", "", "shorthand for --namespace")
-	fs.StringVar(&o.output, "output", "table", "output format: table or json")
-	fs.StringVar(&o.output, "o", "table", "shorthand for --output")
-	fs.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "timeout of each request (API server and agent)")
+	o.commonOptions.register(fs, "pod", "timeout of each request (API server and agent)")
 	fs.StringVar(&o.agentURL, "agent-url", "", "the agent's base URL (https://host:port); skips discovery through the API server")
 	fs.StringVar(&o.agentNamespace, "agent-namespace", defaultAgentNamespace, "namespace of the numapref agent pods")
 	fs.StringVar(&o.agentSelector, "agent-selector", defaultAgentSelector, "label selector of the numapref agent pods")
@@ -96,28 +84,14 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.PrintDefaults()
 	}
 	o.register(fs)
-	pos, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return err
-	}
+	arg, err := o.argument(fs, args, "inspect", "pod")
 	if err != nil {
-		return usageError("%v", err)
-	}
-	if len(pos) != 1 {
-		return usageError("inspect takes one argument, <namespace>/<pod>, got %d", len(pos))
+		return err
 	}
 	if err := o.validate(); err != nil {
 		return err
 	}
-
-	cfg, cc, err := loadKubeconfig(o.kubeconfig, o.kubeContext, o.timeout)
-	if err != nil {
-		return err
-	}
-	ns, name, err := podArg(pos[0], o.namespace, func() (string, error) {
-		ns, _, err := cc.Namespace()
-		return ns, err
-	})
+	cfg, ns, name, err := o.target(arg)
 	if err != nil {
 		return err
 	}
@@ -153,9 +127,6 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func (o *inspectOptions) validate() error {
-	if o.output != "table" && o.output != "json" {
-		return usageError("--output must be table or json, not %q", o.output)
-	}
 	if o.insecure && (o.caFile != "" || o.serverName != "") {
 		return usageError("--insecure-skip-tls-verify excludes --agent-ca-file and --tls-server-name")
 	}

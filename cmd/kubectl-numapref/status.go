@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,9 +29,8 @@ flags:
 `
 
 type statusOptions struct {
-	kubeconfig, kubeContext, namespace, output string
-	allNodes                                   bool
-	timeout                                    time.Duration
+	commonOptions
+	allNodes bool
 }
 
 // nodeRow is one node's entry for the preference.
@@ -59,35 +56,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprint(stderr, statusUsage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
-	fs.StringVar(&o.kubeContext, "context", "", "kubeconfig context (default: the current context)")
-	fs.StringVar(&o.namespace, "namespace", "", "the preference's namespace when the argument is a bare name (default: the context's)")
-	fs.StringVar(&o.namespace, "n", "", "shorthand for --namespace")
-	fs.StringVar(&o.output, "output", "table", "output format: table or json")
-	fs.StringVar(&o.output, "o", "table", "shorthand for --output")
+	o.commonOptions.register(fs, "preference", "timeout of each request")
 	fs.BoolVar(&o.allNodes, "all-nodes", false, "list every node that runs pods of the preference, not only those with problems")
-	fs.DurationVar(&o.timeout, "request-timeout", 30*time.Second, "timeout of each request")
-	pos, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	if err != nil {
-		return usageError("%v", err)
-	}
-	if len(pos) != 1 {
-		return usageError("status takes one argument, <namespace>/<name>, got %d", len(pos))
-	}
-	if o.output != "table" && o.output != "json" {
-		return usageError("--output must be table or json, not %q", o.output)
-	}
-	cfg, cc, err := loadKubeconfig(o.kubeconfig, o.kubeContext, o.timeout)
+	arg, err := o.argument(fs, args, "status", "name")
 	if err != nil {
 		return err
 	}
-	ns, name, err := podArg(pos[0], o.namespace, func() (string, error) {
-		ns, _, err := cc.Namespace()
-		return ns, err
-	})
+	cfg, ns, name, err := o.target(arg)
 	if err != nil {
 		return err
 	}

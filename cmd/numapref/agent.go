@@ -59,6 +59,7 @@ type agentFlags struct {
 	reportInterval    time.Duration
 	summaryQuiet      time.Duration
 	summaryMaxDelay   time.Duration
+	summaryPerNode    time.Duration
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -66,8 +67,8 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (downward API: NODE_NAME)")
 	fs.StringVar(&f.hostRoot, "host-root", "/", "where the host's /proc and /sys are mounted")
 	fs.StringVar(&f.kernel, "kernel", "auto", "kernel backend: auto (prctl when the kernel proves support, else nothing), prctl (fail without support), emulated")
-	fs.IntVar(&f.prctlOption, "prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs")
-	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's ledger (what it set, kept across restarts)")
+	fs.IntVar(&f.prctlOption, "prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs (v1/v2: 78, v3: 79; mainline took both: 78 is PR_FUTEX_HASH since 6.16, 79 PR_RSEQ_SLICE_EXTENSION since 7.0, so it is only called on a kernel that proves the patch)")
+	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's state, kept across restarts: ledger.json (what it set), choices.json (placement choices), desired.json (the last desired state)")
 	fs.StringVar(&f.emulatorStateDir, "emulator-state-dir", "/run/numapref/emulator", "state of the emulated kernel; tmpfs, like the kernel's state it is lost at reboot")
 	fs.DurationVar(&f.rescanInterval, "rescan-interval", 10*time.Second, "how often every selected container is checked again")
 	fs.BoolVar(&f.forkEvents, "fork-events", true, "react to fork events from the proc connector (needs CAP_NET_ADMIN and the host network)")
@@ -92,6 +93,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reportInterval, "report-interval", 5*time.Second, "least time between two writes of this node's NumaNodeReport")
 	fs.DurationVar(&f.summaryQuiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
 	fs.DurationVar(&f.summaryMaxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
+	fs.DurationVar(&f.summaryPerNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
 }
 
 func runAgent(args []string) error {
@@ -149,15 +151,20 @@ func runAgent(args []string) error {
 	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("agent: registering metrics: %w", err)
 	}
+	// desired.json is the last desired state, enforced at start until the API's arrives: a
+	// restart while the apiserver is unreachable keeps placing forked children.
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: resolver, Kernel: kernel, Support: support, OnlineNodes: topo.Online,
-		LedgerPath: filepath.Join(f.stateDir, "ledger.json"), ChoicesPath: filepath.Join(f.stateDir, "choices.json"),
-		CPUNode: topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
+		LedgerPath:  filepath.Join(f.stateDir, "ledger.json"),
+		ChoicesPath: filepath.Join(f.stateDir, "choices.json"),
+		DesiredPath: filepath.Join(f.stateDir, "desired.json"),
+		CPUNode:     topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
 		RescanInterval: f.rescanInterval,
 		ProcEvents:     events, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
 	if err != nil {
-		log.Error(err, "Ledger unreadable; undo covers only what the agent sets from now on")
+		log.Error(err, "State files unreadable: an unreadable ledger means undo covers only what the agent sets from now on, "+
+			"an unreadable desired state that the agent waits for the API's")
 	}
 	effect := nodeagent.NewEffectCollector(engine, resolver.ProcRoot(), resolver.Layout().Version)
 	if err := ctrlmetrics.Registry.Register(effect); err != nil {
@@ -189,7 +196,7 @@ func runAgent(args []string) error {
 	if f.leaderElect {
 		election := controllers.ElectionOptions{Namespace: f.leaderNamespace, ID: "numapref-summary",
 			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
-		summary := controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay}
+		summary := controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay, PerNode: f.summaryPerNode}
 		if err := mgr.Add(controllers.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary)); err != nil {
 			return fmt.Errorf("agent: adding the summarizer: %w", err)
 		}
@@ -309,6 +316,7 @@ func newManager(f *agentFlags) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  controllers.NodeCacheOptions(f.nodeName),
+		MapperProvider:         controllers.NodeRESTMapper, // starts while the API is unreachable
 		Metrics:                metrics,
 		HealthProbeBindAddress: f.probeAddr,
 	})

@@ -3,6 +3,8 @@
 //	numapref agent   the DaemonSet's agent (controllers + apply engine)
 //	numapref probe   this node's kernel NUMA facts as JSON
 //	numapref tasks   how the agent sees one container: cgroup, cpuset, tasks, as JSON
+//	numapref tune-balancing   set kernel.numa_balancing and the scan knobs (the chart's
+//	                 opt-in, privileged init container; the agent never writes them)
 package main
 
 import (
@@ -26,6 +28,8 @@ func main() {
 		err = runProbe(os.Args[2:])
 	case "tasks":
 		err = runTasks(os.Args[2:])
+	case "tune-balancing":
+		err = runTuneBalancing(os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		usage()
 		return
@@ -50,6 +54,8 @@ commands:
   agent   run the node agent (DaemonSet)
   probe   print this node's kernel NUMA facts as JSON
   tasks   print how the agent sees one container (cgroup, cpuset, tasks) as JSON
+  tune-balancing   set kernel.numa_balancing and NUMA balancing's scan knobs (validated
+          first; nothing is written unless every value is valid)
 
 Run "numapref <command> -h" for a command's flags.
 `)

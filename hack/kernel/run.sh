@@ -6,7 +6,8 @@
 # Usage: hack/kernel/run.sh [options] [NAME=]TEST...
 #   TEST is a static test binary (`CGO_ENABLED=0 go test -c`) or a Go package
 #   (./test/kernellab/smoke), which is compiled here with CGO_ENABLED=0 and
-#   -tags host: the VM runs its tests as root, so the host tier is in. NAME
+#   -tags host,kernellab: the VM runs its tests as root, so the host tier is in,
+#   and the kernel lab's own in-VM tests (test/kernellab) carry the kernellab tag. NAME
 #   (default: the binary's or package's base name) names its results; the same
 #   TEST may run twice under two names, with different --test-env.
 # Options:
@@ -21,6 +22,17 @@
 #   --append "PARAM ..."    extra kernel command line parameters
 #   --smp N, --mem MiB      vCPUs and memory, split evenly over the two nodes
 #                           (default 2 and 2048)
+#   --file NAME=PATH        put PATH into the initramfs as /kernellab/files/NAME
+#                           (repeatable): binaries and configs the tests use
+#   --guestfwd SPEC         give the VM a virtio-net NIC on qemu's user network with
+#                           restrict=on (the guest reaches no host or outside address) and
+#                           this one forward, in qemu's guestfwd form, e.g.
+#                           "tcp:10.0.2.100:6443-cmd:apihost fwd 127.0.0.1:PORT" (each
+#                           guest connection runs the command, its stdin/stdout the
+#                           connection); the init sets eth0 to 10.0.2.15/24 and lo up
+#   --modules DIR           load DIR's modules (*.ko.xz) at boot in the order of
+#                           DIR/order; with --guestfwd on the control kernel, the
+#                           virtio-net modules build.sh cached beside it
 #   --quiet                 do not echo the serial console while it runs
 # Every test binary sees KERNELLAB_KERNEL=patched|control|custom (the --kernel
 # kind; --env can override it) and, from the init, KERNELLAB_REPORT_DIR and
@@ -40,8 +52,8 @@ log() { printf 'kernellab: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 3; }
 
 kernel_kind=patched out="" test_args="-test.v" test_timeout=10m vm_timeout=900
-extra_append="" smp=2 mem=2048 quiet=0
-envs=() test_envs=() tests=()
+extra_append="" smp=2 mem=2048 quiet=0 guestfwd="" modules=""
+envs=() test_envs=() tests=() files=()
 while (($# > 0)); do
 	case "$1" in
 	--kernel) kernel_kind="${2:?}"; shift 2 ;;
@@ -55,6 +67,9 @@ while (($# > 0)); do
 	--smp) smp="${2:?}"; shift 2 ;;
 	--mem) mem="${2:?}"; shift 2 ;;
 	--quiet) quiet=1; shift ;;
+	--file) files+=("${2:?}"); shift 2 ;;
+	--guestfwd) guestfwd="${2:?}"; shift 2 ;;
+	--modules) modules="${2:?}"; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	--) shift; tests+=("$@"); break ;;
 	-*) die "unknown option $1" ;;
@@ -76,6 +91,10 @@ for e in "${test_envs[@]}"; do
 	[[ "$e" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*$ ]] ||
 		die "--test-env $e: want NAME:KEY=VALUE without blanks"
 done
+for f in "${files[@]}"; do
+	[[ "$f" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*=.+$ && -f "${f#*=}" ]] || die "--file $f: want NAME=PATH of an existing file"
+done
+[[ "$guestfwd" != *,* ]] || die "--guestfwd $guestfwd: a comma would end qemu's option"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run hack/kernel/build.sh"
 
 # gen_init_cpio prints the kernel's own initramfs tool: the patched build's, or
@@ -109,6 +128,12 @@ control) kernel="$("$here/build.sh" --path control)/bzImage" || die "build the c
 	kernel_kind=custom
 	;;
 esac
+if [[ -n "$guestfwd" && -z "$modules" && "$kernel_kind" == control ]]; then
+	modules="$("$here/build.sh" --path control)/modules"
+fi
+if [[ -n "$modules" ]]; then
+	[[ -f "$modules/order" ]] || die "--modules $modules: no order file"
+fi
 gen_init_cpio="$(gen_init_cpio)" || die "no usr/gen_init_cpio: run hack/kernel/build.sh"
 
 if [[ -z "$out" ]]; then
@@ -151,7 +176,7 @@ for spec in "${tests[@]}"; do
 	else
 		log "compiling $t"
 		name="${name:-$(basename "$t")}"
-		(cd "$repo" && CGO_ENABLED=0 go test -c -trimpath -tags host -o "$stage/$name.compiled" "$t") ||
+		(cd "$repo" && CGO_ENABLED=0 go test -c -trimpath -tags host,kernellab -o "$stage/$name.compiled" "$t") ||
 			die "go test -c $t failed"
 		[[ -f "$stage/$name.compiled" ]] || die "$t has no tests to compile"
 		add_binary "$name" "$stage/$name.compiled"
@@ -182,6 +207,21 @@ done
 	echo "file /init $stage/init 0755 0 0"
 	echo "file /kernellab/manifest $stage/manifest 0644 0 0"
 	for n in "${names[@]}"; do echo "file /kernellab/bin/$n.test $stage/bin/$n.test 0755 0 0"; done
+	if ((${#files[@]} > 0)); then
+		echo "dir /kernellab/files 0755 0 0"
+		for f in "${files[@]}"; do echo "file /kernellab/files/${f%%=*} $(realpath "${f#*=}") 0755 0 0"; done
+	fi
+	if [[ -n "$guestfwd" ]]; then
+		echo "iface eth0 10.0.2.15/24" >"$stage/net"
+		echo "file /kernellab/net $stage/net 0644 0 0"
+	fi
+	if [[ -n "$modules" ]]; then
+		echo "dir /kernellab/modules 0755 0 0"
+		echo "file /kernellab/modules/order $(realpath "$modules/order") 0644 0 0"
+		while read -r m; do
+			[[ -n "$m" ]] && echo "file /kernellab/modules/$(basename "$m") $(realpath "$modules/$(basename "$m")") 0644 0 0"
+		done <"$modules/order"
+	fi
 } >"$stage/files.list"
 "$gen_init_cpio" "$stage/files.list" | gzip -1 >"$stage/initramfs.cpio.gz"
 log "initramfs: $(stat -c %s "$stage/initramfs.cpio.gz") bytes, tests: ${names[*]}"
@@ -202,6 +242,12 @@ qemu=(
 	-append "console=ttyS0 panic=-1 $extra_append"
 	-nographic -no-reboot
 )
+if [[ -n "$guestfwd" ]]; then
+	# restrict=on: no packet of the guest reaches the host or beyond; only the forward.
+	qemu+=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=$guestfwd" -device virtio-net-pci,netdev=n0)
+else
+	qemu+=(-nic none)
+fi
 printf '%q ' "${qemu[@]}" >"$out/qemu.cmd"
 echo >>"$out/qemu.cmd"
 
@@ -291,9 +337,9 @@ status=0
 		printf 'test %-20s %s\n' "$n" "$line"
 		[[ "$line" == pass* ]] || status=1
 	done
-	if grep -Eq 'WARNING:|BUG:|Oops|general protection|Call Trace' "$out/kmsg.log"; then
+	if grep -Eq 'WARNING:|BUG:|INFO:|UBSAN:|Oops|general protection|Call Trace|cut here' "$out/kmsg.log"; then
 		echo "kernel warnings (kmsg.log):"
-		grep -E 'WARNING:|BUG:|Oops|general protection|Call Trace' "$out/kmsg.log" | awk 'NR <= 20 { print "  " $0 }'
+		grep -E 'WARNING:|BUG:|INFO:|UBSAN:|Oops|general protection|Call Trace|cut here' "$out/kmsg.log" | awk 'NR <= 20 { print "  " $0 }'
 		status=1
 	fi
 	vm_ok=1

@@ -133,3 +133,15 @@ func TestHandlerAuthorizesPerNamespace(t *testing.T) {
 		t.Errorf("described %v; want only the pod of the readable namespace", described)
 	}
 }
+
+// The cpuset's wire form is cgroups.Cpuset's JSON: a change of its fields or tags would
+// change the inspect schema, which only ever gains fields.
+func TestCpusetSchema(t *testing.T) {
+	data, err := json.Marshal(Cpuset{Mems: []int{0, 1}, CPUs: []int{2}, Dir: "/d", ControllerMissing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"mems":[0,1],"cpus":[2],"dir":"/d","controllerMissing":true}`; string(data) != want {
+		t.Errorf("cpuset JSON = %s, want %s", data, want)
+	}
+}

@@ -27,6 +27,8 @@
 // value could not be read, and the matching *Error field says why.
 package inspect
 
+import "github.com/numapref/numapref/internal/nodeagent/cgroups"
+
 // Audience is the audience of the tokens the endpoint accepts: kubectl numapref asks the
 // API server for one (TokenRequest), and the agent reviews each token for it (TokenReview
 // with spec.audiences). The API server itself does not accept such a token, so an agent
@@ -146,19 +148,9 @@ type Cgroup struct {
 	CpusetDir string `json:"cpusetDir,omitempty"`
 }
 
-// Cpuset is a container's effective cpuset.
-type Cpuset struct {
-	// Mems are the memory nodes the tasks may allocate on (cpuset.effective_mems).
-	Mems []int `json:"mems"`
-	// CPUs are the CPUs the tasks may run on (cpuset.effective_cpus).
-	CPUs []int `json:"cpus"`
-	// Dir is where the values were read: the container's cgroup or its nearest ancestor
-	// with the cpuset controller.
-	Dir string `json:"dir,omitempty"`
-	// ControllerMissing says no cpuset controller governs the container: Mems and CPUs
-	// are empty and every node and CPU of the host may be used.
-	ControllerMissing bool `json:"controllerMissing,omitempty"`
-}
+// Cpuset is a container's effective cpuset: the agent's own reading (cgroups.Cpuset), whose
+// JSON form is this schema's too; TestCpusetSchema pins it, so a change there is seen.
+type Cpuset = cgroups.Cpuset
 
 // Task is one thread of the container.
 type Task struct {

@@ -12,28 +12,17 @@ import (
 	"github.com/numapref/numapref/internal/numa"
 )
 
-// applySets issues the planned SETs and settles the ledger with their outcome. fork, when
-// not nil, is the fork event the pass runs for: the SET of its new task reports the lag.
+// applySets issues the planned SETs, bracketed one container at a time (see setBatch), and
+// settles the ledger with their outcome. fork, when not nil, is the fork event the pass
+// runs for: the SET of its new task reports the lag.
 func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
-	for _, s := range sets {
-		r := results[s.key]
-		t := e.ledger[s.key].Tasks[s.tid]
-		err := e.cfg.Kernel.Set(s.tid, s.node)
-		switch {
-		case err == nil:
-			t.Values = []int{s.node}
-			r.Tasks++
-			e.cfg.Metrics.reportSet(numav1.ReasonApplied)
-			if fork != nil {
-				e.noteForkSet(fork, s.tid)
-			}
-		case errors.Is(err, unix.ESRCH):
-			delete(e.ledger[s.key].Tasks, s.tid) // exited before the SET
-		default:
-			t.Values = slices.DeleteFunc(t.Values, func(v int) bool { return v == s.node })
-			e.cfg.Metrics.reportSet(countFailure(r.Failed, err))
+	for len(sets) > 0 {
+		n := 1 // planContainer appends a container's SETs together
+		for n < len(sets) && sets[n].key == sets[0].key {
+			n++
 		}
-		results[s.key] = r
+		e.applyContainer(sets[:n], results, fork)
+		sets = sets[n:]
 	}
 	for key, r := range results {
 		if r.Reason == numav1.ReasonApplied && len(r.Failed) > 0 {
@@ -42,6 +31,38 @@ func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]Container
 			results[key] = r
 		}
 	}
+}
+
+// applyContainer issues the SETs of one container.
+func (e *Engine) applyContainer(sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
+	key := sets[0].key
+	r := results[key]
+	tasks := e.ledger[key].Tasks
+	b := e.startSets(key, sets[0].cg)
+	for _, s := range sets {
+		state, err := b.set(s.task, s.node, nil)
+		switch state {
+		case setSkipped:
+			delete(tasks, s.task.TID) // exited, recycled or moved out since listed: the next pass looks again
+		case setRefused:
+			t := tasks[s.task.TID]
+			t.Values = slices.DeleteFunc(t.Values, func(v int) bool { return v == s.node })
+			e.cfg.Metrics.reportSet(countFailure(r.Failed, err))
+		}
+	}
+	confirmed, raced := b.confirm(true)
+	for _, s := range confirmed {
+		tasks[s.task.TID].Values = []int{s.node}
+		r.Tasks++
+		e.cfg.Metrics.reportSet(numav1.ReasonApplied)
+		if fork != nil {
+			e.noteForkSet(fork, s.task.TID, s.at)
+		}
+	}
+	for _, s := range raced {
+		delete(tasks, s.task.TID) // gone or moved out; put back if it held our value
+	}
+	results[key] = r
 }
 
 // undo restores, in the container's tasks, every value the agent set that is still there,
@@ -84,20 +105,17 @@ func (e *Engine) undo(key ContainerKey) bool {
 			e.cfg.Log.Error(err, "Listing tasks to undo", "container", key.String())
 			return false
 		}
-		fresh := 0
+		var fresh []cgroups.TaskRef
 		for _, t := range tids {
-			if seen[t.TID] {
-				continue
-			}
-			seen[t.TID] = true
-			fresh++
-			if te, err := e.restoreListed(key, entry, t.TID, ours); err != nil {
-				remaining[t.TID] = te // kept to retry
+			if !seen[t.TID] {
+				seen[t.TID] = true
+				fresh = append(fresh, t)
 			}
 		}
-		if fresh == 0 {
+		if len(fresh) == 0 {
 			break
 		}
+		e.restoreListed(key, cg, entry, fresh, ours, remaining)
 		if round == maxRounds {
 			e.cfg.Log.Info("Container keeps creating tasks during undo; finishing next pass", "container", key.String())
 			return true
@@ -111,46 +129,49 @@ func (e *Engine) undo(key ContainerKey) bool {
 	return true
 }
 
-// restoreListed restores one listed task of a container being undone. A task the ledger
-// does not know was born since the last pass: a thread or CLONE_VM child that inherited
-// the value from a task the agent set; it is restored too, or it would keep the value.
-func (e *Engine) restoreListed(key ContainerKey, entry *containerEntry, tid int, ours []int) (*taskEntry, error) {
-	te := entry.Tasks[tid]
-	if te == nil {
-		task, err := numa.ReadTask(e.cfg.Resolver.ProcRoot(), tid)
+// restoreListed puts back, in the listed tasks refs of a container being undone, the value
+// each had before the agent set it, when it is the same task (start time) and still holds a
+// value the agent set. A task the ledger does not know was born since the last pass: a
+// thread or CLONE_VM child that inherited the value from a task the agent set; it is
+// restored too, or it would keep the value. Tasks the kernel refused go to remaining, to
+// be tried again.
+func (e *Engine) restoreListed(key ContainerKey, cg *cgroups.Container, entry *containerEntry, refs []cgroups.TaskRef, ours []int, remaining map[int]*taskEntry) {
+	type target struct {
+		task heldTask
+		te   *taskEntry
+	}
+	var targets []target
+	for _, ref := range refs {
+		task, err := e.identify(ref)
 		if err != nil {
-			return nil, nil // gone
+			continue // gone
 		}
-		te = &taskEntry{Start: task.StartTime, Prev: numa.NoNode, Values: ours}
+		te := entry.Tasks[ref.TID]
+		switch {
+		case te == nil:
+			te = &taskEntry{Start: task.StartTime, Prev: numa.NoNode, Values: ours}
+		case te.Start != task.StartTime:
+			e.release(task)
+			continue // recycled: not the task the agent set
+		}
+		targets = append(targets, target{task, te})
 	}
-	err := e.restore(tid, te)
-	if err != nil {
-		e.cfg.Log.Error(err, "Undoing preferred node", "container", key.String(), "tid", tid)
+	b := e.startSets(key, cg) // after identifying: the listing is of the tasks identified
+	for _, t := range targets {
+		// Only a value the agent set is undone: one the application chose since is left.
+		state, err := b.set(t.task, t.te.Prev, func(v int) bool { return slices.Contains(t.te.Values, v) })
+		if state == setRefused {
+			e.cfg.Log.Error(err, "Undoing preferred node", "container", key.String(), "tid", t.task.TID)
+			remaining[t.task.TID] = t.te // kept to retry
+		}
 	}
-	return te, err
-}
-
-// restore puts back the value a task had before the agent set it, when the task is the
-// same one (start time) and still has a value the agent set.
-func (e *Engine) restore(tid int, te *taskEntry) error {
-	if err := te.task(tid).Verify(e.cfg.Resolver.ProcRoot()); err != nil {
-		return nil // gone or recycled: not ours any more
+	confirmed, _ := b.confirm(false)
+	for range confirmed {
+		e.cfg.Metrics.reportRestore()
 	}
-	v, err := e.cfg.Kernel.Get(tid)
-	if errors.Is(err, unix.ESRCH) {
-		return nil
+	for _, t := range targets {
+		e.release(t.task)
 	}
-	if err != nil {
-		return fmt.Errorf("reading preferred node of task %d: %w", tid, err)
-	}
-	if !slices.Contains(te.Values, v) {
-		return nil // the application chose its own value since: leave it
-	}
-	if err := e.cfg.Kernel.Set(tid, te.Prev); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("restoring preferred node %d of task %d: %w", te.Prev, tid, err)
-	}
-	e.cfg.Metrics.reportRestore()
-	return nil
 }
 
 // countFailure counts a refused call by reason and returns the reason ("" for a task

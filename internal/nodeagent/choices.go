@@ -29,7 +29,7 @@ func loadChoices(path string) (map[choiceKey]choice, error) {
 	if path == "" {
 		return out, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := fsutil.ReadStateFile(path, stateFileLimit) // never through a link
 	if errors.Is(err, os.ErrNotExist) {
 		return out, nil
 	}

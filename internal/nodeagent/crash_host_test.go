@@ -242,7 +242,7 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 				}
 			}
 		}
-		l, err := loadLedger(el.ledger)
+		l, err := readLedger(el.ledger)
 		if err != nil {
 			t.Fatalf("iteration %d: ledger: %v", i, err)
 		}
@@ -320,7 +320,7 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 	// Final state: nothing the agent set is left (the application's own value is back),
 	// the ledger is empty, and every SET any child made was on a task of a or b.
 	check(iterations, nil)
-	if l, err := loadLedger(el.ledger); err != nil || len(l) != 0 {
+	if l, err := readLedger(el.ledger); err != nil || len(l) != 0 {
 		t.Errorf("final ledger = %v, %v; want empty", l, err)
 	}
 	// A child killed while writing a record leaves it cut short: at most one per kill.
@@ -416,7 +416,7 @@ func TestEngineRecoversFromGarbageLedgers(t *testing.T) {
 			if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
 				t.Fatalf("not applied: %v", v)
 			}
-			if l, err := loadLedger(el.ledger); err != nil || l[d.Key()] == nil {
+			if l, err := readLedger(el.ledger); err != nil || l[d.Key()] == nil {
 				t.Errorf("ledger not rebuilt: %v, %v", l, err)
 			}
 			e.SetDesired(nil)

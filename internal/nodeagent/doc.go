@@ -10,9 +10,14 @@
 //	            pass on every fork event
 //	plan.go     planning one container's SETs: cgroup, cpuset, each task's GET
 //	apply.go    the SETs, undo and restore
+//	bracket.go  the checks around every SET: the task is still the one identified (its
+//	            pidfd, or its start time) and still in the container, before and after
 //	fork.go     fork events, looking again for a child not yet in its cgroup, the tasks a
 //	            fork pass trusts, the fork-to-SET lag
-//	ledger.go   what the agent set, on disk, written ahead of every SET
+//	ledger.go   what the agent set, on disk, written ahead of every SET (no SET when the
+//	            write fails)
+//	desiredstate.go
+//	            the last desired state, on disk: a restart while the API is away enforces it
 //
 // Beside the engine: the read-only view of its last pass (view.go), the inspect endpoint's
 // description of a pod (inspect.go), the engine's metrics (metrics.go) and the effect

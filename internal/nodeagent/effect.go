@@ -112,10 +112,8 @@ func (c *EffectCollector) collectContainer(ch chan<- prometheus.Metric, mc Manag
 		ch <- prometheus.MustNewConstMetric(c.migrated, prometheus.GaugeValue, float64(migrated), labels...)
 	}
 	var perNode map[int]uint64
-	var err error
 	if c.cgroupVersion == 2 {
-		perNode, err = numa.ReadNumaStatMemory(filepath.Join(mc.CgroupDir, "memory.numa_stat"))
-		c.countError(effectSourceNumaStat, err)
+		perNode = c.numaStatMemory(mc.CgroupDir)
 	} else {
 		perNode = c.numaMapsMemory(mc.PIDs)
 	}
@@ -139,8 +137,8 @@ func (c *EffectCollector) collectContainer(ch chan<- prometheus.Metric, mc Manag
 func (c *EffectCollector) schedTotals(tids []int) (faults, migrated uint64, ok bool) {
 	for _, tid := range tids {
 		s, err := numa.ReadSchedNUMA(c.procRoot, tid)
-		if errors.Is(err, numa.ErrTaskGone) {
-			continue
+		if errors.Is(err, numa.ErrTaskGone) || cgroups.IsGone(err) {
+			continue // exited since the listing: its counters went with it
 		}
 		if err != nil {
 			c.countError(effectSourceSched, err)
@@ -156,12 +154,33 @@ func (c *EffectCollector) schedTotals(tids []int) (faults, migrated uint64, ok b
 	return faults, migrated, ok
 }
 
-// numaMapsMemory sums the bytes each process of pids maps, per node.
+// numaStatMemory reads the container's memory per node from its memory.numa_stat (cgroup
+// v2). A cgroup that is gone (the container ended since the listing) has none, and is
+// not an error; a live cgroup whose file is missing (the memory controller is not enabled
+// for it) or damaged is counted, and the container gets no memory series.
+func (c *EffectCollector) numaStatMemory(dir string) map[int]uint64 {
+	perNode, err := numa.ReadNumaStatMemory(filepath.Join(dir, "memory.numa_stat"))
+	if err == nil {
+		return perNode
+	}
+	if _, statErr := os.Stat(dir); cgroups.IsGone(statErr) {
+		return nil
+	}
+	c.countError(effectSourceNumaStat, err)
+	return nil
+}
+
+// numaMapsMemory sums the bytes each process of pids maps, per node (cgroup v1). A process
+// that is gone before its numa_maps opens has left the container and is skipped. One whose
+// file opened but could not be read to its end (the process exited mid-read, or the read
+// failed) or parsed is counted, and the container gets no memory series this scrape: a
+// sum without it would show a locality that is not the container's.
 func (c *EffectCollector) numaMapsMemory(pids []int) map[int]uint64 {
 	perNode := map[int]uint64{}
+	complete := true
 	for _, pid := range pids {
 		data, err := fsutil.ReadFileInto(filepath.Join(c.procRoot, strconv.Itoa(pid), "numa_maps"), nil)
-		if cgroups.IsGone(err) {
+		if goneBeforeOpen(err) {
 			continue
 		}
 		if err == nil {
@@ -169,17 +188,26 @@ func (c *EffectCollector) numaMapsMemory(pids []int) map[int]uint64 {
 		}
 		if err != nil {
 			c.countError(effectSourceNumaMaps, fmt.Errorf("process %d: %w", pid, err))
+			complete = false
 		}
+	}
+	if !complete {
+		return nil
 	}
 	return perNode
 }
 
-// countError counts err unless it is nil or says the cgroup or task is gone (normal: a
-// listing is a snapshot) or that the file does not exist (a memory controller that is
-// not enabled for the cgroup).
+// goneBeforeOpen tells an open that failed because the process or file is gone from a
+// failure after the file opened.
+func goneBeforeOpen(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Op == "open" && cgroups.IsGone(err)
+}
+
+// countError counts one skipped read of source; the callers leave out what is normal (a
+// task or cgroup gone since the listing).
 func (c *EffectCollector) countError(source string, err error) {
-	if err == nil || cgroups.IsGone(err) || errors.Is(err, fs.ErrNotExist) {
-		return
+	if err != nil {
+		c.errCounts[source].Add(1)
 	}
-	c.errCounts[source].Add(1)
 }

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -67,39 +65,6 @@ func TestEffectCollectorRealProcessesNumaMaps(t *testing.T) {
 	if v := readErrors(t, c, effectSourceNumaMaps); v != 0 {
 		t.Errorf("numa_maps read errors = %v, want 0", v)
 	}
-}
-
-// gaugeValue collects c and returns the value of the one series of name whose labels
-// include want.
-func gaugeValue(t *testing.T, c prometheus.Collector, name string, want map[string]string) float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var found []float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := want[lp.GetName()]; ok && v != lp.GetValue() {
-					continue metrics
-				}
-			}
-			found = append(found, m.GetGauge().GetValue())
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("%d series of %s with %v, want 1", len(found), name, want)
-	}
-	return found[0]
 }
 
 func vmRSS(t *testing.T, pid int) uint64 {

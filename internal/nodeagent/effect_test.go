@@ -2,11 +2,15 @@ package nodeagent
 
 import (
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
@@ -70,25 +74,136 @@ numapref_effect_read_errors_total{source="sched"} 1
 	}
 }
 
-// A container whose cgroup has no memory.numa_stat (memory controller not enabled) or a
-// damaged one gets no memory series; only the damaged one is a read error.
+// On cgroup v2, a live cgroup without memory.numa_stat (memory controller not enabled)
+// and one with a damaged file get no memory series and are counted as read errors, once
+// per collection; a cgroup that is gone (the container ended since the listing) is not.
+// The sched files are there, so every container still has its fault series, and the
+// scrape never fails.
 func TestEffectCollectorCgroupV2WithoutNumaStat(t *testing.T) {
 	damaged := t.TempDir()
 	writeFile(t, filepath.Join(damaged, "memory.numa_stat"), "total=12 N0=12\n") // the v1 format
 	view := fixedView{
 		{PodNamespace: "ns", PodName: "a", Container: "c", CgroupDir: t.TempDir(), TIDs: []int{700}},
 		{PodNamespace: "ns", PodName: "b", Container: "c", CgroupDir: damaged, TIDs: []int{701}},
+		{PodNamespace: "ns", PodName: "gone", Container: "c", CgroupDir: filepath.Join(t.TempDir(), "ended"), TIDs: []int{700}},
 	}
 	c := NewEffectCollector(view, "testdata/effect/proc", 2)
 	if n := testutil.CollectAndCount(c, "numapref_container_memory_bytes", "numapref_container_memory_locality_ratio"); n != 0 {
 		t.Errorf("%d memory series without a readable memory.numa_stat, want 0", n)
 	}
-	if n := testutil.CollectAndCount(c, "numapref_container_numa_faults"); n != 2 {
-		t.Errorf("%d fault series, want 2 (the sched files are there)", n)
+	if n := testutil.CollectAndCount(c, "numapref_container_numa_faults"); n != 3 {
+		t.Errorf("%d fault series, want 3 (the sched files are there)", n)
 	}
-	if v := readErrors(t, c, effectSourceNumaStat); v != 3 { // the damaged file, once per collection
-		t.Errorf("numa_stat read errors = %v, want 3", v)
+	if v := readErrors(t, c, effectSourceNumaStat); v != 6 { // two live cgroups, three collections
+		t.Errorf("numa_stat read errors = %v, want 6", v)
 	}
+	scrape(t, c)
+}
+
+// On cgroup v1, a process whose numa_maps opened but could not be read to its end (here a
+// directory: the read fails, as it does when the process exits mid-read) is counted, and
+// its container gets no memory series that scrape, since the sum would be short; a
+// process gone before the open (no /proc entry) is skipped without an error. The scrape
+// still succeeds, with every other series.
+func TestEffectCollectorNumaMapsVanishingMidRead(t *testing.T) {
+	proc := t.TempDir()
+	writeFile(t, filepath.Join(proc, "800", "numa_maps"), "7f0000000000 default anon=256 dirty=256 N0=192 N1=64 kernelpagesize_kB=4\n")
+	writeFile(t, filepath.Join(proc, "801", "numa_maps"), "7f0000000000 default anon=16 N1=16 kernelpagesize_kB=4\n")
+	if err := os.MkdirAll(filepath.Join(proc, "802", "numa_maps"), 0o755); err != nil { // opens, read fails
+		t.Fatal(err)
+	}
+	view := fixedView{
+		// 803 has no /proc entry: it exited before the scrape.
+		{PodNamespace: "ns", PodName: "whole", Container: "c", Node: 1, CgroupDir: "/lab/whole", PIDs: []int{800, 801, 803}},
+		{PodNamespace: "ns", PodName: "cut", Container: "c", Node: 1, CgroupDir: "/lab/cut", PIDs: []int{800, 802}},
+	}
+	c := NewEffectCollector(view, proc, 1)
+	c.pageSize = 4096
+	if got := gaugeValue(t, c, "numapref_container_memory_locality_ratio", map[string]string{"pod": "whole"}); got != 80.0/272 {
+		t.Errorf("locality of the whole container = %v, want %v (80 of 272 pages on node 1)", got, 80.0/272)
+	}
+	if n := countSeries(t, c, "numapref_container_memory_bytes", "cut"); n != 0 {
+		t.Errorf("%d memory series for the container whose numa_maps was cut short, want 0", n)
+	}
+	if v := readErrors(t, c, effectSourceNumaMaps); v != 3 { // the one cut read, in each of three collections
+		t.Errorf("numa_maps read errors = %v, want 3", v)
+	}
+	scrape(t, c)
+}
+
+// scrape serves c the way the agent's /metrics does and fails unless the answer is 200.
+func scrape(t *testing.T, c prometheus.Collector) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}).
+		ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "numapref_effect_read_errors_total") {
+		t.Errorf("scrape: HTTP %d:\n%s", rec.Code, rec.Body.String())
+	}
+}
+
+// gaugeValue collects c and returns the value of the one series of name whose labels
+// include want.
+func gaugeValue(t *testing.T, c prometheus.Collector, name string, want map[string]string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if v, ok := want[lp.GetName()]; ok && v != lp.GetValue() {
+					continue metrics
+				}
+			}
+			found = append(found, m.GetGauge().GetValue())
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d series of %s with %v, want 1", len(found), name, want)
+	}
+	return found[0]
+}
+
+// countSeries counts the series of name whose pod label is pod.
+func countSeries(t *testing.T, c prometheus.Collector, name, pod string) int {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "pod" && l.GetValue() == pod {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // readErrors returns numapref_effect_read_errors_total{source} from one collection.

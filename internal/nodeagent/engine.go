@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,6 +19,7 @@ import (
 type cgroupResolver interface {
 	Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error)
 	ListTIDs(c *cgroups.Container) ([]cgroups.TaskRef, error)
+	ThreadIDs(c *cgroups.Container) ([]int, error) // membership checks around SETs
 	Cpuset(c *cgroups.Container) (cgroups.Cpuset, error)
 	ProcRoot() string
 }
@@ -32,8 +34,10 @@ type EngineConfig struct {
 	// OnlineNodes are the NUMA nodes this host has online.
 	OnlineNodes []int
 	// LedgerPath is the file that remembers what the agent set, across restarts;
-	// ChoicesPath the one that keeps the automatic modes' sticky choices.
-	LedgerPath, ChoicesPath string
+	// ChoicesPath the one that keeps the automatic modes' sticky choices; DesiredPath the
+	// one that keeps the last desired state, which a restarted agent enforces until the
+	// API's arrives (desiredstate.go).
+	LedgerPath, ChoicesPath, DesiredPath string
 	// CPUNode maps each CPU to its NUMA node (FollowCPUs), and MemFree reads a node's free
 	// memory in bytes (MostFreeMemory; nil counts none).
 	CPUNode map[int]int
@@ -54,6 +58,14 @@ type EngineConfig struct {
 	// stands for that one.)
 	Clock clock.WithTickerAndDelayedExecution
 	Log   logr.Logger
+
+	// ledgerLimit bounds the ledger file (default defaultLedgerLimit); tests make it small.
+	ledgerLimit int
+	// handles opens the pidfds that identify tasks around their SETs (default openPIDFD;
+	// tests of fake tasks have none).
+	handles pidfdOpener
+	// hooks are the test seams of a pass.
+	hooks engineHooks
 }
 
 // ContainerResult is what the engine achieved for one container on its last pass.
@@ -82,10 +94,12 @@ type Engine struct {
 	cfg    EngineConfig
 	online map[int]bool
 
-	mu      sync.Mutex // guards desired, synced, results, managed
+	mu      sync.Mutex // guards desired, desiredGen, synced, results, managed
 	desired map[ContainerKey]Desire
-	synced  bool
-	results map[ContainerKey]ContainerResult
+	// desiredGen counts the changes of desired; savedGen (under passMu) is the one on disk.
+	desiredGen, savedGen uint64
+	synced               bool
+	results              map[ContainerKey]ContainerResult
 	// managed is the listing of the last pass, published for Managed (view.go); it is
 	// never modified once published.
 	managed map[ContainerKey]containerListing
@@ -93,12 +107,17 @@ type Engine struct {
 	changes chan struct{}
 	kick    chan struct{}
 	retries chan forkRetry // fork passes to run again (retryUnlisted)
+	// ledgerRetry is set while a pass is scheduled to retry a failed ledger write.
+	ledgerRetry atomic.Bool
+	bootID      string // the kernel's boot id, "" if unknown; the ledger records it
 
 	passMu      sync.Mutex // one pass at a time; guards the fields below
 	ledger      ledger
 	ledgerDirty bool                 // changed since the last write
 	tgids       map[int]ContainerKey // process → container, from the last listing
 	listing     map[ContainerKey]containerListing
+	// pidfds counts the pidfds the pass holds (bracket.go), at most maxPIDFDs.
+	pidfds, maxPIDFDs int
 	// forkSets holds when fork passes set tasks other than the one their event named:
 	// tasks whose own fork event is still queued. Cleared by full passes.
 	forkSets map[int]setMark
@@ -134,6 +153,12 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.MemFree == nil {
 		cfg.MemFree = func(int) (uint64, error) { return 0, nil }
 	}
+	if cfg.ledgerLimit <= 0 {
+		cfg.ledgerLimit = defaultLedgerLimit
+	}
+	if cfg.handles == nil {
+		cfg.handles = openPIDFD
+	}
 	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	e := &Engine{
 		cfg:      cfg,
@@ -147,23 +172,25 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		listing:  make(map[ContainerKey]containerListing),
 		forkSets: make(map[int]setMark),
 		resolved: make(map[ContainerKey]resolution),
+		// The pidfds of a pass take at most half the open files the process may have.
+		maxPIDFDs: pidfdBound(),
 	}
 	for _, n := range cfg.OnlineNodes {
 		e.online[n] = true
 	}
 	if cfg.Resolver != nil {
 		cfg.Metrics.reportBalancing(cfg.Resolver.ProcRoot())
+		e.bootID, _ = numa.ReadBootID(cfg.Resolver.ProcRoot()) // "" where the kernel has none
 	}
-	l, err := loadLedger(cfg.LedgerPath)
-	e.ledger = l
 	c, cerr := loadChoices(cfg.ChoicesPath)
 	e.choices = c
-	return e, errors.Join(err, cerr)
+	return e, errors.Join(e.loadState(), cerr, e.loadDesired())
 }
 
 // SetDesired replaces the whole desired state of this host. The first call marks the engine
 // synced: before it the engine does nothing, so a restarted agent never undoes work whose
-// desire it simply has not read yet.
+// desire it simply has not read yet. A desired state persisted by the last run (DesiredPath)
+// counts as a first call; the live one replaces it.
 func (e *Engine) SetDesired(ds []Desire) {
 	m := make(map[ContainerKey]Desire, len(ds))
 	for _, d := range ds {
@@ -172,6 +199,9 @@ func (e *Engine) SetDesired(ds []Desire) {
 	e.mu.Lock()
 	changed := !e.synced || !maps.EqualFunc(m, e.desired, desireEqual)
 	e.desired, e.synced = m, true
+	if changed {
+		e.desiredGen++
+	}
 	e.mu.Unlock()
 	if changed {
 		signal(e.kick)

@@ -40,15 +40,23 @@ func fakeDesire(node int) Desire {
 // engine makes an engine on the host with cfg's other settings.
 func (h *fakeHost) engine(cfg EngineConfig) *Engine {
 	h.t.Helper()
-	cfg.Resolver, cfg.Kernel = h, h
-	cfg.Support = numa.Support{Supported: true, Backend: "fake"}
-	cfg.OnlineNodes = []int{0, 1}
-	cfg.LedgerPath = filepath.Join(h.t.TempDir(), "ledger.json")
-	e, err := NewEngine(cfg)
+	e, err := h.newEngine(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return e
+}
+
+// newEngine is engine for a test of NewEngine's error.
+func (h *fakeHost) newEngine(cfg EngineConfig) (*Engine, error) {
+	cfg.Resolver, cfg.Kernel = h, h
+	cfg.Support = numa.Support{Supported: true, Backend: "fake"}
+	cfg.OnlineNodes = []int{0, 1}
+	cfg.handles = noPIDFDs // fake task ids may name real tasks of this host
+	if cfg.LedgerPath == "" {
+		cfg.LedgerPath = filepath.Join(h.t.TempDir(), "ledger.json")
+	}
+	return NewEngine(cfg)
 }
 
 // addTask starts task tid in the container with value.
@@ -60,6 +68,27 @@ func (h *fakeHost) addTask(tid, value int) {
 	defer h.mu.Unlock()
 	h.tids = append(h.tids, tid)
 	h.values[tid] = value
+}
+
+// replaceTask ends task tid and gives its id to a new task (a later start time) holding
+// value, inside the container or outside it.
+func (h *fakeHost) replaceTask(tid, value int, inside bool) {
+	h.t.Helper()
+	stat := fmt.Sprintf("%d (stranger) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", tid, tid, tid, 5000+tid)
+	writeFile(h.t, filepath.Join(h.proc, fmt.Sprint(tid), "stat"), stat)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !inside {
+		h.tids = slices.DeleteFunc(h.tids, func(t int) bool { return t == tid })
+	}
+	h.values[tid] = value
+}
+
+// moveOut moves task tid out of the container.
+func (h *fakeHost) moveOut(tid int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tids = slices.DeleteFunc(h.tids, func(t int) bool { return t == tid })
 }
 
 func (h *fakeHost) hasTask(tid int) bool {
@@ -100,6 +129,14 @@ func (h *fakeHost) ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error) {
 	return out, nil
 }
 
+func (h *fakeHost) ThreadIDs(*cgroups.Container) ([]int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	tids := slices.Clone(h.tids)
+	slices.Sort(tids)
+	return tids, nil
+}
+
 func (h *fakeHost) Cpuset(*cgroups.Container) (cgroups.Cpuset, error) {
 	return cgroups.Cpuset{Mems: []int{0, 1}}, nil
 }
@@ -130,4 +167,9 @@ func (h *fakeHost) Set(tid, nid int) error {
 	}
 	h.values[tid] = nid
 	return nil
+}
+
+// noPIDFDs is a pidfdOpener that has none: tasks are identified by start time alone.
+func noPIDFDs(tid, _ int) (taskHandle, error) {
+	return nil, fmt.Errorf("task %d: %w", tid, numa.ErrNoPIDFD)
 }

@@ -111,11 +111,16 @@ func (e *Engine) trusted(key ContainerKey, d Desire, results map[ContainerKey]Co
 	return trust
 }
 
-// noteForkSet reports the fork-to-SET lag of tid, just set by the pass for fork's event:
-// now when the event named tid, else when tid's own event comes.
-func (e *Engine) noteForkSet(fork *forkMark, tid int) {
+// markSet is the setMark of a SET that just returned.
+func (e *Engine) markSet() setMark {
 	set := setMark{at: e.cfg.Clock.Now()}
 	set.mono, _ = monotonicNs()
+	return set
+}
+
+// noteForkSet reports the fork-to-SET lag of tid, set by the pass for fork's event (the
+// SET returned at set): now when the event named tid, else when tid's own event comes.
+func (e *Engine) noteForkSet(fork *forkMark, tid int, set setMark) {
 	if tid == fork.tid {
 		e.cfg.Metrics.reportForkLag(fork, set, true)
 		return

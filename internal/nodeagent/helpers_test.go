@@ -72,3 +72,9 @@ func sameSet(a, b []int) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// readLedger reads the ledger file at path, as a restarted engine would.
+func readLedger(path string) (ledger, error) {
+	f, err := loadLedger(path, defaultLedgerLimit)
+	return f.ledger(), err
+}

@@ -162,7 +162,8 @@ func (e *Engine) describeHost(ic *inspect.Container, ref cgroups.ContainerRef, l
 	if cs, err := r.Cpuset(cg); err != nil {
 		ic.CpusetError = err.Error()
 	} else {
-		ic.Cpuset = &inspect.Cpuset{Mems: nonNil(cs.Mems), CPUs: nonNil(cs.CPUs), Dir: cs.Dir, ControllerMissing: cs.ControllerMissing}
+		cs.Mems, cs.CPUs = nonNil(cs.Mems), nonNil(cs.CPUs)
+		ic.Cpuset = &cs
 	}
 	tasks, err := r.ListTIDs(cg)
 	if err != nil {

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,15 +14,13 @@ func FuzzDecodeLedger(f *testing.F) {
 		``, `{}`, `null`, `{"version":1}`, `{"version":1,"containers":null}`,
 		`{"version":1,"containers":[{"podUID":"u","container":"c","ref":{"podUID":"u","containerID":"containerd://x"},"tasks":{"12":{"start":5,"prev":-1,"values":[0]}}}]}`,
 		`{"version":1,"containers":[null,{"podUID":"","container":"c"}]}`,
-		`{"version":2,"containers":[]}`, `{"version":1,"containers":[{"podUID":"u","container":"c","tasks":{"-3":null,"4":null}}]}`,
+		`{"version":3,"containers":[]}`, `{"version":2,"bootID":"b","containers":[]}`, `{"version":1,"containers":[{"podUID":"u","container":"c","tasks":{"-3":null,"4":null}}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l, _ := decodeLedger(data)
-		if l == nil {
-			t.Fatal("decodeLedger returned a nil ledger")
-		}
+		f, _ := decodeLedgerFile(data)
+		l := f.ledger()
 		for k, c := range l {
 			for tid, te := range c.Tasks {
 				if te == nil || tid <= 0 {
@@ -29,15 +28,15 @@ func FuzzDecodeLedger(f *testing.F) {
 				}
 			}
 		}
-		enc, err := l.encode()
+		enc, err := json.Marshal(ledgerFile{Version: ledgerVersion, BootID: f.BootID, Containers: l.sorted()})
 		if err != nil {
 			t.Fatalf("encoding a decoded ledger: %v", err)
 		}
-		again, err := decodeLedger(enc)
+		again, err := decodeLedgerFile(enc)
 		if err != nil {
 			t.Fatalf("an encoded ledger does not decode: %v\n%s", err, enc)
 		}
-		if diff := cmp.Diff(l, again); diff != "" {
+		if diff := cmp.Diff(l, again.ledger()); diff != "" {
 			t.Errorf("encode and decode changed the ledger (-decoded +again):\n%s", diff)
 		}
 	})

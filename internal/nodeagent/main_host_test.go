@@ -10,9 +10,11 @@ import (
 )
 
 // TestMain lets the test binary run as the helper processes of the host tests: a lab
-// workload (hostlab) or the child engine of the crash test. Neither returns.
+// workload (hostlab), the child engine of the crash test or the pid-reuse tests' helper
+// in a PID namespace of its own. None returns.
 func TestMain(m *testing.M) {
 	hostlab.RunWorkloadIfAsked()
 	runCrashHelperIfAsked()
+	runPIDReuseHelperIfAsked()
 	os.Exit(m.Run())
 }

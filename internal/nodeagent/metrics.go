@@ -25,6 +25,8 @@ type Metrics struct {
 	taskStates  *prometheus.GaugeVec
 	balancing   *prometheus.GaugeVec
 	forkLag     *prometheus.HistogramVec
+	ledgerErrs  prometheus.Counter
+	desiredErrs prometheus.Counter
 }
 
 // Values of the since label of numapref_fork_apply_lag_seconds.
@@ -44,7 +46,8 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		sets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "numapref", Name: "task_sets_total",
-			Help: "Preferred-node SETs the agent issued, by result (Applied, PermissionDenied, KernelError).",
+			Help: "Preferred-node SETs the agent issued, by result (Applied, PermissionDenied, KernelError; raced: the task " +
+				"exited or left its container around the SET, which may have hit another task: a pass's is put back, an undo's is not).",
 		}, []string{"result"}),
 		restores: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "numapref", Name: "task_restores_total",
@@ -87,12 +90,22 @@ func NewMetrics() *Metrics {
 				"the engine, for events without a usable timestamp (own pass only).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
 		}, []string{"since"}),
+		ledgerErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "numapref", Name: "ledger_write_errors_total",
+			Help: "Failed writes of the agent's ledger (disk full or read-only, past its size bound, a link in its place). " +
+				"A failed write ahead of SETs skips them: their containers report LedgerError, and a pass retries soon.",
+		}),
+		desiredErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "numapref", Name: "desired_state_write_errors_total",
+			Help: "Failed writes of the persisted desired state (desired.json beside the ledger), which an agent restarted " +
+				"while the API is unreachable enforces. Placement goes on; the next pass writes again.",
+		}),
 	}
 }
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag} {
+	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag, m.ledgerErrs, m.desiredErrs} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -107,6 +120,10 @@ func (m *Metrics) reportPass(kind string, d time.Duration) {
 func (m *Metrics) reportSet(result string) { m.sets.WithLabelValues(result).Inc() }
 
 func (m *Metrics) reportRestore() { m.restores.Inc() }
+
+func (m *Metrics) reportLedgerError() { m.ledgerErrs.Inc() }
+
+func (m *Metrics) reportDesiredError() { m.desiredErrs.Inc() }
 
 // reportForkLag observes the lag from fork's event to the SET of its task. ownPass says
 // the SET was made by the pass for this very event (else by an earlier event's pass,

@@ -1,7 +1,11 @@
 package nodeagent
 
 import (
+	"fmt"
 	"maps"
+	"time"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
 )
 
 // pass runs over the containers in only, or over all and undoes orphans when only is nil.
@@ -16,11 +20,13 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 		e.mu.Unlock()
 		return
 	}
-	desired := e.desired
+	desired, gen := e.desired, e.desiredGen
 	results := maps.Clone(e.results)
 	e.mu.Unlock()
+	e.persistDesired(desired, gen)
 
 	var sets []pendingSet
+	defer func() { e.releaseSets(sets) }()
 	dirty, choicesDirty := false, false
 	if only == nil {
 		results = make(map[ContainerKey]ContainerResult, len(desired))
@@ -60,14 +66,28 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 	if choicesDirty {
 		e.saveChoices() // before the SETs too: a crash must not reshuffle a running pod
 	}
+	// A pass whose write ahead fails issues none of its SETs: a value set without its
+	// ledger entry could not be undone after a crash.
+	saved := true
 	if len(sets) > 0 {
-		e.saveLedger()
-		e.applySets(sets, results, fork)
+		if err := e.saveLedger(); err != nil {
+			saved = false
+			e.ledgerFailed(err)
+			skipUnrecorded(sets, results, err)
+		} else {
+			if e.cfg.hooks.afterWriteAhead != nil {
+				e.cfg.hooks.afterWriteAhead()
+			}
+			e.applySets(sets, results, fork)
+		}
 		e.ledgerDirty = true
 	}
-	if only == nil && e.ledgerDirty {
-		e.saveLedger()
-		e.ledgerDirty = false
+	if saved && only == nil && e.ledgerDirty {
+		if err := e.saveLedger(); err != nil {
+			e.ledgerFailed(err)
+		} else {
+			e.ledgerDirty = false
+		}
 	}
 
 	e.mu.Lock()
@@ -85,6 +105,39 @@ func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
 		e.cfg.Metrics.reportBalancing(e.cfg.Resolver.ProcRoot())
 	}
 	e.cfg.Metrics.reportPass(kind, e.cfg.Clock.Since(start))
+}
+
+// ledgerRetryDelay is how soon a pass runs again after a failed ledger write (a disk
+// that filled up or went read-only), unless a rescan comes first.
+const ledgerRetryDelay = time.Second
+
+// ledgerFailed counts and logs a failed ledger write and schedules a pass to retry it.
+func (e *Engine) ledgerFailed(err error) {
+	e.cfg.Metrics.reportLedgerError()
+	e.cfg.Log.Error(err, "Writing the ledger; SETs wait until it can be written", "retryIn", ledgerRetryDelay)
+	if e.ledgerRetry.CompareAndSwap(false, true) {
+		e.cfg.Clock.AfterFunc(min(ledgerRetryDelay, e.cfg.RescanInterval), func() {
+			e.ledgerRetry.Store(false)
+			signal(e.kick)
+		})
+	}
+}
+
+// skipUnrecorded reports the containers of sets, none of which was issued because the
+// ledger could not be written first, as LedgerError.
+func skipUnrecorded(sets []pendingSet, results map[ContainerKey]ContainerResult, err error) {
+	skipped := map[ContainerKey]int{}
+	for _, s := range sets {
+		skipped[s.key]++
+	}
+	for key, n := range skipped {
+		r := results[key]
+		r.Reason = numav1.ReasonLedgerError
+		r.Message = fmt.Sprintf("%d tasks have NUMA node %d; %d others were not set: the agent records every value "+
+			"in its ledger before setting it, so it can undo it after a crash, and the ledger could not be written (%v)",
+			r.Tasks, r.Node, n, err)
+		results[key] = r
+	}
 }
 
 // resultEqual reports whether two results would publish the same state (Skipped, only

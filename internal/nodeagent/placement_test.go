@@ -34,6 +34,7 @@ func (h cpusetHost) Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error
 	return &cgroups.Container{Ref: ref, Path: "/" + ref.ContainerID}, nil
 }
 func (h cpusetHost) ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error) { return nil, nil }
+func (h cpusetHost) ThreadIDs(*cgroups.Container) ([]int, error)            { return nil, nil }
 func (h cpusetHost) Cpuset(c *cgroups.Container) (cgroups.Cpuset, error) {
 	return h[c.Ref.ContainerID], nil
 }

@@ -10,11 +10,20 @@ import (
 	"github.com/numapref/numapref/internal/numa"
 )
 
-// pendingSet is a kernel SET the pass decided on.
+// pendingSet is a kernel SET the pass decided on: of node, on task of the container key
+// whose cgroups are cg. The task's pidfd, if any, stays open until the pass ends.
 type pendingSet struct {
 	key  ContainerKey
-	tid  int
+	cg   *cgroups.Container
+	task heldTask
 	node int
+}
+
+// releaseSets closes the pidfds of the pass's SETs.
+func (e *Engine) releaseSets(sets []pendingSet) {
+	for _, s := range sets {
+		e.release(s.task)
+	}
 }
 
 // planContainer reads the kernel state of one container's tasks and decides which tasks
@@ -95,31 +104,34 @@ func (e *Engine) planContainer(key ContainerKey, d Desire, trust map[int]bool) (
 		}
 		// A task the ledger does not know, or whose value is not ours: read its identity
 		// (only here, not for every known task on every pass) before acting.
-		task, err := numa.ReadTask(e.cfg.Resolver.ProcRoot(), t.TID)
+		if v == node {
+			// Inherited from a thread or CLONE_VM parent the agent set: recorded for undo.
+			task, err := numa.ReadTask(e.cfg.Resolver.ProcRoot(), t.TID)
+			if err != nil {
+				continue // exited since listing
+			}
+			entry.Tasks[t.TID] = &taskEntry{Start: task.StartTime, Prev: numa.NoNode, Values: []int{node}}
+			changed = true
+			r.Tasks++
+			continue
+		}
+		task, err := e.identify(t) // with its pidfd, held until the SET
 		if err != nil {
 			continue // exited since listing
 		}
-		if known != nil && known.task(t.TID) != task {
+		if known != nil && known.Start != task.StartTime {
 			known = nil // the pid was recycled: a different task
 		}
 		if known == nil {
 			known = &taskEntry{Start: task.StartTime, Prev: v}
-			if v == node {
-				known.Prev = -1 // inherited from a thread or CLONE_VM parent the agent set
-			}
 			entry.Tasks[t.TID] = known
 			changed = true
-		}
-		if v == node {
-			known.Values = []int{node}
-			r.Tasks++
-			continue
 		}
 		if !slices.Contains(known.Values, node) {
 			known.Values = append(known.Values, node)
 			changed = true
 		}
-		sets = append(sets, pendingSet{key: key, tid: t.TID, node: node})
+		sets = append(sets, pendingSet{key: key, cg: cg, task: task, node: node})
 	}
 	for tid := range entry.Tasks {
 		if !listed[tid] {

@@ -8,8 +8,8 @@
 // PreferredNode is what the node agent uses: Get and Set of one task's node. Raw is the
 // prctl's arguments as such, for the conformance cases. Two backends implement both:
 //   - Prctl, here: the real system call. It calls nothing until /proc/self/sched shows the
-//     patch's numa_preferred_nid_force line: on Linux 6.16 and later option 78 is
-//     PR_FUTEX_HASH.
+//     patch's numa_preferred_nid_force line: mainline took the option numbers near the
+//     patch's (78 is PR_FUTEX_HASH on 6.16 and later, 79 PR_RSEQ_SLICE_EXTENSION on 7.0).
 //   - emulator.Emulator, in the emulator subpackage: the patch's semantics over a state
 //     directory, for kernels without it. It builds on this package's kernel readers
 //     (ReadTask, ReadTaskFile, ReadSchedNUMA, ProcConn); nothing here imports it.

@@ -28,8 +28,10 @@ var _ Raw = (*Prctl)(nil)
 // NewPrctl returns the kernel backend for prctl option number option (DefaultPrctlOption
 // unless configured), reading proofs from procRoot (normally "/proc").
 //
-// Support must be proven before the option is used: on Linux 6.16 and later option 78 is
-// PR_FUTEX_HASH, and a SET there would resize the caller's futex hash. The patched kernel
+// Support must be proven before the option is used: mainline took the numbers near the
+// patch's for other calls (MainlineOption). On Linux 6.16 and later option 78 is
+// PR_FUTEX_HASH, and a SET there would resize the caller's futex hash; on Linux 7.0 option
+// 79 is PR_RSEQ_SLICE_EXTENSION, where the SET's shape can return 0. The patched kernel
 // prints a numa_preferred_nid_force line in /proc/<pid>/sched; without that line the
 // backend is unsupported, issues no prctl at all, and every call returns ErrUnsupported.
 // With it, one GET on the calling thread must agree with /proc/thread-self/sched, which
@@ -65,8 +67,10 @@ func (p *Prctl) prove() Support {
 		s.Reason = fmt.Sprintf("%s has no NUMA lines: the kernel lacks CONFIG_NUMA_BALANCING; no prctl was issued", path)
 		return s
 	case !sched.ForcePresent:
-		s.Reason = fmt.Sprintf("%s has no numa_preferred_nid_force line: the kernel lacks the PR_PREFERRED_NID patch; "+
-			"no prctl was issued (on Linux 6.16 and later option 78 is PR_FUTEX_HASH)", path)
+		s.Reason = fmt.Sprintf("%s has no numa_preferred_nid_force line: the kernel lacks the PR_PREFERRED_NID patch; no prctl was issued", path)
+		if other := MainlineOption(p.option); other != "" {
+			s.Reason += fmt.Sprintf(" (option %d is %s)", p.option, other)
+		}
 		return s
 	}
 

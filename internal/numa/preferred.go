@@ -16,9 +16,23 @@ type PreferredNode interface {
 var ErrUnsupported = errors.New("PR_PREFERRED_NID is not supported by this kernel")
 
 // DefaultPrctlOption is PR_PREFERRED_NID as the posted patch (v1, v2) numbered it. v3 moved
-// it to 79. On mainline Linux 6.16 and later 78 is PR_FUTEX_HASH, so the number alone
-// proves nothing; see NewPrctl.
+// it to 79. Mainline took both numbers (see MainlineOption), so the number alone proves
+// nothing; see NewPrctl.
 const DefaultPrctlOption = 78
+
+// mainlineOptions are the prctl options near the patch's numbers that mainline Linux gave
+// to other calls. The patch is not merged, so any number it ends up with may collide.
+var mainlineOptions = map[int]string{
+	78: "PR_FUTEX_HASH on Linux 6.16 and later",
+	79: "PR_RSEQ_SLICE_EXTENSION on Linux 7.0 and later",
+	80: "PR_GET_CFI on mainline Linux",
+	81: "PR_SET_CFI on mainline Linux",
+}
+
+// MainlineOption says what mainline Linux calls prctl option option, when it is one of
+// the numbers near the patch's that mainline took ("PR_FUTEX_HASH on Linux 6.16 and
+// later"); "" for the others.
+func MainlineOption(option int) string { return mainlineOptions[option] }
 
 // The commands of PR_PREFERRED_NID (its second argument).
 const (

@@ -2,6 +2,7 @@ package numa
 
 import (
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -170,6 +171,50 @@ func TestProbeFixtures(t *testing.T) {
 			}
 			if n := c.calls.Load(); n != tc.wantCalls {
 				t.Errorf("%d prctl calls, want %d", n, tc.wantCalls)
+			}
+		})
+	}
+}
+
+// On Linux 7.0 mainline has taken the patch's option numbers: 78 is PR_FUTEX_HASH (6.16),
+// 79 PR_RSEQ_SLICE_EXTENSION (7.0: the patch's SET shape returns 0 there), 80 and 81
+// PR_GET_CFI and PR_SET_CFI. On such a kernel without the patch (no
+// numa_preferred_nid_force line) -kernel=auto with any of them issues no prctl at all, and
+// says which call the number is.
+func TestProbeIssuesNoPrctlOnLinux70(t *testing.T) {
+	tests := map[int]string{
+		78: "PR_FUTEX_HASH",
+		79: "PR_RSEQ_SLICE_EXTENSION",
+		80: "PR_GET_CFI",
+		81: "PR_SET_CFI",
+	}
+	for option, mainline := range tests {
+		t.Run(mainline, func(t *testing.T) {
+			var c countingPrctl
+			r := Probe(ProbeOptions{ProcRoot: "testdata/proc/linux-7.0", SysRoot: "testdata/sysfs/two-nodes",
+				DebugfsRoot: "testdata/debugfs/default", Option: option, prctl: c.fn})
+			if r.KernelRelease != "7.0.3" || r.Prctl.Supported || r.Prctl.Option != option {
+				t.Errorf("kernel %q, Prctl %+v; want 7.0.3, option %d unsupported", r.KernelRelease, r.Prctl, option)
+			}
+			for _, want := range []string{"no numa_preferred_nid_force line", "no prctl was issued", mainline} {
+				if !strings.Contains(r.Prctl.Reason, want) {
+					t.Errorf("Reason %q does not say %q", r.Prctl.Reason, want)
+				}
+			}
+
+			// What the agent's -kernel=auto does with the backend: every call refused, none issued.
+			p, support := newPrctl(option, "testdata/proc/linux-7.0", c.fn)
+			if _, err := p.Get(0); !errors.Is(err, ErrUnsupported) {
+				t.Errorf("Get = %v, want ErrUnsupported", err)
+			}
+			if err := p.Set(0, 1); !errors.Is(err, ErrUnsupported) {
+				t.Errorf("Set = %v, want ErrUnsupported", err)
+			}
+			if support.Supported {
+				t.Errorf("support %+v", support)
+			}
+			if n := c.calls.Load(); n != 0 {
+				t.Errorf("%d prctl calls (options %v) on a kernel without the patch, want 0", n, c.options)
 			}
 		})
 	}

@@ -107,6 +107,11 @@ func writePKI(dir string, apiserverIPs []net.IP) error {
 	return writePEM(filepath.Join(dir, "sa.pub"), "PUBLIC KEY", pub)
 }
 
+// WritePKI is writePKI for other test harnesses that run a kube-apiserver of their own
+// (the kernel lab's test/kernellab/apihost): the same files under dir, the serving
+// certificate valid for apiserverIPs.
+func WritePKI(dir string, apiserverIPs []net.IP) error { return writePKI(dir, apiserverIPs) }
+
 func writeCertAndKey(dir, name string, der []byte, key crypto.Signer) error {
 	if err := writePEM(filepath.Join(dir, name+".crt"), "CERTIFICATE", der); err != nil {
 		return err

@@ -28,8 +28,11 @@ type Container struct {
 	CpusetDir string `json:"cpusetDir,omitempty"`
 }
 
-// Cpuset is the set of CPUs and memory nodes a container's tasks may use.
+// Cpuset is the set of CPUs and memory nodes a container's tasks may use. Its JSON form is
+// also the inspect endpoint's (inspect.Cpuset).
 type Cpuset struct {
+	// Mems are the memory nodes the tasks may allocate on (cpuset.effective_mems), and
+	// CPUs the CPUs they may run on (cpuset.effective_cpus).
 	Mems []int `json:"mems"`
 	CPUs []int `json:"cpus"`
 	// Dir is the cgroup directory the values were read from: the container's own or, on

@@ -125,6 +125,17 @@ func TestResolveFixtures(t *testing.T) {
 				if diff := cmp.Diff(fc.tasks, tasks); diff != "" {
 					t.Errorf("ListTIDs (-want +got):\n%s", diff)
 				}
+				var wantTIDs []int
+				for _, task := range fc.tasks {
+					wantTIDs = append(wantTIDs, task.TID)
+				}
+				tids, err := r.ThreadIDs(got)
+				if err != nil {
+					t.Fatalf("ThreadIDs: %v", err)
+				}
+				if diff := cmp.Diff(wantTIDs, tids); diff != "" {
+					t.Errorf("ThreadIDs (-want +got):\n%s", diff)
+				}
 
 				wantCpuset := fc.cpuset
 				wantCpuset.Dir = want.CpusetDir

@@ -37,26 +37,60 @@ type TaskRef struct {
 // container between reading a cgroup's threads and its processes may be given the wrong
 // TGID (the TID is right).
 func (r *Resolver) ListTIDs(c *Container) ([]TaskRef, error) {
-	w := taskWalker{r: r, threadsFile: "tasks", buf: getScratch()}
+	w := r.newWalker(false)
 	defer putScratch(w.buf)
-	if r.layout.Version == 2 {
-		w.threadsFile = "cgroup.threads"
-	}
-	if err := w.walk(c.TasksDir, true); err != nil {
+	if err := w.walkContainer(c); err != nil {
 		return nil, fmt.Errorf("listing tasks of %s: %w", c.Path, err)
-	}
-	if w.vanished && !dirExists(c.TasksDir) {
-		// The sub-cgroups went with the container itself.
-		return nil, fmt.Errorf("listing tasks of %s: %s: %w", c.Path, c.TasksDir, ErrContainerNotFound)
-	}
-	if w.invisible {
-		return nil, fmt.Errorf("listing tasks of %s: %w (run the agent in the host PID namespace)", c.Path, ErrForeignPIDNamespace)
 	}
 	tasks, err := w.assign()
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks of %s: %w", c.Path, err)
 	}
 	return tasks, nil
+}
+
+// ThreadIDs lists the thread ids in c's cgroup and every sub-cgroup below it, sorted: the
+// tasks of ListTIDs without their processes, read from the cgroup files alone (no /proc).
+// It answers whether a task is in the container now, the same way the listing does: a
+// task's own /proc/<tid>/cgroup names its cgroup relative to the reader's cgroup namespace,
+// which on cgroup v2 is the agent container's own.
+func (r *Resolver) ThreadIDs(c *Container) ([]int, error) {
+	w := r.newWalker(true)
+	defer putScratch(w.buf)
+	if err := w.walkContainer(c); err != nil {
+		return nil, fmt.Errorf("listing threads of %s: %w", c.Path, err)
+	}
+	var tids []int
+	for _, g := range w.groups {
+		tids = append(tids, g.tids...)
+	}
+	slices.Sort(tids)
+	return slices.Compact(tids), nil
+}
+
+// newWalker makes a walker of this host's task files; with threadsOnly it reads no
+// cgroup.procs. Its buffer goes back with putScratch.
+func (r *Resolver) newWalker(threadsOnly bool) *taskWalker {
+	w := &taskWalker{r: r, threadsFile: "tasks", threadsOnly: threadsOnly, buf: getScratch()}
+	if r.layout.Version == 2 {
+		w.threadsFile = "cgroup.threads"
+	}
+	return w
+}
+
+// walkContainer reads the task files of c's cgroup and its sub-cgroups.
+func (w *taskWalker) walkContainer(c *Container) error {
+	if err := w.walk(c.TasksDir, true); err != nil {
+		return err
+	}
+	if w.vanished && !dirExists(c.TasksDir) {
+		// The sub-cgroups went with the container itself.
+		return fmt.Errorf("%s: %w", c.TasksDir, ErrContainerNotFound)
+	}
+	if w.invisible {
+		return fmt.Errorf("%w (run the agent in the host PID namespace)", ErrForeignPIDNamespace)
+	}
+	return nil
 }
 
 // taskGroup is what one cgroup directory lists.
@@ -71,6 +105,7 @@ type taskGroup struct {
 type taskWalker struct {
 	r           *Resolver
 	threadsFile string
+	threadsOnly bool // read no cgroup.procs: the threads' processes are not wanted
 	groups      []taskGroup
 	buf         *[]byte
 	invisible   bool // a listed id was 0: a task outside the reader's PID namespace
@@ -87,7 +122,7 @@ func (w *taskWalker) walk(dir string, top bool) error {
 	}
 	g := taskGroup{tids: tids}
 	var tgids []int
-	if len(tids) > 0 || w.r.layout.Version == 2 {
+	if !w.threadsOnly && (len(tids) > 0 || w.r.layout.Version == 2) {
 		// On v1 a cgroup without threads has no processes. On v2 a threaded domain with
 		// no threads of its own lists the processes of its threaded sub-cgroups.
 		tgids, err = w.readIDs(filepath.Join(dir, "cgroup.procs"))

@@ -98,6 +98,9 @@ func TestContainerExited(t *testing.T) {
 			if _, err := r.ListTIDs(c); !errors.Is(err, ErrContainerNotFound) {
 				t.Errorf("ListTIDs error = %v, want ErrContainerNotFound", err)
 			}
+			if _, err := r.ThreadIDs(c); !errors.Is(err, ErrContainerNotFound) {
+				t.Errorf("ThreadIDs error = %v, want ErrContainerNotFound", err)
+			}
 			if _, err := r.Cpuset(c); !errors.Is(err, ErrContainerNotFound) {
 				t.Errorf("Cpuset error = %v, want ErrContainerNotFound", err)
 			}

@@ -109,6 +109,9 @@ func (l *Lab) Container(qos corev1.PodQOSClass, podUID, id string) (*Container, 
 	return &Container{lab: l, path: filepath.Join(parts...), ContainerID: "containerd://" + id}, nil
 }
 
+// Path is the container's cgroup path, relative to each hierarchy's root.
+func (c *Container) Path() string { return c.path }
+
 // SetMems sets the container's cpuset.mems (the kernel list format, "0").
 func (c *Container) SetMems(mems string) error { return c.setCpuset("cpuset.mems", mems) }
 
@@ -131,17 +134,40 @@ func (c *Container) setCpuset(file, value string) error {
 	return nil
 }
 
+// EnableMemory turns on the memory controller for the container (cgroup v2), so that it
+// has memory.numa_stat, as a kubelet's containers do. Call it before any task joins.
+func (c *Container) EnableMemory() error {
+	if c.lab.version != 2 {
+		return errors.New("EnableMemory is for cgroup v2: v1's memory hierarchy is not in the lab")
+	}
+	return c.lab.enableController(c.path, "memory")
+}
+
 // enableCpuset turns on the cpuset controller down to path's parent (cgroup v2).
-func (l *Lab) enableCpuset(path string) error {
+func (l *Lab) enableCpuset(path string) error { return l.enableController(path, "cpuset") }
+
+// enableController turns on controller down to path's parent (cgroup v2).
+func (l *Lab) enableController(path, controller string) error {
 	dir := l.root
 	for _, p := range strings.Split(path, string(filepath.Separator)) {
 		f := filepath.Join(dir, "cgroup.subtree_control")
-		if err := os.WriteFile(f, []byte("+cpuset"), 0); err != nil {
-			return fmt.Errorf("enabling cpuset in %s: %w", f, err)
+		if err := os.WriteFile(f, []byte("+"+controller), 0); err != nil {
+			return fmt.Errorf("enabling %s in %s: %w", controller, f, err)
 		}
 		dir = filepath.Join(dir, p)
 	}
 	return nil
+}
+
+// Dirs returns the container's cgroup directory in every hierarchy the lab uses: a
+// process that runs without the Lab (another PID namespace's) attaches a task by writing
+// its id to cgroup.procs in each.
+func (c *Container) Dirs() []string {
+	dirs := make([]string, len(c.lab.hiers))
+	for i, h := range c.lab.hiers {
+		dirs[i] = filepath.Join(h, c.path)
+	}
+	return dirs
 }
 
 // Attach moves process pid (all its threads) into the container in every hierarchy.

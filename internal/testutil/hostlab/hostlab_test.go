@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -103,6 +105,70 @@ func TestLabOnRealCgroups(t *testing.T) {
 	for _, pid := range []int{forked, raw} {
 		if Running(pid) {
 			t.Errorf("forked child %d still runs after Close", pid)
+		}
+	}
+}
+
+// The stream command touches its memory while its threads are pinned, then unpins them and
+// keeps them streaming: the threads it names are the workload's, run on every CPU again,
+// and the memory is resident.
+func TestStreamWorkload(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (it makes real cgroups); CI runs as root")
+	}
+	lab, err := New("/sys/fs/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	c, err := lab.Container(corev1.PodQOSBestEffort, "5e4d3c2b-1a09-4f8e-9d7c-6b5a49382716", strings.Repeat("cd", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.StartWorkload(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tids, err := w.Stream(16, 2, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := w.TIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tids) != 2 || !slices.Contains(all, tids[0]) || !slices.Contains(all, tids[1]) || tids[0] == tids[1] {
+		t.Fatalf("stream threads %v, want 2 distinct threads of the workload (%v)", tids, all)
+	}
+	var want unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range tids {
+		// The unpin follows the touch at once; allow the thread a moment to get there.
+		var got unix.CPUSet
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if err := unix.SchedGetaffinity(tid, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got == want || time.Now().After(deadline) {
+				break
+			}
+		}
+		if got != want {
+			t.Errorf("thread %d affinity %v after the touch, want every CPU (%v)", tid, got, want)
+		}
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(w.Pid()), "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			if kb < 16<<10 {
+				t.Errorf("RssAnon %d kB, want the 16 MiB touched", kb)
+			}
 		}
 	}
 }

@@ -11,7 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/rawfork"
@@ -31,6 +34,11 @@ const workloadEnv = "NUMAPREF_HOSTLAB_WORKLOAD"
 //	            kernel lab's initramfs has no /bin/sh); the child only pauses until killed
 //	            (or until the workload's forking thread dies); answers "pid <child>"
 //	alloc N     touch N MiB of anonymous memory and keep it; answers "ok"
+//	stream M T C  map M MiB of anonymous memory and start T locked threads, each with its
+//	            own slice; each touches its slice first while pinned to the CPUs of list
+//	            C ("0" or "0-3": where the memory lands, by first touch), then, once all
+//	            are done, drops the pin (any CPU) and streams over its slice until exit,
+//	            reading a byte of every cache line; answers "tids <tid> ..." once touched
 //	exit        exit
 func RunWorkloadIfAsked() {
 	if os.Getenv(workloadEnv) != "1" {
@@ -116,10 +124,100 @@ func runWorkload(in io.Reader, out io.Writer) {
 			}
 			held = append(held, mem)
 			fmt.Fprintln(out, "ok")
+		case "stream":
+			tids, err := stream(arg)
+			if err != nil {
+				fmt.Fprintln(out, "error stream:", err)
+				continue
+			}
+			fmt.Fprintln(out, "tids", strings.Trim(fmt.Sprint(tids), "[]"))
 		case "exit":
 			return
 		}
 	}
+}
+
+// streamSink keeps the streaming reads from being optimized away.
+var streamSink atomic.Uint64
+
+// stream starts the streaming threads of the "stream MIB THREADS CPUS" command and returns
+// their thread ids once every slice is touched.
+func stream(arg string) ([]int, error) {
+	var mib, threads int
+	var cpuList string
+	if _, err := fmt.Sscanf(arg, "%d %d %s", &mib, &threads, &cpuList); err != nil || mib <= 0 || threads <= 0 {
+		return nil, fmt.Errorf("want \"stream MIB THREADS CPUS\", got %q", arg)
+	}
+	cpus, err := numa.ParseList(cpuList)
+	if err != nil {
+		return nil, err
+	}
+	var pinned, all unix.CPUSet
+	for _, c := range cpus {
+		pinned.Set(c)
+	}
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		return nil, err
+	}
+	mem, err := unix.Mmap(-1, 0, mib<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("mapping %d MiB: %w", mib, err)
+	}
+	slice := len(mem) / threads
+	tids := make([]int, threads)
+	errs := make([]error, threads)
+	var touched sync.WaitGroup
+	release := make(chan struct{})
+	for i := range threads {
+		touched.Add(1)
+		go func(part []byte) {
+			runtime.LockOSThread() // never unlocked: one OS thread per slice for good
+			tids[i] = unix.Gettid()
+			if errs[i] = unix.SchedSetaffinity(0, &pinned); errs[i] == nil {
+				for j := 0; j < len(part); j += os.Getpagesize() {
+					part[j] = 1 // first touch: the page is allocated on this CPU's node
+				}
+			}
+			touched.Done()
+			<-release
+			if err := unix.SchedSetaffinity(0, &all); err != nil {
+				return
+			}
+			var sum uint64
+			for {
+				for j := 0; j < len(part); j += 64 {
+					sum += uint64(part[j])
+				}
+				streamSink.Store(sum)
+			}
+		}(mem[i*slice : (i+1)*slice])
+	}
+	touched.Wait()
+	close(release)
+	return tids, errors.Join(errs...)
+}
+
+// Stream makes the workload map mib MiB, touch it first from threads threads pinned to
+// cpus (a kernel CPU list) and then stream over it from them, unpinned; it returns the
+// streaming threads' ids once the memory is touched.
+func (w *Workload) Stream(mib, threads int, cpus string) ([]int, error) {
+	line, err := w.do(fmt.Sprintf("stream %d %d %s", mib, threads, cpus))
+	if err != nil {
+		return nil, err
+	}
+	rest, ok := strings.CutPrefix(line, "tids ")
+	if !ok {
+		return nil, fmt.Errorf("workload answered %q", line)
+	}
+	var tids []int
+	for _, f := range strings.Fields(rest) {
+		tid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("workload answered %q: %w", line, err)
+		}
+		tids = append(tids, tid)
+	}
+	return tids, nil
 }
 
 // Workload is a running workload process.

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && kernellab
 
 package engine
 
@@ -185,7 +185,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestEngineRealPrctl(t *testing.T) {
 	if labenv.Kernel(t) != "patched" {
-		t.Skip("the patched kernel's test; the control kernel runs TestEngineKernelUnsupported")
+		t.Skip("the patched kernel's test; the control kernel runs TestEngineKernelUnsupported") // selection: the lab boots both kernels
 	}
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
 	if !sup.Supported {
@@ -300,7 +300,7 @@ func TestEngineRealPrctl(t *testing.T) {
 
 func TestEngineKernelUnsupported(t *testing.T) {
 	if labenv.Kernel(t) != "control" {
-		t.Skip("the control kernel's test")
+		t.Skip("the control kernel's test") // selection: the lab boots both kernels
 	}
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
 	if sup.Supported {

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && kernellab
 
 package engine
 
@@ -16,6 +16,7 @@ import (
 
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
@@ -45,7 +46,7 @@ const forkRaceChildren = 200
 
 func TestForkEventBeforeCgroup(t *testing.T) {
 	if labenv.Kernel(t) != "patched" {
-		t.Skip("runs in the patched boot only (it needs no prctl; one measurement is enough)")
+		t.Skip("runs in the patched boot only (it needs no prctl; one measurement is enough)") // selection: one of the two boots measures
 	}
 	for _, mode := range []string{"events", "spin"} {
 		t.Run("mode="+mode, func(t *testing.T) { forkRace(t, mode) })
@@ -58,7 +59,7 @@ type forkEvent struct{ parent, child int }
 func forkRace(t *testing.T, mode string) {
 	l, err := hostlab.New("/sys/fs/cgroup")
 	if err != nil {
-		t.Skipf("precondition: no cgroup hierarchy to make a container in: %v", err)
+		testenv.RequireNoError(t, err, "a cgroup hierarchy to make a container in", "make kernel-lab (the lab VM mounts cgroup2)")
 	}
 	t.Cleanup(func() {
 		if err := l.Close(); err != nil {
@@ -104,7 +105,7 @@ func forkRace(t *testing.T, mode string) {
 	case "events":
 		pe, err := numa.OpenProcEvents()
 		if err != nil {
-			t.Skipf("precondition: no proc connector: %v", err)
+			testenv.RequireNoError(t, err, "the proc connector", "make kernel-lab (the lab kernel has CONFIG_PROC_EVENTS)")
 		}
 		defer pe.Close()
 		go func() {
@@ -127,7 +128,7 @@ func forkRace(t *testing.T, mode string) {
 	case "spin":
 		fd, err := spinConnector()
 		if err != nil {
-			t.Skipf("precondition: no proc connector: %v", err)
+			testenv.RequireNoError(t, err, "the proc connector", "make kernel-lab (the lab kernel has CONFIG_PROC_EVENTS)")
 		}
 		done := make(chan struct{})
 		go func() {

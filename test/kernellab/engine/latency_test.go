@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && kernellab
 
 package engine
 
@@ -47,7 +47,7 @@ const (
 
 func TestForkToAppliedLatency(t *testing.T) {
 	if labenv.Kernel(t) != "patched" {
-		t.Skip("the patched kernel's test")
+		t.Skip("the patched kernel's test") // selection: the lab boots both kernels
 	}
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
 	if !sup.Supported {

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && kernellab
 
 package engine
 
@@ -109,7 +109,7 @@ func liveCgroup(tid int) (string, bool) {
 
 func TestPIDReuseWraparound(t *testing.T) {
 	if labenv.Kernel(t) != "patched" {
-		t.Skip("the patched kernel's test")
+		t.Skip("the patched kernel's test") // selection: the lab boots both kernels
 	}
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
 	if !sup.Supported {

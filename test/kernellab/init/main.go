@@ -2,7 +2,9 @@
 
 // Command init is PID 1 of the kernel lab's initramfs (see hack/kernel/run.sh).
 //
-// It mounts the kernel filesystems, turns automatic NUMA balancing on, runs the
+// It mounts the kernel filesystems, loads the modules of /kernellab/modules (if any),
+// brings up lo and the network interface /kernellab/net names (if any; net.go), turns
+// automatic NUMA balancing on, runs the
 // test binaries of /kernellab/manifest one after another with their output
 // streamed to the serial console between markers (console.go), copies the
 // report files each test leaves in its report directory to the console, and
@@ -70,6 +72,8 @@ func run() {
 	}()
 
 	mountAll()
+	loadModules()
+	configureNetwork()
 	tune()
 	fmt.Println(marker(kindInit, "kernel", kernelRelease(), "nodes", readTrimmed("/sys/devices/system/node/online"),
 		"cpus", readTrimmed("/sys/devices/system/cpu/online"), "uptime", uptime()))

@@ -1,0 +1,299 @@
+//go:build linux && kernellab
+
+package agent
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/test/kernellab/labenv"
+)
+
+// The effect experiment's workload: streamThreads threads streaming over streamMiB MiB that
+// they first touched while pinned to node 0's CPUs; sampled every second for sampleFor.
+const (
+	streamMiB     = 512
+	streamThreads = 3
+	sampleFor     = 90 * time.Second
+	targetNode    = 1
+	noFaulting    = "4294967295"
+)
+
+// scenario is one of the seed's four: the balancing mode, the scan settings, and whether
+// the agent places the workload on node 1.
+type scenario struct {
+	ID         int      `json:"id"`
+	Name       string   `json:"name"`
+	Tune       []string `json:"tune"` // numapref tune-balancing flags
+	Preference bool     `json:"preference"`
+}
+
+// defaultScan are the kernel's default scan settings (kernel/sched/fair.c).
+var defaultScan = []string{"-scan-delay-ms=1000", "-scan-period-min-ms=1000", "-scan-period-max-ms=60000", "-scan-size-mb=256"}
+
+var scenarios = []scenario{
+	{1, "numa_balancing=0, no preference", append([]string{"-numa-balancing=0"}, defaultScan...), false},
+	{2, "numa_balancing=1, no preference", append([]string{"-numa-balancing=1"}, defaultScan...), false},
+	{3, "numa_balancing=1, preference node 1, no faulting", []string{"-numa-balancing=1",
+		"-scan-delay-ms=" + noFaulting, "-scan-period-min-ms=" + noFaulting, "-scan-period-max-ms=" + noFaulting, "-scan-size-mb=256"}, true},
+	{4, "numa_balancing=1, preference node 1, default scanning", append([]string{"-numa-balancing=1"}, defaultScan...), true},
+}
+
+// sample is one second of one scenario, as effect.jsonl records it (test/kernellab/effectreport
+// reads it).
+type sample struct {
+	Scenario int     `json:"scenario"`
+	T        float64 `json:"t"`
+	// Source is "agent" (the running agent's /metrics) or "collector" (no preference: the
+	// agent selects nothing and so exports nothing for the container; the lab runs the
+	// agent's own EffectCollector over the container instead).
+	Source   string  `json:"source"`
+	Locality float64 `json:"locality"` // share of the container's memory on node 1
+	Node0MiB float64 `json:"node0MiB"`
+	Node1MiB float64 `json:"node1MiB"`
+	Faults   float64 `json:"faults"`   // numapref_container_numa_faults
+	Migrated float64 `json:"migrated"` // numapref_container_numa_pages_migrated
+	// WorkersOnNode1 of Workers streaming threads had current_node=1.
+	Workers        int `json:"workers"`
+	WorkersOnNode1 int `json:"workersOnNode1"`
+	// Err says why the metrics were not all there (the agent lists a container on its
+	// first pass after the preference arrives); the sample's metric values are then not
+	// measured.
+	Err string `json:"err,omitempty"`
+}
+
+// TestEffect runs the seed's four scenarios on the patched kernel with the agent placing the
+// workload, sampling every second, and writes effect.jsonl (every sample) and
+// effect-scenarios.json (each scenario's command) to the report directory.
+func TestEffect(t *testing.T) {
+	if kernel := labenv.Kernel(t); kernel != "patched" {
+		t.Skip("selects: the effect experiment needs the patch; the control kernel runs TestAgent only")
+	}
+	cl := newCluster(t, "patched")
+	lab := newHostlab(t)
+	restore := currentTuning(t)
+	t.Cleanup(func() { tune(t, restore...) })
+	cl.startAgent(t, lab)
+	node0CPUs := strings.TrimSpace(readFile(t, "/sys/devices/system/node/node0/cpulist"))
+
+	out, err := os.Create(filepath.Join(reportDir(cl), "effect.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	var commands []map[string]any
+	for _, s := range scenarios {
+		t.Run(fmt.Sprintf("scenario %d", s.ID), func(t *testing.T) {
+			cmd := runScenario(t, cl, lab, s, node0CPUs, out)
+			commands = append(commands, map[string]any{"id": s.ID, "name": s.Name, "command": cmd})
+		})
+	}
+	f, err := os.Create(filepath.Join(reportDir(cl), "effect-scenarios.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, c := range commands {
+		if err := writeJSONLine(f, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func reportDir(cl *cluster) string {
+	if cl.reportTo != "" {
+		return cl.reportTo
+	}
+	return cl.tmp
+}
+
+// runScenario tunes the kernel with numapref tune-balancing, starts a fresh workload (new
+// tasks pick up the scan settings at fork), places it when the scenario says so, and
+// samples it; it returns the scenario's commands.
+func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0CPUs string, out *os.File) string {
+	cmds := []string{"numapref tune-balancing " + strings.Join(s.Tune, " ")}
+	tune(t, s.Tune...)
+	name := fmt.Sprintf("effect-%d", s.ID)
+	labels := map[string]string{"app": name}
+	p := cl.createPod(t, lab, name, labels, 0, true)
+	defer p.workload.Stop()
+	touch := time.Now()
+	workers, err := p.workload.Stream(streamMiB, streamThreads, node0CPUs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d MiB first touched on node 0's CPUs (%s) by %d threads in %s", streamMiB, node0CPUs, len(workers), time.Since(touch).Round(time.Millisecond))
+	start := time.Now()
+	if s.Preference {
+		cl.applyPreference(t, name, labels, targetNode)
+		cmds = append(cmds, fmt.Sprintf("kubectl apply -f %s.yaml (NumaPreference: selector app=%s, node %d)", name, name, targetNode))
+		defer cl.deletePreference(t, name)
+	}
+	collector := nodeagent.NewEffectCollector(containerView{p: p}, "/proc", 2)
+	var last sample
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for i := 0; time.Since(start) < sampleFor+500*time.Millisecond; i++ {
+		smp := sample{Scenario: s.ID, T: time.Since(start).Seconds(), Workers: len(workers)}
+		var values map[string]float64
+		if s.Preference {
+			smp.Source = "agent"
+			values, err = agentValues(cl, p)
+		} else {
+			smp.Source = "collector"
+			values, err = collectorValues(collector, p)
+		}
+		if err != nil {
+			smp.Err = err.Error()
+		}
+		smp.Locality, smp.Faults, smp.Migrated = values["locality"], values["faults"], values["migrated"]
+		smp.Node0MiB, smp.Node1MiB = values["node0"]/(1<<20), values["node1"]/(1<<20)
+		for _, tid := range workers {
+			if st, err := numa.ReadSchedNUMA("/proc", tid); err == nil && st.CurrentNode == targetNode {
+				smp.WorkersOnNode1++
+			}
+		}
+		if err := writeJSONLine(out, smp); err != nil {
+			t.Fatal(err)
+		}
+		last = smp
+		<-tick.C
+	}
+	t.Logf("scenario %d (%s): after %.0f s locality %.3f (node0 %.0f MiB, node1 %.0f MiB), faults %.0f, migrated %.0f, workers on node 1 %d/%d",
+		s.ID, s.Name, last.T, last.Locality, last.Node0MiB, last.Node1MiB, last.Faults, last.Migrated, last.WorkersOnNode1, last.Workers)
+	if s.Preference {
+		if err := allPlaced(mustPrctl(t), workers, targetNode); err != nil {
+			t.Errorf("the workers are not placed at the end: %v", err)
+		}
+	}
+	return strings.Join(cmds, "; ")
+}
+
+// agentValues scrapes the running agent's /metrics for the pod's container.
+func agentValues(cl *cluster, p *labPod) (map[string]float64, error) {
+	mfs, err := cl.metrics()
+	if err != nil {
+		return nil, err
+	}
+	return effectValues(mfs, p)
+}
+
+// collectorValues runs the agent's EffectCollector over the container, as the agent's
+// /metrics would if it selected it.
+func collectorValues(c prometheus.Collector, p *labPod) (map[string]float64, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	list, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	mfs := map[string]*dto.MetricFamily{}
+	for _, mf := range list {
+		mfs[mf.GetName()] = mf
+	}
+	return effectValues(mfs, p)
+}
+
+func effectValues(mfs map[string]*dto.MetricFamily, p *labPod) (map[string]float64, error) {
+	pod := map[string]string{"namespace": workloadNS, "pod": p.pod.Name, "container": "main"}
+	values := map[string]float64{}
+	var missing []string
+	for key, f := range map[string]string{
+		"locality": "numapref_container_memory_locality_ratio",
+		"faults":   "numapref_container_numa_faults",
+		"migrated": "numapref_container_numa_pages_migrated",
+	} {
+		v, ok := series(mfs, f, pod)
+		if !ok {
+			missing = append(missing, f)
+		}
+		values[key] = v
+	}
+	for node := range 2 {
+		want := map[string]string{"namespace": workloadNS, "pod": p.pod.Name, "container": "main", "numa_node": strconv.Itoa(node)}
+		v, ok := series(mfs, "numapref_container_memory_bytes", want)
+		if !ok {
+			missing = append(missing, fmt.Sprintf("numapref_container_memory_bytes{numa_node=%d}", node))
+		}
+		values["node"+strconv.Itoa(node)] = v
+	}
+	if len(missing) > 0 {
+		return values, fmt.Errorf("no series %v for pod %s", missing, p.pod.Name)
+	}
+	return values, nil
+}
+
+// containerView is the one container as the engine would list it, preferring node 1.
+type containerView struct{ p *labPod }
+
+func (v containerView) Managed() []nodeagent.ManagedContainer {
+	pid := v.p.workload.Pid()
+	tids, _ := numa.ListThreads("/proc", pid)
+	return []nodeagent.ManagedContainer{{
+		PodNamespace: workloadNS, PodName: v.p.pod.Name, PodUID: string(v.p.pod.UID), Container: "main",
+		Node: targetNode, Reason: numav1.ReasonApplied, CgroupPath: v.p.container.Path(),
+		CgroupDir: filepath.Join("/sys/fs/cgroup", v.p.container.Path()), TIDs: tids, PIDs: []int{pid},
+	}}
+}
+
+// tune runs the agent binary's own `numapref tune-balancing`, the chart's init container's
+// command.
+func tune(t *testing.T, flags ...string) {
+	t.Helper()
+	out, err := exec.Command(file(agentBinaryName), append([]string{"tune-balancing"}, flags...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("numapref tune-balancing %s: %v\n%s", strings.Join(flags, " "), err, out)
+	}
+	t.Logf("numapref tune-balancing %s:\n%s", strings.Join(flags, " "), strings.TrimSpace(string(out)))
+}
+
+// currentTuning is the tune-balancing flags that put back what the kernel has now.
+func currentTuning(t *testing.T) []string {
+	t.Helper()
+	mode, err := numa.ReadBalancing("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := numa.ReadScanKnobs("/proc", "/sys/kernel/debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{
+		fmt.Sprintf("-numa-balancing=%d", mode), fmt.Sprintf("-scan-delay-ms=%d", k.ScanDelayMs),
+		fmt.Sprintf("-scan-period-min-ms=%d", k.ScanPeriodMinMs), fmt.Sprintf("-scan-period-max-ms=%d", k.ScanPeriodMaxMs),
+		fmt.Sprintf("-scan-size-mb=%d", k.ScanSizeMB),
+	}
+}
+
+func mustPrctl(t *testing.T) *numa.Prctl {
+	t.Helper()
+	p, support := numa.NewPrctl(prPreferredNID, "/proc")
+	if !support.Supported {
+		t.Fatalf("the patched kernel does not prove the prctl: %s", support.Reason)
+	}
+	return p
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
