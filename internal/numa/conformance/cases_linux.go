@@ -45,7 +45,7 @@ func getSelfDefault(c *caseRun) {
 	tid := unix.Gettid()
 	c.wantValue(c.get("get-pid-0", 0, "self"), -1)
 	c.wantValue(c.get("get-own-tid", tid, "self"), -1)
-	c.wantSched("self", tid, -1, -1)
+	c.wantSched("self", tid, -1, kernelsOwn)
 }
 
 func setGetSelf(c *caseRun) {
