@@ -1,3 +1,5 @@
+//go:build host
+
 package hostlab
 
 import (
@@ -11,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -34,9 +38,7 @@ func readIDs(t *testing.T, f string) []int {
 }
 
 func TestLabOnRealCgroups(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root (it makes real cgroups); CI runs as root")
-	}
+	testenv.RequireRoot(t) // it makes real cgroups
 	lab, err := New("/sys/fs/cgroup")
 	if err != nil {
 		t.Fatal(err)
@@ -113,9 +115,7 @@ func TestLabOnRealCgroups(t *testing.T) {
 // keeps them streaming: the threads it names are the workload's, run on every CPU again,
 // and the memory is resident.
 func TestStreamWorkload(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root (it makes real cgroups); CI runs as root")
-	}
+	testenv.RequireRoot(t) // it makes real cgroups
 	lab, err := New("/sys/fs/cgroup")
 	if err != nil {
 		t.Fatal(err)
