@@ -11,8 +11,5 @@ import (
 // The host tier: the cases that start helpers as uid 1000 or as root without
 // CAP_SYS_PTRACE, which needs root.
 
-// TestPrctlAsRoot is TestPrctl's root cases.
-func TestPrctlAsRoot(t *testing.T) { conformance.RunAsRoot(t, conformance.OpenPrctl) }
-
 // TestEmulatorAsRoot is TestEmulator's root cases.
 func TestEmulatorAsRoot(t *testing.T) { conformance.RunAsRoot(t, conformance.OpenEmulator) }

@@ -12,11 +12,6 @@ import (
 // The unit tier: the cases any user can run. conformance_host_test.go has the cases that
 // need root.
 
-// TestPrctl runs the suite against the real kernel; it skips unless the kernel proves
-// PR_PREFERRED_NID support (a selection of the kernel, see OpenPrctl). This is what the
-// kernel lab runs (conformance.test -test.v, built with -tags host).
-func TestPrctl(t *testing.T) { conformance.Run(t, conformance.OpenPrctl) }
-
 // TestEmulator runs the suite against the emulator.
 func TestEmulator(t *testing.T) { conformance.Run(t, conformance.OpenEmulator) }
 
