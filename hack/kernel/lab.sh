@@ -97,7 +97,7 @@ bins="$out/bin"
 mkdir -p "$bins"
 log "compiling the test binaries"
 (cd "$repo" &&
-	CGO_ENABLED=0 go test -c -trimpath -tags host,kernellab -o "$bins/conformance.test" ./internal/numa/conformance &&
+	CGO_ENABLED=0 go test -c -trimpath -tags host,kernellab -o "$bins/conformance.test" ./internal/testutil/conformance &&
 	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/smoke.test" ./test/kernellab/smoke &&
 	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/engine.test" ./test/kernellab/engine &&
 	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/agent.test" ./test/kernellab/agent &&

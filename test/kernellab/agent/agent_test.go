@@ -20,7 +20,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/numa"
-	"github.com/numapref/numapref/internal/numa/conformance"
+	"github.com/numapref/numapref/internal/testutil/conformance"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )

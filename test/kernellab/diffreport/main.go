@@ -1,5 +1,5 @@
 // Command diffreport compares two conformance reports (the JSON lines that
-// internal/numa/conformance writes to $NUMAPREF_CONFORMANCE_REPORT): the suite
+// internal/testutil/conformance writes to $NUMAPREF_CONFORMANCE_REPORT): the suite
 // run against the real PR_PREFERRED_NID prctl and the same suite run against the
 // emulator, normally in one boot of the kernel lab's patched VM.
 //
@@ -35,7 +35,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/numapref/numapref/internal/numa/conformance"
+	"github.com/numapref/numapref/internal/testutil/conformance"
 )
 
 // record is one case as the conformance suite reports it; call is one call in it.

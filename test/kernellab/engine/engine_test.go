@@ -22,7 +22,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
-	"github.com/numapref/numapref/internal/numa/conformance"
+	"github.com/numapref/numapref/internal/testutil/conformance"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/numapref/numapref/internal/numa/conformance"
+	"github.com/numapref/numapref/internal/testutil/conformance"
 )
 
 // TestMain runs the tests; on the control kernel the conformance suite's prctl witness has

@@ -5,7 +5,7 @@ package conformance_test
 import (
 	"testing"
 
-	"github.com/numapref/numapref/internal/numa/conformance"
+	"github.com/numapref/numapref/internal/testutil/conformance"
 )
 
 // The host tier: the cases that start helpers as uid 1000 or as root without

@@ -5,7 +5,7 @@ package conformance_test
 import (
 	"testing"
 
-	"github.com/numapref/numapref/internal/numa/conformance"
+	"github.com/numapref/numapref/internal/testutil/conformance"
 )
 
 // The real kernel's tests, run by the kernel lab in both VMs (conformance.test -test.v,

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/numapref/numapref/internal/numa/conformance"
+	"github.com/numapref/numapref/internal/testutil/conformance"
 )
 
 // The unit tier: the cases any user can run. conformance_host_test.go has the cases that

@@ -12,12 +12,14 @@
 // name, value read) and the values observed, so kernel and emulator runs can be diffed.
 //
 // Run runs the cases any user can run; RunAsRoot the cases that change credentials (uid
-// 1000, dropping CAP_SYS_PTRACE), which need root, so its tests are in the host tier:
+// 1000, dropping CAP_SYS_PTRACE), which need root, so its tests are in the host tier. The
+// real kernel's tests (TestPrctl, TestPrctlAsRoot) carry the kernellab tag: only the lab's
+// VM has a patched kernel, so no other tier compiles them.
 //
-//	go test ./internal/numa/conformance                 # TestEmulator; TestPrctl skips without the patch
-//	sudo go test -tags host ./internal/numa/conformance # and TestEmulatorAsRoot, TestPrctlAsRoot
-//	go test -c -tags host -o conformance.test ./internal/numa/conformance
-//	./conformance.test -test.v                          # e.g. inside the kernel lab's VM, as root
+//	go test ./internal/testutil/conformance                 # TestEmulator
+//	sudo go test -tags host ./internal/testutil/conformance # and TestEmulatorAsRoot
+//	go test -c -tags host,kernellab -o conformance.test ./internal/testutil/conformance
+//	./conformance.test -test.v                              # inside the kernel lab's VM, as root
 //
 // Environment: NUMAPREF_CONFORMANCE_IMPL=prctl|emulator runs one backend only (both when
 // unset); NUMAPREF_PRCTL_OPTION is the patch's option number (default 78, v3 used 79);
