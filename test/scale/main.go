@@ -77,7 +77,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.workers, "writers", 16, "requests in parallel for setup, and for the stand-in and legacy writes")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long each phase may take to converge")
 	fs.DurationVar(&o.quiet, "quiet", time.Minute, "the steady-state window after the churn round; 0 skips it")
-	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait after convergence before a phase's closing scrape, for the last events to reach the watchers")
+	fs.DurationVar(&o.settle, "settle", 2*time.Second, "how long the apiserver's write and watch counters must stay unchanged after a phase converged before its closing scrape (the last events reach the watchers after their writes)")
 	fs.StringVar(&o.namespace, "namespace", "numapref-scale", "namespace of the pods and the NumaPreference")
 	fs.BoolVar(&o.showObjects, "show-objects", false, "log the NumaPreference and node-0's report as the watchers receive them")
 }
@@ -204,6 +204,36 @@ func (h *harness) sampleRSS(ctx context.Context) {
 	}
 }
 
+// settled scrapes every half second until the writes and watch traffic have not moved for
+// o.settle, and returns that scrape; counters still moving after o.timeout are an error.
+func (h *harness) settled(ctx context.Context) (apiCounters, error) {
+	start := time.Now()
+	last, err := h.scrape(ctx)
+	for quietSince := time.Now(); err == nil && time.Since(quietSince) < h.o.settle; {
+		if time.Since(start) > h.o.timeout {
+			return last, fmt.Errorf("the apiserver's write and watch counters still moved %s after the phase ended", h.o.timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		var c apiCounters
+		if c, err = h.scrape(ctx); err == nil {
+			d := c.since(last)
+			writes, _ := d.writes()
+			if bytes, events := d.watched(); writes+bytes+events > 0 {
+				quietSince = time.Now()
+			}
+			last = c
+		}
+	}
+	if err == nil {
+		logf("counters settled %s after the phase ended", time.Since(start).Round(100*time.Millisecond))
+	}
+	return last, err
+}
+
 // measure runs one phase between two scrapes of the apiserver's counters.
 func (h *harness) measure(ctx context.Context, name string, run func(context.Context) error) error {
 	before, err := h.scrape(ctx)
@@ -214,10 +244,12 @@ func (h *harness) measure(ctx context.Context, name string, run func(context.Con
 	logf("%s: start", name)
 	runErr := run(ctx)
 	took := time.Since(start)
+	var after apiCounters
 	if runErr == nil {
-		time.Sleep(h.o.settle)
+		after, err = h.settled(ctx)
+	} else {
+		after, err = h.scrape(ctx)
 	}
-	after, err := h.scrape(ctx)
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
@@ -386,7 +418,7 @@ func (h *harness) quiet(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(h.o.quiet - h.o.settle):
+		case <-time.After(h.o.quiet):
 			return nil
 		}
 	})
