@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
@@ -148,15 +149,5 @@ func bindClusterRole(t *testing.T, cs kubernetes.Interface, role *rbacv1.Cluster
 // eventually polls f until it returns nil or the deadline passes.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.NoError(t, 30*time.Second, what, f)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/numapref/numapref/internal/testutil/poll"
 )
 
 // Helpers of every tier's tests in this package.
@@ -27,13 +29,7 @@ func writeFile(t *testing.T, path, content string) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval
-	}
+	poll.True(t, 10*time.Second, what, cond)
 }
 
 // startEngine runs e's apply loop until the test ends.

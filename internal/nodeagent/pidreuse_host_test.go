@@ -28,6 +28,7 @@ import (
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
@@ -215,11 +216,13 @@ func recyclePID(target *exec.Cmd, cfg pidReuseConfig) (*exec.Cmd, int, error) {
 		return nil, 0, err
 	}
 	stopSleeper(target)
-	for deadline := time.Now().Add(time.Second); nowTicks() <= old.StartTime; {
-		if time.Now().After(deadline) {
-			return nil, 0, errors.New("no clock tick in a second")
+	if err := poll.Until(time.Second, func() error {
+		if nowTicks() <= old.StartTime {
+			return errors.New("no clock tick in a second")
 		}
-		time.Sleep(time.Millisecond) // poll interval
+		return nil
+	}); err != nil {
+		return nil, 0, err
 	}
 	var dirs []string
 	if cfg.StrangerInside {

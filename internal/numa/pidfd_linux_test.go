@@ -4,6 +4,7 @@ package numa
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
@@ -25,20 +27,16 @@ func TestPIDFDOfAThreadReportsItsExit(t *testing.T) {
 		t.Fatalf("Alive() of a running thread = %v, %v; want true", alive, err)
 	}
 	close(exit)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.NoError(t, 10*time.Second, fmt.Sprintf("the pidfd of thread %d reports it gone after it exited", tid), func() error {
 		alive, err := p.Alive()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !alive {
-			break
+		if alive {
+			return errors.New("it still reports the thread alive")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pidfd of thread %d still reports it alive 10s after it exited", tid)
-		}
-		time.Sleep(time.Millisecond) // poll interval
-	}
+		return nil
+	})
 }
 
 // startThread starts an OS thread of this process that exits when exit is closed.

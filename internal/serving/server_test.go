@@ -23,6 +23,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testcerts"
 )
 
@@ -129,17 +130,7 @@ func startServer(t *testing.T, o Options) string {
 
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.NoError(t, 30*time.Second, what, f)
 }
 
 func ok(w http.ResponseWriter, r *http.Request) {

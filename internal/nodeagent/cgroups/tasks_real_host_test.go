@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
@@ -275,17 +276,12 @@ func someThread(t testing.TB, pid int) int {
 // last complaint.
 func eventually(t testing.TB, what string, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		msg := check()
-		if msg == "" {
-			return
+	poll.NoError(t, 15*time.Second, what, func() error {
+		if msg := check(); msg != "" {
+			return errors.New(msg)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s", what, msg)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, not a wait for the condition
-	}
+		return nil
+	})
 }
 
 func requireRealCgroups(t testing.TB, need ...string) {

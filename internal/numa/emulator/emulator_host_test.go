@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
@@ -102,28 +103,26 @@ func TestEmulatorCloneTrace(t *testing.T) {
 	}
 	defer func() { stdin.Close(); cmd.Wait() }()
 	// Before the exec, the vfork child's command line is its parent's.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.NoError(t, 5*time.Second, "the vfork child's exec", func() error {
 		args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
-		if strings.Contains(string(args), cloneTraceHelperArg) {
-			break
+		if !strings.Contains(string(args), cloneTraceHelperArg) {
+			return fmt.Errorf("cmdline %q", args)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the child did not exec within 5 s (cmdline %q)", args)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	if got, err := e.Get(cmd.Process.Pid); err != nil || got != 0 {
 		t.Errorf("Get(exec'ed vfork child) = %d, %v; want 0", got, err)
 	}
 	// The listener counts the inheritance right after it writes the child's entry, which a
 	// GET may read first. (The first os/exec of a process may also vfork a probe child,
 	// which inherits too.)
-	after := e.Stats()
-	for deadline := time.Now().Add(2 * time.Second); after.Inherited <= before.Inherited && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-		after = e.Stats()
-	}
+	var after Stats
+	_ = poll.Until(2*time.Second, func() error { // the assertion below says what is wrong
+		if after = e.Stats(); after.Inherited <= before.Inherited {
+			return errors.New("no inheritance counted")
+		}
+		return nil
+	})
 	if after.AssumedFresh != before.AssumedFresh || after.Inherited <= before.Inherited {
 		t.Errorf("Stats before %+v, after %+v: want more inherited, no assumption", before, after)
 	}

@@ -3,6 +3,7 @@
 package hostlab
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
@@ -147,14 +149,15 @@ func TestStreamWorkload(t *testing.T) {
 	for _, tid := range tids {
 		// The unpin follows the touch at once; allow the thread a moment to get there.
 		var got unix.CPUSet
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_ = poll.Until(5*time.Second, func() error { // the assertion below says what is wrong
 			if err := unix.SchedGetaffinity(tid, &got); err != nil {
 				t.Fatal(err)
 			}
-			if got == want || time.Now().After(deadline) {
-				break
+			if got != want {
+				return errors.New("still pinned")
 			}
-		}
+			return nil
+		})
 		if got != want {
 			t.Errorf("thread %d affinity %v after the touch, want every CPU (%v)", tid, got, want)
 		}

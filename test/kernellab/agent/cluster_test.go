@@ -37,6 +37,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	testpoll "github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testcerts"
 )
 
@@ -458,17 +459,7 @@ func cpuSeconds(pid int) (float64, error) {
 // poll calls f until it succeeds or timeout passes, then fails t with f's last error.
 func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testpoll.NoError(t, timeout, what, f)
 }
 
 func tail(path string, n int) string {
