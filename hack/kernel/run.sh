@@ -17,6 +17,8 @@
 #   --env KEY=VALUE         environment of every test binary (repeatable)
 #   --test-env NAME:KEY=VALUE  environment of one test binary (repeatable)
 #   --args "ARG ..."        arguments of every test binary (default: -test.v)
+#   --test-args "NAME:ARG ..."  arguments of one test binary instead (repeatable): a
+#                           boot's choice of tests, e.g. "engine:-test.v -test.run=^TestX$"
 #   --test-timeout DURATION per-binary timeout inside the VM (Go syntax, default 10m)
 #   --timeout SECONDS       hard limit for the whole VM (default 900)
 #   --append "PARAM ..."    extra kernel command line parameters
@@ -35,7 +37,8 @@
 #                           virtio-net modules build.sh cached beside it
 #   --quiet                 do not echo the serial console while it runs
 # Every test binary sees KERNELLAB_KERNEL=patched|control|custom (the --kernel
-# kind; --env can override it) and, from the init, KERNELLAB_REPORT_DIR and
+# kind; --env can override it), CI=true when the host has it (so a test whose
+# precondition is missing fails, internal/testutil/testenv), and, from the init, KERNELLAB_REPORT_DIR and
 # NUMAPREF_CONFORMANCE_REPORT: every file it leaves in KERNELLAB_REPORT_DIR
 # comes back as DIR/reports/NAME/FILE.
 # Results in DIR: console.log (the raw serial console), tests/NAME.log,
@@ -53,7 +56,7 @@ die() { log "error: $*"; exit 3; }
 
 kernel_kind=patched out="" test_args="-test.v" test_timeout=10m vm_timeout=900
 extra_append="" smp=2 mem=2048 quiet=0 guestfwd="" modules=""
-envs=() test_envs=() tests=() files=()
+envs=() test_envs=() test_argv=() tests=() files=()
 while (($# > 0)); do
 	case "$1" in
 	--kernel) kernel_kind="${2:?}"; shift 2 ;;
@@ -61,6 +64,7 @@ while (($# > 0)); do
 	--env) envs+=("${2:?}"); shift 2 ;;
 	--test-env) test_envs+=("${2:?}"); shift 2 ;;
 	--args) test_args="${2?}"; shift 2 ;;
+	--test-args) test_argv+=("${2:?}"); shift 2 ;;
 	--test-timeout) test_timeout="${2:?}"; shift 2 ;;
 	--timeout) vm_timeout="${2:?}"; shift 2 ;;
 	--append) extra_append="${2?}"; shift 2 ;;
@@ -186,13 +190,20 @@ done
 for e in "${test_envs[@]}"; do
 	[[ " ${names[*]} " == *" ${e%%:*} "* ]] || die "--test-env $e: no test named ${e%%:*} (tests: ${names[*]})"
 done
+declare -A args_of=()
+for a in "${test_argv[@]}"; do
+	[[ "$a" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*: ]] || die "--test-args $a: want NAME:ARG ..."
+	[[ " ${names[*]} " == *" ${a%%:*} "* ]] || die "--test-args $a: no test named ${a%%:*} (tests: ${names[*]})"
+	args_of[${a%%:*}]="${a#*:}"
+done
 
 {
 	echo "# written by hack/kernel/run.sh"
 	echo "timeout $test_timeout"
 	echo "env KERNELLAB_KERNEL=$kernel_kind"
+	[[ "${CI:-}" != true ]] || echo "env CI=true"
 	for e in "${envs[@]}"; do echo "env $e"; done
-	for n in "${names[@]}"; do echo "test $n /kernellab/bin/$n.test $test_args"; done
+	for n in "${names[@]}"; do echo "test $n /kernellab/bin/$n.test ${args_of[$n]-$test_args}"; done
 	for e in "${test_envs[@]}"; do echo "testenv ${e%%:*} ${e#*:}"; done
 } >"$stage/manifest"
 

@@ -4,8 +4,8 @@
 // proves nothing, so CI must never pass because of one.
 //
 // Every t.Skip in the project's tests goes through Require or one of its wrappers, except
-// the ones that select rather than skip (a helper process's entry point, a kernel lab test
-// of the other kernel), which say so where they are.
+// the ones that select rather than skip (a conformance backend, the real kernel's case on
+// a kernel without the patch), which say so where they are.
 package testenv
 
 import (

@@ -79,9 +79,7 @@ type sample struct {
 // workload, sampling every second, and writes effect.jsonl (every sample) and
 // effect-scenarios.json (each scenario's command) to the report directory.
 func TestEffect(t *testing.T) {
-	if kernel := labenv.Kernel(t); kernel != "patched" {
-		t.Skip("selects: the effect experiment needs the patch; the control kernel runs TestAgent only")
-	}
+	labenv.RequireKernel(t, "patched") // the effect experiment needs the patch
 	cl := newCluster(t, "patched")
 	lab := newHostlab(t)
 	restore := currentTuning(t)

@@ -24,6 +24,7 @@ import (
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/conformance"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
@@ -174,19 +175,11 @@ func (r *recorder) setsOf(tid int) []int {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.True(t, 20*time.Second, what, cond)
 }
 
 func TestEngineRealPrctl(t *testing.T) {
-	if labenv.Kernel(t) != "patched" {
-		t.Skip("the patched kernel's test; the control kernel runs TestEngineKernelUnsupported") // selection: the lab boots both kernels
-	}
+	labenv.RequireKernel(t, "patched") // the control boot runs TestEngineKernelUnsupported
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
 	if !sup.Supported {
 		t.Fatalf("the patched kernel does not prove PR_PREFERRED_NID: %+v", sup)
@@ -299,9 +292,7 @@ func TestEngineRealPrctl(t *testing.T) {
 }
 
 func TestEngineKernelUnsupported(t *testing.T) {
-	if labenv.Kernel(t) != "control" {
-		t.Skip("the control kernel's test") // selection: the lab boots both kernels
-	}
+	labenv.RequireKernel(t, "control")
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
 	if sup.Supported {
 		t.Fatalf("the control kernel proves PR_PREFERRED_NID: %+v", sup)

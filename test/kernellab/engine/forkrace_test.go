@@ -45,9 +45,7 @@ import (
 const forkRaceChildren = 200
 
 func TestForkEventBeforeCgroup(t *testing.T) {
-	if labenv.Kernel(t) != "patched" {
-		t.Skip("runs in the patched boot only (it needs no prctl; one measurement is enough)") // selection: one of the two boots measures
-	}
+	labenv.RequireKernel(t, "patched") // it needs no prctl, but one boot's measurement is enough
 	for _, mode := range []string{"events", "spin"} {
 		t.Run("mode="+mode, func(t *testing.T) { forkRace(t, mode) })
 	}

@@ -46,9 +46,7 @@ const (
 )
 
 func TestForkToAppliedLatency(t *testing.T) {
-	if labenv.Kernel(t) != "patched" {
-		t.Skip("the patched kernel's test") // selection: the lab boots both kernels
-	}
+	labenv.RequireKernel(t, "patched")
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
 	if !sup.Supported {
 		t.Fatalf("the patched kernel does not prove PR_PREFERRED_NID: %+v", sup)

@@ -18,9 +18,7 @@ import (
 // The automatic placement modes on the real two-node kernel and the real prctl: each check
 // reads both the GET and the numa_preferred_nid_force line of /proc/<tid>/sched.
 func TestPlacementRealPrctl(t *testing.T) {
-	if labenv.Kernel(t) != "patched" {
-		t.Skip("the patched kernel's test") // selection: the control kernel has no prctl to place with
-	}
+	labenv.RequireKernel(t, "patched")
 	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
 	if !sup.Supported {
 		t.Fatalf("the patched kernel does not prove PR_PREFERRED_NID: %+v", sup)
