@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/test/localnode"
 )
 
@@ -291,20 +292,22 @@ func printTasks(id string) error {
 
 // waitTasks waits until the container has at least procs processes and every task holds node.
 func waitTasks(id string, procs, node int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	var tasks []taskNode
+	err := poll.Until(timeout, func() error {
 		pids, _ := containerProcesses(id)
-		tasks, err := containerTasks(id)
+		var err error
+		tasks, err = containerTasks(id)
 		ok := err == nil && len(pids) >= procs && len(tasks) > 0
 		for _, t := range tasks {
 			ok = ok && t.node == node
 		}
-		if ok {
-			return nil
+		if !ok {
+			return errors.New("not yet")
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("tasks of %s did not all reach node %d in %s: %v", id, node, timeout, tasks)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tasks of %s did not all reach node %d in %s: %v", id, node, timeout, tasks)
 	}
+	return nil
 }

@@ -26,6 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/numapref/numapref/internal/testutil/poll"
 )
 
 // NodeName is the local node's name.
@@ -374,12 +376,12 @@ func StopProcess(pid int, dir string, daemons []string, grace time.Duration) err
 }
 
 func gone(pid int, dir string, daemons []string, within time.Duration) bool {
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !isDaemon(pid, dir, daemons) {
-			return true
+	return poll.Until(within, func() error {
+		if isDaemon(pid, dir, daemons) {
+			return errors.New("still running")
 		}
-	}
-	return !isDaemon(pid, dir, daemons)
+		return nil
+	}) == nil
 }
 
 // isDaemon tells whether pid is alive (not a zombie) and one of the daemons naming dir.
@@ -463,19 +465,10 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, f func() e
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, what string, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = f(); err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := poll.Context(ctx, 250*time.Millisecond, f); err != nil {
+		return fmt.Errorf("waiting %s for %s: %w", timeout, what, err)
 	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/poll"
 )
 
 // world is what the harness creates on the apiserver before anything is measured: the
@@ -157,24 +159,19 @@ func retry(ctx context.Context, failures *atomic.Int64, what string, f func() er
 func waitFor(ctx context.Context, timeout, interval time.Duration, what string, done func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last error
-	for {
-		ok, err := done(ctx)
-		if ok {
+	err := poll.Context(ctx, interval, func() error {
+		switch ok, err := done(ctx); {
+		case ok:
 			return nil
+		case err != nil:
+			return err
 		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("%s: not within %s (last error: %v)", what, timeout, last)
-			}
-			return fmt.Errorf("%s: not within %s", what, timeout)
-		case <-time.After(interval):
-		}
+		return errors.New("not yet")
+	})
+	if err != nil {
+		return fmt.Errorf("%s: not within %s: %w", what, timeout, err)
 	}
+	return nil
 }
 
 // waitSummary waits until the preference's status, for its current generation, adds up

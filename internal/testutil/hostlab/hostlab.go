@@ -20,6 +20,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/numapref/numapref/internal/testutil/poll"
 )
 
 const labPrefix = "numapref-lab-"
@@ -228,17 +230,15 @@ func removeTree(dir, hierRoot string) error {
 	})
 	slices.Reverse(dirs)
 	for _, d := range dirs {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		if err := poll.Until(5*time.Second, func() error {
 			err := os.Remove(d)
 			if err == nil || errors.Is(err, os.ErrNotExist) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("removing cgroup %s: %w", d, err)
+				return nil
 			}
 			killAll(d)
-			time.Sleep(20 * time.Millisecond)
+			return err
+		}); err != nil {
+			return fmt.Errorf("removing cgroup %s: %w", d, err)
 		}
 	}
 	return nil

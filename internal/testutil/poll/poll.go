@@ -1,9 +1,11 @@
-// Package poll waits, in tests, for a condition to hold: it checks the condition at a short
-// interval until it holds or a deadline passes, then fails the test with the last reason.
-// A test waits on its condition this way, never on a fixed sleep before an assertion.
+// Package poll waits for a condition to hold: it checks the condition at an interval until
+// it holds or a deadline passes, then gives the last reason it did not. Tests wait on their
+// conditions this way (NoError, True), never on a fixed sleep before an assertion, and so
+// does the test tooling (Context: the local node, the scale harness, the lab's API host).
 package poll
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -35,14 +37,38 @@ func True(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 // Until calls f until it returns nil and returns nil, or f's last error once timeout has
 // passed. f runs at least once.
 func Until(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(Interval)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := Context(ctx, Interval, f); err != nil {
+		return errors.Unwrap(err) // f's, not the deadline's
+	}
+	return nil
+}
+
+// Context calls f every interval until it returns nil and returns nil, or, once ctx ends,
+// an error wrapping f's last error (errors.Unwrap gives it back) that says why it stopped.
+// f runs at least once.
+func Context(ctx context.Context, interval time.Duration, f func() error) error {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
+		if err == nil {
+			return nil
 		}
-		<-tick.C
+		if ctx.Err() != nil { // before the select, which picks at random when both are ready
+			return &stopped{last: err, why: ctx.Err()}
+		}
+		select {
+		case <-ctx.Done():
+			return &stopped{last: err, why: ctx.Err()}
+		case <-tick.C:
+		}
 	}
 }
+
+// stopped is Context's error: the condition's last error, and why polling stopped.
+type stopped struct{ last, why error }
+
+func (e *stopped) Error() string { return e.last.Error() + " (" + e.why.Error() + ")" }
+func (e *stopped) Unwrap() error { return e.last }

@@ -34,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/test/localnode"
 )
 
@@ -304,10 +305,12 @@ func (h *host) stop() {
 			continue
 		}
 		syscall.Kill(pid, syscall.SIGTERM)
-		deadline := time.Now().Add(10 * time.Second)
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		_ = poll.Until(10*time.Second, func() error { // else SIGKILL, below
+			if alive(pid) {
+				return errors.New("still running")
+			}
+			return nil
+		})
 		if alive(pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -346,17 +349,10 @@ func freePorts(n int) ([]int, error) {
 }
 
 func waitFor(ctx context.Context, what string, f func() error) error {
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), err)
-		case <-time.After(250 * time.Millisecond):
-		}
+	if err := poll.Context(ctx, 250*time.Millisecond, f); err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
+	return nil
 }
 
 func randomHex(n int) (string, error) {
