@@ -1,8 +1,10 @@
 package numa
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -54,6 +56,9 @@ func TestParseSchedNUMA(t *testing.T) {
 	}
 }
 
+// schedHeader is the header the kernel prints before the lines of /proc/<pid>/sched.
+const schedHeader = "cat (4424, #threads: 1)\n-------------------------------------------------------------------\n"
+
 func TestParseSchedNUMAMalformed(t *testing.T) {
 	tests := map[string]string{
 		"preferred not a number":  "numa_preferred_nid : x\n",
@@ -69,11 +74,88 @@ func TestParseSchedNUMAMalformed(t *testing.T) {
 	}
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
+			if got, err := ParseSchedNUMA(schedHeader + in); err == nil {
+				t.Errorf("ParseSchedNUMA(%q) = %+v, want an error", in, got)
+			}
+		})
+	}
+}
+
+func TestParseSchedNUMANoHeader(t *testing.T) {
+	tests := map[string]string{
+		"NUMA lines alone":     "numa_preferred_nid : 1\n",
+		"a comm's dashes only": "---------------\nnuma_preferred_nid : 1\n",
+		"empty":                "",
+	}
+	for name, in := range tests {
+		t.Run(name, func(t *testing.T) {
 			if got, err := ParseSchedNUMA(in); err == nil {
 				t.Errorf("ParseSchedNUMA(%q) = %+v, want an error", in, got)
 			}
 		})
 	}
+}
+
+// TestParseSchedNUMAHostileComm: a task names itself (prctl PR_SET_NAME: any 15 bytes but
+// NUL) with text shaped like the NUMA lines; what is parsed stays what the kernel printed.
+func TestParseSchedNUMAHostileComm(t *testing.T) {
+	comms := map[string]string{
+		"a current_node line":         "current_node=7\n",
+		"a broken current_node line":  "current_node=1",
+		"a broken numa_faults line":   "numa_faults x=1",
+		"a short line of dashes":      "\n-------------\n",
+		"a key of the P() lines":      "\nx:1\nnuma_pa",
+		"newlines only":               "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n",
+		"the start of a fault line":   "numa_faults\nno",
+		"a comm ending in its header": ") 1\n---------",
+	}
+	for _, file := range schedFiles {
+		benign := readSched(t, file)
+		want, err := ParseSchedNUMA(benign)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for name, comm := range comms {
+			t.Run(file+"/"+name, func(t *testing.T) {
+				if kernelComm([]byte(comm)) != comm {
+					t.Fatalf("comm %q is no name the kernel keeps", comm)
+				}
+				got, err := ParseSchedNUMA(withComm(benign, comm))
+				if err != nil {
+					t.Fatalf("comm %q: %v", comm, err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("comm %q changed what was parsed (-want +got):\n%s", comm, diff)
+				}
+			})
+		}
+	}
+}
+
+// schedFiles are the sched files of testdata/sched.
+var schedFiles = []string{"unpatched-6.18.txt", "patched-forced.txt", "patched-default.txt", "no-numa-balancing.txt"}
+
+func readSched(tb testing.TB, file string) string {
+	tb.Helper()
+	data, err := os.ReadFile("testdata/sched/" + file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(data)
+}
+
+// withComm is the sched file text of a task named comm instead of "cat".
+func withComm(text, comm string) string {
+	return comm + strings.TrimPrefix(text, "cat")
+}
+
+// kernelComm is what the kernel keeps of a name given to PR_SET_NAME: up to the first NUL,
+// at most 15 bytes.
+func kernelComm(name []byte) string {
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return string(name[:min(len(name), maxCommLen)])
 }
 
 // TestReadSchedNUMASelf reads this machine's real /proc/self/sched, which needs a kernel
@@ -100,12 +182,8 @@ func TestReadSchedNUMAGone(t *testing.T) {
 }
 
 func FuzzParseSchedNUMA(f *testing.F) {
-	for _, file := range []string{"unpatched-6.18.txt", "patched-forced.txt", "patched-default.txt", "no-numa-balancing.txt"} {
-		data, err := os.ReadFile("testdata/sched/" + file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(data))
+	for _, file := range schedFiles {
+		f.Add(readSched(f, file))
 	}
 	f.Add("current_node=1,numa_group_id=2")
 	f.Add("numa_faults node=0")
@@ -113,6 +191,36 @@ func FuzzParseSchedNUMA(f *testing.F) {
 		got, err := ParseSchedNUMA(s)
 		if err == nil && (got.PreferredNID < -1 || got.PreferredNIDForce < -1) {
 			t.Errorf("node ids below -1 accepted: %+v", got)
+		}
+	})
+}
+
+// FuzzParseSchedNUMAComm: whatever a task names itself, the sched files of testdata parse
+// as they do with a benign name.
+func FuzzParseSchedNUMAComm(f *testing.F) {
+	texts := make([]string, len(schedFiles))
+	wants := make([]SchedNUMA, len(schedFiles))
+	for i, file := range schedFiles {
+		texts[i] = readSched(f, file)
+		want, err := ParseSchedNUMA(texts[i])
+		if err != nil {
+			f.Fatalf("%s: %v", file, err)
+		}
+		wants[i] = want
+	}
+	for _, seed := range []string{"cat", "current_node=7\n", "numa_faults x=1", "\n-------------\n", "a\x00current_node=1"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, name []byte) {
+		comm := kernelComm(name)
+		for i, text := range texts {
+			got, err := ParseSchedNUMA(withComm(text, comm))
+			if err != nil {
+				t.Fatalf("%s with comm %q: %v", schedFiles[i], comm, err)
+			}
+			if diff := cmp.Diff(wants[i], got); diff != "" {
+				t.Errorf("%s: comm %q changed what was parsed (-want +got):\n%s", schedFiles[i], comm, diff)
+			}
 		}
 	})
 }
