@@ -193,6 +193,31 @@ func TestPlanPodLocatesRunningContainers(t *testing.T) {
 	}
 }
 
+// TestPlanPodMirrorAnnotation: the mirror-pod annotation names a static pod's cgroup only
+// on a pod that its node's kubelet made; on any other pod the pod's own cgroup is acted on.
+func TestPlanPodMirrorAnnotation(t *testing.T) {
+	const staticUID = "0a1b2c3d4e5f60718293a4b5c6d7e8f9" // of a static pod, etcd's say
+	kubelet := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "node-uid", Controller: ptr.To(true)}
+	tests := map[string]struct {
+		owners []metav1.OwnerReference
+		want   string
+	}{
+		"made by the node's kubelet": {owners: []metav1.OwnerReference{kubelet}, want: staticUID},
+		"made by a user":             {want: "uid-1"},
+		"claiming another node":      {owners: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "node-b", UID: "b", Controller: ptr.To(true)}}, want: "uid-1"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := testPod(nil, map[string]string{numav1.AnnotationPreferredNode: "0", "kubernetes.io/config.mirror": staticUID})
+			pod.Spec.NodeName, pod.OwnerReferences = "node-a", tc.owners
+			p := PlanPod(pod, nil)
+			if diff := cmp.Diff(tc.want, p.Desires[0].Ref.PodUID); diff != "" {
+				t.Errorf("cgroup's pod UID (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestParseNodeAnnotation(t *testing.T) {
 	tests := map[string]struct {
 		in      string
