@@ -22,7 +22,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func pref(name string, age time.Duration, node int32, sel map[string]string, containers ...string) numav1.NumaPreference {
 	return numav1.NumaPreference{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.NewTime(t0.Add(-age))},
-		Spec:       numav1.NumaPreferenceSpec{Selector: metav1.LabelSelector{MatchLabels: sel}, Node: ptr.To(node), Containers: containers},
+		Spec:       numav1.NumaPreferenceSpec{Selector: numav1.LabelSelector{MatchLabels: sel}, Node: ptr.To(node), Containers: containers},
 	}
 }
 
