@@ -59,33 +59,23 @@ func TestParseSchedNUMA(t *testing.T) {
 // schedHeader is the header the kernel prints before the lines of /proc/<pid>/sched.
 const schedHeader = "cat (4424, #threads: 1)\n-------------------------------------------------------------------\n"
 
+// TestParseSchedNUMAMalformed: a known line with a malformed value, or a text without the
+// header's separator, is an error.
 func TestParseSchedNUMAMalformed(t *testing.T) {
 	tests := map[string]string{
-		"preferred not a number":  "numa_preferred_nid : x\n",
-		"preferred below -1":      "numa_preferred_nid : -2\n",
-		"force overflows int":     "numa_preferred_nid_force : 4294967296\n",
-		"faults negative":         "total_numa_faults : -1\n",
-		"current_node no value":   "current_node=, numa_group_id=0\n",
-		"current_node no equals":  "current_node=0, numa_group_id\n",
-		"fault line without node": "numa_faults task_private=0\n",
-		"fault line bad count":    "numa_faults node=0 task_private=x\n",
-		"fault line bad node":     "numa_faults node=-3 task_private=0\n",
-		"fault field without =":   "numa_faults node=0 task_private\n",
-	}
-	for name, in := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got, err := ParseSchedNUMA(schedHeader + in); err == nil {
-				t.Errorf("ParseSchedNUMA(%q) = %+v, want an error", in, got)
-			}
-		})
-	}
-}
-
-func TestParseSchedNUMANoHeader(t *testing.T) {
-	tests := map[string]string{
-		"NUMA lines alone":     "numa_preferred_nid : 1\n",
-		"a comm's dashes only": "---------------\nnuma_preferred_nid : 1\n",
-		"empty":                "",
+		"no header":               "numa_preferred_nid : 1\n",
+		"only a comm's dashes":    "---------------\nnuma_preferred_nid : 1\n",
+		"empty":                   "",
+		"preferred not a number":  schedHeader + "numa_preferred_nid : x\n",
+		"preferred below -1":      schedHeader + "numa_preferred_nid : -2\n",
+		"force overflows int":     schedHeader + "numa_preferred_nid_force : 4294967296\n",
+		"faults negative":         schedHeader + "total_numa_faults : -1\n",
+		"current_node no value":   schedHeader + "current_node=, numa_group_id=0\n",
+		"current_node no equals":  schedHeader + "current_node=0, numa_group_id\n",
+		"fault line without node": schedHeader + "numa_faults task_private=0\n",
+		"fault line bad count":    schedHeader + "numa_faults node=0 task_private=x\n",
+		"fault line bad node":     schedHeader + "numa_faults node=-3 task_private=0\n",
+		"fault field without =":   schedHeader + "numa_faults node=0 task_private\n",
 	}
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
