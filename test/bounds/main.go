@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,7 +44,12 @@ func main() {
 	n := flag.Int("n", 1000, "NumaPreferences to create")
 	mode := flag.String("cache", "agent", "agent (NodeCacheOptions) or managedfields (only managedFields dropped)")
 	annotation := flag.Int("annotation-bytes", 0, "size of an annotation on each object (0: none)")
+	offline := flag.Bool("offline", false, "no apiserver: decode the objects' JSON as a cache would, and measure what they hold")
 	flag.Parse()
+	run := run
+	if *offline {
+		run = decodeOffline
+	}
 	if err := run(*n, *mode, *annotation); err != nil {
 		fmt.Fprintln(os.Stderr, "bounds:", err)
 		os.Exit(1)
@@ -97,6 +103,45 @@ func run(n int, mode string, annotation int) error {
 	fmt.Printf("heap in use: %.1f MiB before, %.1f MiB after (+%.1f MiB)\n", mib(before.heap), mib(after.heap), mib(after.heap-before.heap))
 	fmt.Printf("RSS:         %.1f MiB before, %.1f MiB after (+%.1f MiB)\n", mib(before.rss), mib(after.rss), mib(after.rss-before.rss))
 	runtime.KeepAlive(list)
+	return nil
+}
+
+// decodeOffline measures the Go objects of n decoded NumaPreferences, transformed as the
+// cache mode says, without an apiserver: a lower bound of what a cache holds.
+func decodeOffline(n int, mode string, annotation int) error {
+	opts, err := cacheOptions(mode, k8sruntime.NewScheme())
+	if err != nil {
+		return err
+	}
+	transform := opts.DefaultTransform
+	for obj, by := range opts.ByObject {
+		if _, ok := obj.(*numav1.NumaPreference); ok && by.Transform != nil {
+			transform = by.Transform
+		}
+	}
+	before := measure()
+	kept := make([]any, n)
+	for i := range kept {
+		p := largest.NumaPreference("bounds", i)
+		if annotation > 0 {
+			p.Annotations = map[string]string{"example.com/notes": strings.Repeat("a", annotation)}
+		}
+		data, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		var decoded numav1.NumaPreference
+		if err := json.Unmarshal(data, &decoded); err != nil {
+			return err
+		}
+		if kept[i], err = transform(&decoded); err != nil {
+			return err
+		}
+	}
+	after := measure()
+	fmt.Printf("%d NumaPreferences decoded offline (-cache %s, annotation %d bytes)\n", n, mode, annotation)
+	fmt.Printf("heap in use: +%.1f MiB, RSS: +%.1f MiB\n", mib(after.heap-before.heap), mib(after.rss-before.rss))
+	runtime.KeepAlive(kept)
 	return nil
 }
 
