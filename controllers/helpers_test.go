@@ -98,7 +98,7 @@ func newPreference(ns, name string, node int32, selector map[string]string) *num
 	return &numav1.NumaPreference{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: numav1.NumaPreferenceSpec{
-			Selector: metav1.LabelSelector{MatchLabels: selector},
+			Selector: numav1.LabelSelector{MatchLabels: selector},
 			Node:     ptr.To(node),
 		},
 	}

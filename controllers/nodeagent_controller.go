@@ -45,6 +45,8 @@ type NodeAgentReconciler struct {
 	applied     map[types.UID]string
 	conflicts   map[types.UID]string
 	ineffective map[types.UID]bool
+	// mirrorIgnored remembers the pods told that their mirror annotation is ignored.
+	mirrorIgnored map[types.UID]bool
 }
 
 // NodeAgentOptions tunes the node agent controller.
@@ -81,7 +83,7 @@ func NewNodeAgentReconciler(c client.Client, reader client.Reader, nodeName stri
 		reported:    map[nodeagent.ContainerKey]string{},
 		applied:     map[types.UID]string{},
 		conflicts:   map[types.UID]string{},
-		ineffective: map[types.UID]bool{},
+		ineffective: map[types.UID]bool{}, mirrorIgnored: map[types.UID]bool{},
 	}
 }
 

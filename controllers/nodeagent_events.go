@@ -11,6 +11,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 )
 
 // recordEvents emits pod Events when something a user acts on changes, never because a
@@ -30,6 +31,7 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 				r.recorder.Eventf(p.pod, nil, corev1.EventTypeNormal, "Conflict", "Select", "%s", msg)
 			}
 		}
+		r.warnIgnoredMirror(p.pod)
 		var applied []nodeagent.ContainerResult
 		for _, d := range p.plan.Desires {
 			res, ok := results[d.Key()]
@@ -76,11 +78,25 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 			}
 		}
 	}
-	for uid := range r.ineffective {
-		if !seenPods[uid] {
-			delete(r.ineffective, uid)
+	for _, m := range []map[types.UID]bool{r.ineffective, r.mirrorIgnored} {
+		for uid := range m {
+			if !seenPods[uid] {
+				delete(m, uid)
+			}
 		}
 	}
+}
+
+// warnIgnoredMirror says once per pod that its mirror-pod annotation is ignored: the pod is
+// not a mirror pod its node's kubelet made (cgroups.IsMirrorPod), so the agent acts on the
+// pod's own cgroup and not on the static pod's that the annotation names.
+func (r *NodeAgentReconciler) warnIgnoredMirror(pod *corev1.Pod) {
+	if r.mirrorIgnored[pod.UID] || !cgroups.IgnoresMirrorAnnotation(pod) {
+		return
+	}
+	r.mirrorIgnored[pod.UID] = true
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "MirrorAnnotationIgnored", "Select",
+		"annotation kubernetes.io/config.mirror ignored: the pod is not a mirror pod of node %s's kubelet (not controlled by its Node); its own cgroup is used", r.nodeName)
 }
 
 // quietReason tells the outcomes that get no Warning: transient and expected ones.

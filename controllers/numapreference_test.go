@@ -37,7 +37,7 @@ var _ = Describe("NumaPreference validation by the apiserver", func() {
 			Expect(err).To(HaveOccurred())
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
-		Entry("empty selector", func(p *numav1.NumaPreference) { p.Spec.Selector = metav1.LabelSelector{} },
+		Entry("empty selector", func(p *numav1.NumaPreference) { p.Spec.Selector = numav1.LabelSelector{} },
 			"selector must not be empty"),
 		Entry("negative node", func(p *numav1.NumaPreference) { p.Spec.Node = ptr.To[int32](-1) },
 			"spec.node: Invalid value: -1: spec.node in body should be greater than or equal to 0"),
@@ -66,10 +66,10 @@ var _ = Describe("NumaPreference validation by the apiserver", func() {
 		Entry("duplicate container", func(p *numav1.NumaPreference) { p.Spec.Containers = []string{"a", "a"} },
 			"Duplicate value"),
 		Entry("malformed selector operator", func(p *numav1.NumaPreference) {
-			p.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
+			p.Spec.Selector = numav1.LabelSelector{MatchExpressions: []numav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
 		}, "selector operators must be In, NotIn, Exists or DoesNotExist"),
 		Entry("In without values", func(p *numav1.NumaPreference) {
-			p.Spec.Selector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}
+			p.Spec.Selector = numav1.LabelSelector{MatchExpressions: []numav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}
 		}, "selector values must be given for In and NotIn"),
 	)
 

@@ -45,11 +45,13 @@ const MaxNUMANodeID = 1023
 type NumaPreferenceSpec struct {
 	// selector picks pods in this namespace. It must not be empty: an empty selector would
 	// give every pod of the namespace a NUMA home.
+	// Its bounds (LabelSelector) keep the largest NumaPreference small: every agent caches
+	// every NumaPreference of the cluster.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must not be empty: it would select every pod in the namespace"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="selector operators must be In, NotIn, Exists or DoesNotExist"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="selector values must be given for In and NotIn, and only for them"
-	Selector metav1.LabelSelector `json:"selector"`
+	Selector LabelSelector `json:"selector"`
 
 	// containers names the containers to place. Empty means every app container; init
 	// containers (sidecars too) are placed only when named here.
@@ -81,6 +83,54 @@ type NumaPreferenceSpec struct {
 	// +kubebuilder:validation:items:Minimum=0
 	// +kubebuilder:validation:items:Maximum=1023
 	Nodes []int32 `json:"nodes,omitempty"`
+}
+
+// Bounds of a NumaPreference's selector, as its markers state them. A label key is at most
+// 317 bytes (a 253-byte DNS prefix, '/', a 63-byte name) and a label value at most 63, as
+// Kubernetes labels are.
+const (
+	MaxSelectorLabels      = 16
+	MaxSelectorExpressions = 8
+	MaxSelectorValues      = 16
+	MaxLabelKeyLength      = 317
+	MaxLabelValueLength    = 63
+)
+
+// LabelSelector is metav1.LabelSelector with bounds on every map, list and string, which
+// the apiserver enforces: without them one tenant's NumaPreference of a megabyte is
+// accepted, and cached by every agent. Its JSON is metav1.LabelSelector's.
+// +structType=atomic
+type LabelSelector struct {
+	// matchLabels selects pods that have all these labels: at most 16, keys of at most 317
+	// characters and values of at most 63.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317)",message="selector label keys must be at most 317 characters (a 253-character prefix, '/', a 63-character name)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="selector label values must be at most 63 characters"
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+	// matchExpressions selects pods that meet all these requirements: at most 8.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// LabelSelectorRequirement is metav1.LabelSelectorRequirement with bounds; the two
+// convert into each other.
+type LabelSelectorRequirement struct {
+	// key is the label key the requirement applies to.
+	// +required
+	// +kubebuilder:validation:MaxLength=317
+	Key string `json:"key"`
+	// operator is In, NotIn, Exists or DoesNotExist (the selector's rules check it).
+	// +required
+	Operator metav1.LabelSelectorOperator `json:"operator"`
+	// values: at most 16 label values of at most 63 characters, for In and NotIn only.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	Values []string `json:"values,omitempty"`
 }
 
 // Condition types of a NumaPreference.

@@ -33,7 +33,7 @@ func TestStatusCommand(t *testing.T) {
 	}
 	ctx := context.Background()
 	pref := &numav1.NumaPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"},
-		Spec: numav1.NumaPreferenceSpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Node: ptr.To[int32](1)}}
+		Spec: numav1.NumaPreferenceSpec{Selector: numav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Node: ptr.To[int32](1)}}
 	if err := c.Create(ctx, pref); err != nil {
 		t.Fatal(err)
 	}

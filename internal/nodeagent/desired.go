@@ -157,7 +157,7 @@ func matchingPreferences(pod *corev1.Pod, prefs []numav1.NumaPreference) []*numa
 		if p.Namespace != pod.Namespace || p.DeletionTimestamp != nil || !placeable(p) {
 			continue // the apiserver refuses a Static preference without a node; never guess one
 		}
-		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.Selector)
+		sel, err := metav1.LabelSelectorAsSelector(labelSelector(p.Spec.Selector))
 		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
 			continue // the apiserver refuses empty and malformed selectors; never widen them here
 		}
@@ -169,6 +169,15 @@ func matchingPreferences(pod *corev1.Pod, prefs []numav1.NumaPreference) []*numa
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	return out
+}
+
+// labelSelector is s as the apimachinery type that parses it.
+func labelSelector(s numav1.LabelSelector) *metav1.LabelSelector {
+	out := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, e := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement(e))
+	}
 	return out
 }
 

@@ -22,7 +22,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func pref(name string, age time.Duration, node int32, sel map[string]string, containers ...string) numav1.NumaPreference {
 	return numav1.NumaPreference{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.NewTime(t0.Add(-age))},
-		Spec:       numav1.NumaPreferenceSpec{Selector: metav1.LabelSelector{MatchLabels: sel}, Node: ptr.To(node), Containers: containers},
+		Spec:       numav1.NumaPreferenceSpec{Selector: numav1.LabelSelector{MatchLabels: sel}, Node: ptr.To(node), Containers: containers},
 	}
 }
 
@@ -190,6 +190,31 @@ func TestPlanPodLocatesRunningContainers(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, p.Desires[0]); diff != "" {
 		t.Errorf("desire (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanPodMirrorAnnotation: the mirror-pod annotation names a static pod's cgroup only
+// on a pod that its node's kubelet made; on any other pod the pod's own cgroup is acted on.
+func TestPlanPodMirrorAnnotation(t *testing.T) {
+	const staticUID = "0a1b2c3d4e5f60718293a4b5c6d7e8f9" // of a static pod, etcd's say
+	kubelet := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "node-uid", Controller: ptr.To(true)}
+	tests := map[string]struct {
+		owners []metav1.OwnerReference
+		want   string
+	}{
+		"made by the node's kubelet": {owners: []metav1.OwnerReference{kubelet}, want: staticUID},
+		"made by a user":             {want: "uid-1"},
+		"claiming another node":      {owners: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "node-b", UID: "b", Controller: ptr.To(true)}}, want: "uid-1"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod := testPod(nil, map[string]string{numav1.AnnotationPreferredNode: "0", "kubernetes.io/config.mirror": staticUID})
+			pod.Spec.NodeName, pod.OwnerReferences = "node-a", tc.owners
+			p := PlanPod(pod, nil)
+			if diff := cmp.Diff(tc.want, p.Desires[0].Ref.PodUID); diff != "" {
+				t.Errorf("cgroup's pod UID (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -58,12 +58,17 @@ func ReadSchedNUMA(procRoot string, tid int) (SchedNUMA, error) {
 	return s, nil
 }
 
-// ParseSchedNUMA extracts the NUMA lines from the text of a /proc/<pid>/sched file. Lines it
-// does not know are skipped; a known line with a malformed value is an error. Without
-// the force line PreferredNIDForce is -1, as the kernel would print it.
+// ParseSchedNUMA extracts the NUMA lines from the text of a /proc/<pid>/sched file. Its
+// header is never read (see schedBody). Lines it does not know are skipped; a known line
+// with a malformed value is an error. Without the force line PreferredNIDForce is -1, as
+// the kernel would print it.
 func ParseSchedNUMA(text string) (SchedNUMA, error) {
+	body, err := schedBody(text)
+	if err != nil {
+		return SchedNUMA{}, err
+	}
 	s := SchedNUMA{PreferredNIDForce: -1, PreferredNID: -1, CurrentNode: -1}
-	for line := range strings.Lines(text) {
+	for line := range strings.Lines(body) {
 		line = strings.TrimSpace(line)
 		var err error
 		switch {
@@ -82,6 +87,28 @@ func ParseSchedNUMA(text string) (SchedNUMA, error) {
 		}
 	}
 	return s, nil
+}
+
+// maxCommLen is the longest name a task can have: TASK_COMM_LEN (16) less its NUL.
+const maxCommLen = 15
+
+// schedBody returns the text after the header of a /proc/<pid>/sched file. The kernel
+// prints the header as "<comm> (<pid>, #threads: <n>)" and a line of 67 dashes. A task
+// chooses its comm (prctl PR_SET_NAME, or a write to /proc/<pid>/comm): any 15 bytes but
+// NUL, newlines included, so the header may span lines that look like NUMA lines. The
+// separator is therefore found by what no comm can hold: a line of more than 15 dashes.
+// A line made from the comm alone is at most 15 bytes, and the comm's last line goes on
+// with " (<pid>, ...". Text without a separator is no sched file.
+func schedBody(text string) (string, error) {
+	rest := text
+	for rest != "" {
+		line, after, _ := strings.Cut(rest, "\n")
+		if len(line) > maxCommLen && strings.Trim(line, "-") == "" {
+			return after, nil
+		}
+		rest = after
+	}
+	return "", errors.New("no header separator (a line of dashes): not a sched file")
 }
 
 // parseSchedField handles the "key   :   value" lines printed by the kernel's P() macro.

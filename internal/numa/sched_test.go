@@ -1,8 +1,10 @@
 package numa
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -54,18 +56,26 @@ func TestParseSchedNUMA(t *testing.T) {
 	}
 }
 
+// schedHeader is the header the kernel prints before the lines of /proc/<pid>/sched.
+const schedHeader = "cat (4424, #threads: 1)\n-------------------------------------------------------------------\n"
+
+// TestParseSchedNUMAMalformed: a known line with a malformed value, or a text without the
+// header's separator, is an error.
 func TestParseSchedNUMAMalformed(t *testing.T) {
 	tests := map[string]string{
-		"preferred not a number":  "numa_preferred_nid : x\n",
-		"preferred below -1":      "numa_preferred_nid : -2\n",
-		"force overflows int":     "numa_preferred_nid_force : 4294967296\n",
-		"faults negative":         "total_numa_faults : -1\n",
-		"current_node no value":   "current_node=, numa_group_id=0\n",
-		"current_node no equals":  "current_node=0, numa_group_id\n",
-		"fault line without node": "numa_faults task_private=0\n",
-		"fault line bad count":    "numa_faults node=0 task_private=x\n",
-		"fault line bad node":     "numa_faults node=-3 task_private=0\n",
-		"fault field without =":   "numa_faults node=0 task_private\n",
+		"no header":               "numa_preferred_nid : 1\n",
+		"only a comm's dashes":    "---------------\nnuma_preferred_nid : 1\n",
+		"empty":                   "",
+		"preferred not a number":  schedHeader + "numa_preferred_nid : x\n",
+		"preferred below -1":      schedHeader + "numa_preferred_nid : -2\n",
+		"force overflows int":     schedHeader + "numa_preferred_nid_force : 4294967296\n",
+		"faults negative":         schedHeader + "total_numa_faults : -1\n",
+		"current_node no value":   schedHeader + "current_node=, numa_group_id=0\n",
+		"current_node no equals":  schedHeader + "current_node=0, numa_group_id\n",
+		"fault line without node": schedHeader + "numa_faults task_private=0\n",
+		"fault line bad count":    schedHeader + "numa_faults node=0 task_private=x\n",
+		"fault line bad node":     schedHeader + "numa_faults node=-3 task_private=0\n",
+		"fault field without =":   schedHeader + "numa_faults node=0 task_private\n",
 	}
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -74,6 +84,68 @@ func TestParseSchedNUMAMalformed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParseSchedNUMAHostileComm: a task names itself (prctl PR_SET_NAME: any 15 bytes but
+// NUL) with text shaped like the NUMA lines; what is parsed stays what the kernel printed.
+func TestParseSchedNUMAHostileComm(t *testing.T) {
+	comms := map[string]string{
+		"a current_node line":         "current_node=7\n",
+		"a broken current_node line":  "current_node=1",
+		"a broken numa_faults line":   "numa_faults x=1",
+		"a short line of dashes":      "\n-------------\n",
+		"a key of the P() lines":      "\nx:1\nnuma_pa",
+		"newlines only":               "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n",
+		"the start of a fault line":   "numa_faults\nno",
+		"a comm ending in its header": ") 1\n---------",
+	}
+	for _, file := range schedFiles {
+		benign := readSched(t, file)
+		want, err := ParseSchedNUMA(benign)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for name, comm := range comms {
+			t.Run(file+"/"+name, func(t *testing.T) {
+				if kernelComm([]byte(comm)) != comm {
+					t.Fatalf("comm %q is no name the kernel keeps", comm)
+				}
+				got, err := ParseSchedNUMA(withComm(benign, comm))
+				if err != nil {
+					t.Fatalf("comm %q: %v", comm, err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("comm %q changed what was parsed (-want +got):\n%s", comm, diff)
+				}
+			})
+		}
+	}
+}
+
+// schedFiles are the sched files of testdata/sched.
+var schedFiles = []string{"unpatched-6.18.txt", "patched-forced.txt", "patched-default.txt", "no-numa-balancing.txt"}
+
+func readSched(tb testing.TB, file string) string {
+	tb.Helper()
+	data, err := os.ReadFile("testdata/sched/" + file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(data)
+}
+
+// withComm is the sched file text of a task named comm instead of "cat".
+func withComm(text, comm string) string {
+	return comm + strings.TrimPrefix(text, "cat")
+}
+
+// kernelComm is what the kernel keeps of a name given to PR_SET_NAME: up to the first NUL,
+// at most 15 bytes.
+func kernelComm(name []byte) string {
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return string(name[:min(len(name), maxCommLen)])
 }
 
 // TestReadSchedNUMASelf reads this machine's real /proc/self/sched, which needs a kernel
@@ -100,12 +172,8 @@ func TestReadSchedNUMAGone(t *testing.T) {
 }
 
 func FuzzParseSchedNUMA(f *testing.F) {
-	for _, file := range []string{"unpatched-6.18.txt", "patched-forced.txt", "patched-default.txt", "no-numa-balancing.txt"} {
-		data, err := os.ReadFile("testdata/sched/" + file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(data))
+	for _, file := range schedFiles {
+		f.Add(readSched(f, file))
 	}
 	f.Add("current_node=1,numa_group_id=2")
 	f.Add("numa_faults node=0")
@@ -113,6 +181,36 @@ func FuzzParseSchedNUMA(f *testing.F) {
 		got, err := ParseSchedNUMA(s)
 		if err == nil && (got.PreferredNID < -1 || got.PreferredNIDForce < -1) {
 			t.Errorf("node ids below -1 accepted: %+v", got)
+		}
+	})
+}
+
+// FuzzParseSchedNUMAComm: whatever a task names itself, the sched files of testdata parse
+// as they do with a benign name.
+func FuzzParseSchedNUMAComm(f *testing.F) {
+	texts := make([]string, len(schedFiles))
+	wants := make([]SchedNUMA, len(schedFiles))
+	for i, file := range schedFiles {
+		texts[i] = readSched(f, file)
+		want, err := ParseSchedNUMA(texts[i])
+		if err != nil {
+			f.Fatalf("%s: %v", file, err)
+		}
+		wants[i] = want
+	}
+	for _, seed := range []string{"cat", "current_node=7\n", "numa_faults x=1", "\n-------------\n", "a\x00current_node=1"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, name []byte) {
+		comm := kernelComm(name)
+		for i, text := range texts {
+			got, err := ParseSchedNUMA(withComm(text, comm))
+			if err != nil {
+				t.Fatalf("%s with comm %q: %v", schedFiles[i], comm, err)
+			}
+			if diff := cmp.Diff(wants[i], got); diff != "" {
+				t.Errorf("%s: comm %q changed what was parsed (-want +got):\n%s", schedFiles[i], comm, diff)
+			}
 		}
 	})
 }

@@ -121,7 +121,7 @@ func (w *world) createPreference(ctx context.Context) error {
 	pref := &numav1.NumaPreference{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.namespace, Name: w.preference},
 		Spec: numav1.NumaPreferenceSpec{
-			Selector: metav1.LabelSelector{MatchLabels: podLabels},
+			Selector: numav1.LabelSelector{MatchLabels: podLabels},
 			Mode:     numav1.PlacementModeStatic, Node: ptr.To[int32](0),
 		},
 	}

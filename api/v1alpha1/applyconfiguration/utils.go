@@ -16,6 +16,10 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=numa.numapref.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("LabelSelector"):
+		return &apiv1alpha1.LabelSelectorApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("LabelSelectorRequirement"):
+		return &apiv1alpha1.LabelSelectorRequirementApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NodeCount"):
 		return &apiv1alpha1.NodeCountApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NodeProblem"):

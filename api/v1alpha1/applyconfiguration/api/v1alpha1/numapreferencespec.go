@@ -4,7 +4,6 @@ package v1alpha1
 
 import (
 	apiv1alpha1 "github.com/numapref/numapref/api/v1alpha1"
-	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // NumaPreferenceSpecApplyConfiguration represents a declarative configuration of the NumaPreferenceSpec type for use
@@ -14,7 +13,9 @@ import (
 type NumaPreferenceSpecApplyConfiguration struct {
 	// selector picks pods in this namespace. It must not be empty: an empty selector would
 	// give every pod of the namespace a NUMA home.
-	Selector *v1.LabelSelectorApplyConfiguration `json:"selector,omitempty"`
+	// Its bounds (LabelSelector) keep the largest NumaPreference small: every agent caches
+	// every NumaPreference of the cluster.
+	Selector *LabelSelectorApplyConfiguration `json:"selector,omitempty"`
 	// containers names the containers to place. Empty means every app container; init
 	// containers (sidecars too) are placed only when named here.
 	Containers []string `json:"containers,omitempty"`
@@ -37,7 +38,7 @@ func NumaPreferenceSpec() *NumaPreferenceSpecApplyConfiguration {
 // WithSelector sets the Selector field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Selector field is set to the value of the last call.
-func (b *NumaPreferenceSpecApplyConfiguration) WithSelector(value *v1.LabelSelectorApplyConfiguration) *NumaPreferenceSpecApplyConfiguration {
+func (b *NumaPreferenceSpecApplyConfiguration) WithSelector(value *LabelSelectorApplyConfiguration) *NumaPreferenceSpecApplyConfiguration {
 	b.Selector = value
 	return b
 }
