@@ -53,7 +53,7 @@ verify: generate ## Fail when generated files are stale, code is unformatted or 
 ##@ Test tiers (each checks its preconditions first: hack/preflight.sh)
 
 .PHONY: test
-test: preflight-test verify chart-lint chart-score unit host integration chart-test fuzz kernel-lab e2e e2e-kind ## Everything, tier by tier.
+test: preflight-test verify chart-lint chart-score unit host integration chart-test monitoring-test fuzz kernel-lab e2e e2e-kind ## Everything, tier by tier.
 
 .PHONY: unit
 unit: preflight-unit ## No root, no binaries: fixtures and pure code (any user).
@@ -80,6 +80,18 @@ chart-score: ## kube-score the rendered chart (a few value sets); any finding fa
 chart-test: preflight-chart ## Render the chart with helm and check its security posture, RBAC, CRD, flags and certificates (upgrades on envtest).
 	hack/tools.sh helm >/dev/null
 	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) HELM=$(HELM) go test -count=1 -tags chart ./test/chart/...
+
+.PHONY: monitoring-test
+monitoring-test: preflight-monitoring ## promtool: the alerts' unit tests, the helm-rendered PrometheusRule and every dashboard query.
+	hack/tools.sh helm >/dev/null
+	promtool test rules test/monitoring/rules_test.yaml
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(HELM) template numapref charts/numapref --api-versions monitoring.coreos.com/v1/PrometheusRule \
+	    --set metrics.prometheusRule.enabled=true --show-only templates/prometheusrule.yaml \
+	    | go run ./test/monitoring/promfiles rules >"$$tmp/rules.yaml" && \
+	  promtool check rules "$$tmp/rules.yaml" && \
+	  go run ./test/monitoring/promfiles dashboard <charts/numapref/files/dashboard.json >"$$tmp/dashboard.yaml" && \
+	  promtool check rules "$$tmp/dashboard.yaml"
 
 .PHONY: fuzz
 fuzz: preflight-fuzz ## Run every fuzz target for FUZZTIME each (default 3s).

@@ -7,7 +7,8 @@
 #
 # Groups: base (every target), localnode (make demo, make e2e: a real node on this
 # machine), kind (make e2e-kind: Docker and the offline node image), kernellab (make
-# kernel-lab: qemu, the kernel source and its build tools).
+# kernel-lab: qemu, the kernel source and its build tools), monitoring (make
+# monitoring-test, make e2e: promtool and a Prometheus server).
 set -euo pipefail
 
 declare -A groups=(
@@ -22,8 +23,12 @@ declare -A groups=(
   # The kernel lab (hack/kernel): qemu, Debian's 6.12 source for the patched kernel and
   # what building it takes; the control kernel is downloaded with apt-get download.
   [kernellab]="qemu-system-x86 linux-source-6.12 flex bison libelf-dev bc cpio xz-utils patch build-essential"
+  # Monitoring (test/monitoring, test/e2e/monitoring_test.go): Debian's Prometheus 2.42, its
+  # promtool for the rules' unit tests, and the server the e2e starts by hand and stops by
+  # pid (no service starts while installing: policy-rc.d below).
+  [monitoring]="prometheus"
 )
-order=(base localnode kind kernellab)
+order=(base localnode kind kernellab monitoring)
 
 check_only=0
 if [ "${1:-}" = --missing ]; then check_only=1; shift; fi

@@ -4,7 +4,7 @@
 # running as root; otherwise it stops at once and says exactly what to run.
 #
 #   hack/preflight.sh TARGET     TARGET: demo, test, unit, host, integration, chart,
-#                                fuzz, kernel-lab, e2e, e2e-kind
+#                                monitoring, fuzz, kernel-lab, e2e, e2e-kind
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: hack/preflight.sh TARGET}
@@ -16,11 +16,13 @@ groups=(base) root=0 disk_gib=2
 case "$target" in
   unit|fuzz) ;;
   chart|integration) disk_gib=12 ;;                               # helm, apiserver, etcd builds
+  monitoring) groups+=(monitoring) ;;                             # promtool
   host) root=1 ;;
   kernel-lab) groups+=(kernellab) root=1 disk_gib=8 ;;            # kernel tree ~5 GiB while it builds
-  demo|e2e) groups+=(localnode) root=1 disk_gib=14 ;;             # Kubernetes build cache ~9 GiB
+  demo) groups+=(localnode) root=1 disk_gib=14 ;;                 # Kubernetes build cache ~9 GiB
+  e2e) groups+=(localnode monitoring) root=1 disk_gib=14 ;;       # that, and a real Prometheus
   e2e-kind) groups+=(kind) root=1 disk_gib=18 ;;                  # that, the node image ~1 GiB, dockerd's data ~3 GiB
-  test) groups+=(localnode kind kernellab) root=1 disk_gib=28 ;;
+  test) groups+=(localnode kind kernellab monitoring) root=1 disk_gib=28 ;;
   *) fail "unknown target $target" ;;
 esac
 
@@ -40,6 +42,13 @@ if [ -n "$missing" ]; then
   note "installing missing Debian packages: $missing"
   hack/install-deps.sh "${groups[@]}"
 fi
+
+for g in "${groups[@]}"; do
+  if [ "$g" = monitoring ]; then
+    command -v promtool >/dev/null && command -v prometheus >/dev/null ||
+      fail "promtool or prometheus is not on PATH although Debian's prometheus is installed"
+  fi
+done
 
 cache=${NUMAPREF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/numapref}
 mkdir -p "$cache"

@@ -186,7 +186,7 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 			var o corev1.Service
 			strict(&o)
 			r.services[o.Name] = o
-		case "Issuer", "Certificate", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+		case "Issuer", "Certificate", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "PodMonitor", "PrometheusRule":
 			var o map[string]any
 			strict(&o)
 			r.other[meta.Kind+"/"+meta.Metadata.Name] = o

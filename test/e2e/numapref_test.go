@@ -195,15 +195,16 @@ func newClient(cfg *rest.Config) client.Client {
 }
 
 // installAgent installs the chart with the agent image the suite built, the emulated
-// kernel and a 2 s rescan, and waits for the DaemonSet.
-func installAgent(ctx context.Context) {
+// kernel and a 2 s rescan, and the values set (key=value, after the provider's), and waits
+// for the DaemonSet.
+func installAgent(ctx context.Context, set ...string) {
 	GinkgoHelper()
 	args := []string{"install", release, "../../charts/numapref", "-n", agentNamespace, "--create-namespace",
 		"--wait", "--timeout", "2m",
 		"--set", "image.repository=" + strings.Split(localnode.AgentImage, ":")[0],
 		"--set", "image.tag=" + strings.Split(localnode.AgentImage, ":")[1],
 		"--set", "image.pullPolicy=Never", "--set", "kernel=emulated", "--set", "rescanInterval=2s"}
-	for _, v := range prov.values() {
+	for _, v := range append(prov.values(), set...) {
 		args = append(args, "--set", v)
 	}
 	start := time.Now()

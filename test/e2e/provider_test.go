@@ -89,8 +89,8 @@ func (p *localProvider) nodeShell(ctx context.Context, _, script string) (string
 }
 
 func (p *localProvider) agentLogs(context.Context) string {
-	// kube-apiserver reaches kubelet at the node's address, where nothing listens (every
-	// listener is on 127.0.0.1), so `kubectl logs` cannot work here: read kubelet's files.
+	// kubelet's files, not kubectl logs: this runs when a spec failed, maybe because the
+	// API server or kubelet did (the monitoring spec checks kubectl logs itself).
 	var b strings.Builder
 	dirs, _ := filepath.Glob(filepath.Join(p.node.PodLogsDir(), "*_numapref-agent-*", "agent", "*.log"))
 	for _, f := range dirs {

@@ -54,7 +54,7 @@ func (n *Node) writeConfig(hostIP string) error {
 	}
 	files := map[string]string{
 		"containerd/config.toml": containerdConfig(d),
-		"kubelet/config.yaml":    kubeletConfig(d),
+		"kubelet/config.yaml":    kubeletConfig(d, hostIP),
 		"cni/net.d/10-numapref.conflist": fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "numapref-local",
@@ -131,12 +131,15 @@ state = %[2]q
 
 // kubeletConfig: the settings these machines need (LAB-NOTES): cgroupfs on the cgroup v1
 // host (failCgroupV1: false, or 1.35+ refuses to start), oomScoreAdj 0 (no
-// CAP_SYS_RESOURCE), no iptables utility chains, listeners on 127.0.0.1, and webhook
-// authentication and authorization against the apiserver.
-func kubeletConfig(d string) string {
+// CAP_SYS_RESOURCE), no iptables utility chains, webhook authentication and authorization
+// against the apiserver, and listeners on 127.0.0.1 but for the API port: that one is on
+// hostIP, the node's InternalIP, where kube-apiserver dials kubelet for kubectl logs, exec
+// and port-forward (--kubelet-preferred-address-types; the node's Hostname address,
+// numapref-local, resolves nowhere). It takes only clients the apiserver authenticates.
+func kubeletConfig(d, hostIP string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %s
 port: 10250
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
@@ -159,7 +162,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 maxPods: 250
-`, n(d).containerdSocket(), filepath.Join(d, "kubelet/pod-logs"), filepath.Join(d, "pki/ca.crt"))
+`, hostIP, n(d).containerdSocket(), filepath.Join(d, "kubelet/pod-logs"), filepath.Join(d, "pki/ca.crt"))
 }
 
 // n makes a Node value for path helpers that only need the directory.

@@ -1,8 +1,9 @@
 // Package localnode runs a real single-node Kubernetes cluster on this machine, without
 // Docker: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet built
 // from k8s.io/kubernetes (hack/k8s-binaries.sh), containerd, runc and the CNI plugins
-// from Debian, and images built from static binaries. Everything listens on 127.0.0.1 and
-// keeps its files under one directory; Down stops every process it started (by pid) and
+// from Debian, and images built from static binaries. Everything listens on 127.0.0.1 (but
+// kubelet's API port, on the node's address, for kubectl logs and exec) and keeps its files
+// under one directory; Down stops every process it started (by pid) and
 // puts back what kubelet and containerd change on the host, and Leftovers checks that
 // nothing stayed. One node per machine.
 package localnode
@@ -155,6 +156,9 @@ func Up(ctx context.Context, dir, binDir string, images []string, logf func(stri
 		"--service-account-key-file="+pki("sa.pub"), "--service-account-signing-key-file="+pki("sa.key"),
 		"--kubelet-client-certificate="+pki("apiserver-kubelet-client.crt"),
 		"--kubelet-client-key="+pki("apiserver-kubelet-client.key"),
+		// kubelet by its InternalIP (hostIP, where its API port listens): the node's Hostname
+		// address does not resolve, and logs, exec and port-forward would fail on it.
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--allow-privileged=true", // the agent's DaemonSet needs hostPID
 		"--profiling=false"); err != nil {
 		return n, err
