@@ -65,6 +65,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: kernelSupport
       type:
         scalar: string
+    - name: ledgerDamaged
+      type:
+        scalar: numeric
     - name: numaBalancing
       type:
         scalar: string
