@@ -53,17 +53,20 @@ type DrainOptions struct {
 // SetupDrain adds the drain watch to mgr. It needs get on the agent's pod and get, list and
 // watch on DaemonSets in its namespace.
 func SetupDrain(mgr ctrl.Manager, engine drainer, opts DrainOptions) error {
+	if err := mgr.Add(nodeRunnable(newDrainWatch(mgr, engine, opts).run)); err != nil {
+		return fmt.Errorf("adding the drain watch: %w", err)
+	}
+	return nil
+}
+
+func newDrainWatch(mgr ctrl.Manager, engine drainer, opts DrainOptions) *drainWatch {
 	if opts.Retry <= 0 {
 		opts.Retry = 5 * time.Second
 	}
 	if opts.LastWords <= 0 {
 		opts.LastWords = 3 * time.Second
 	}
-	w := &drainWatch{mgr: mgr, engine: engine, opts: opts, gone: make(chan string, 1)}
-	if err := mgr.Add(nodeRunnable(w.run)); err != nil {
-		return fmt.Errorf("adding the drain watch: %w", err)
-	}
-	return nil
+	return &drainWatch{mgr: mgr, engine: engine, opts: opts, gone: make(chan string, 1)}
 }
 
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch,namespace=numapref-system
