@@ -47,6 +47,8 @@ type NodeAgentReconciler struct {
 	ineffective map[types.UID]bool
 	// mirrorIgnored remembers the pods told that their mirror annotation is ignored.
 	mirrorIgnored map[types.UID]bool
+	// ledgerWarned is set once the Node has its LedgerDamaged Event.
+	ledgerWarned bool
 }
 
 // NodeAgentOptions tunes the node agent controller.
@@ -58,6 +60,9 @@ type NodeAgentOptions struct {
 	ReportInterval time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
+	// LedgerDamaged is why the engine found its ledger damaged at start (nil: intact);
+	// it is reported on the Node (nodeagent_ledger.go).
+	LedgerDamaged error
 }
 
 func (o *NodeAgentOptions) defaults() {
@@ -110,6 +115,7 @@ func (r *NodeAgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	results := r.engine.Results()
 	facts := r.opts.Facts()
 	r.recordEvents(plans, results, facts)
+	r.warnLedgerDamaged(ctx)
 	if err := r.publishLabels(ctx, facts); err != nil {
 		return reconcile.Result{}, err
 	}

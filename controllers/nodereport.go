@@ -78,7 +78,8 @@ func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaP
 	}
 	st := numav1.NumaNodeReportStatus{
 		KernelSupport: facts.KernelSupport, NumaBalancing: facts.NUMABalancing, NumaNodes: int32(facts.NUMANodes),
-		Preferences: nodeagent.PreferenceReports(pp, results, facts.BalancingEnabled()),
+		Preferences:   nodeagent.PreferenceReports(pp, results, facts.BalancingEnabled()),
+		LedgerDamaged: ledgerDamagedCount(r.opts.LedgerDamaged),
 	}
 	for i := range st.Preferences {
 		e := &st.Preferences[i]

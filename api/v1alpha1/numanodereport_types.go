@@ -44,6 +44,14 @@ type NumaNodeReportStatus struct {
 	// +optional
 	NumaNodes int32 `json:"numaNodes,omitempty"`
 
+	// ledgerDamaged counts the ledgers this node's agent found damaged at its start
+	// (unreadable, past its bound, unparsable or failing its checksum; reason
+	// LedgerDamaged): 1 means the values the agent had recorded before are lost, and may
+	// never be undone. 0 again after an agent starts with an intact ledger.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LedgerDamaged int32 `json:"ledgerDamaged,omitempty"`
+
 	// totals adds up preferences.
 	// +optional
 	Totals ReportTotals `json:"totals,omitempty"`

@@ -170,6 +170,9 @@ const (
 	ReasonNumaBalancingEnabled   = "NumaBalancingEnabled"
 	ReasonNoPlacedContainers     = "NoPlacedContainers"
 	ReasonLedgerError            = "LedgerError"
+	// ReasonLedgerDamaged: the agent found its ledger damaged at start (a Warning Event on
+	// the Node, ledgerDamaged in the node's report): values it set before may stay.
+	ReasonLedgerDamaged = "LedgerDamaged"
 )
 
 // ReasonCount counts containers or tasks for one reason.

@@ -39,6 +39,8 @@ type agentFlags struct {
 	kernel            string
 	prctlOption       int
 	stateDir          string
+	podName           string
+	podNamespace      string
 	emulatorStateDir  string
 	rescanInterval    time.Duration
 	forkEvents        bool
@@ -69,6 +71,8 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kernel, "kernel", "auto", "kernel backend: auto (prctl when the kernel proves support, else nothing), prctl (fail without support), emulated")
 	fs.IntVar(&f.prctlOption, "prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs (v1/v2: 78, v3: 79; mainline took both: 78 is PR_FUTEX_HASH since 6.16, 79 PR_RSEQ_SLICE_EXTENSION since 7.0, so it is only called on a kernel that proves the patch)")
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's state, kept across restarts: ledger.json (what it set), choices.json (placement choices), desired.json (the last desired state)")
+	fs.StringVar(&f.podName, "pod-name", os.Getenv("POD_NAME"), "this agent's pod (downward API: POD_NAME); its DaemonSet owner is watched, and its deletion undoes everything (empty: never)")
+	fs.StringVar(&f.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "this agent's pod's namespace (downward API: POD_NAMESPACE)")
 	fs.StringVar(&f.emulatorStateDir, "emulator-state-dir", "/run/numapref/emulator", "state of the emulated kernel; tmpfs, like the kernel's state it is lost at reboot")
 	fs.DurationVar(&f.rescanInterval, "rescan-interval", 10*time.Second, "how often every selected container is checked again")
 	fs.BoolVar(&f.forkEvents, "fork-events", true, "react to fork events from the proc connector (needs CAP_NET_ADMIN and the host network)")
@@ -110,6 +114,13 @@ func runAgent(args []string) error {
 	if f.nodeName == "" {
 		return errors.New("agent: -node-name (or NODE_NAME) is required")
 	}
+	ctx := ctrl.SetupSignalHandler()
+	// Before anything that reads the state dir, or starts a kernel emulator on this host.
+	lock, err := holdStateDir(ctx, &f)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 
 	kernel, support, err := openKernel(&f)
 	if err != nil {
@@ -144,9 +155,6 @@ func runAgent(args []string) error {
 			events = pe.Events()
 		}
 	}
-	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
-		return fmt.Errorf("agent: creating state dir: %w", err)
-	}
 	metrics := nodeagent.NewMetrics()
 	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("agent: registering metrics: %w", err)
@@ -162,6 +170,10 @@ func runAgent(args []string) error {
 		RescanInterval: f.rescanInterval,
 		ProcEvents:     events, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
+	var ledgerDamaged error
+	if errors.Is(err, nodeagent.ErrLedgerDamaged) {
+		ledgerDamaged = err
+	}
 	if err != nil {
 		log.Error(err, "State files unreadable: an unreadable ledger means undo covers only what the agent sets from now on, "+
 			"an unreadable desired state that the agent waits for the API's")
@@ -187,7 +199,10 @@ func runAgent(args []string) error {
 		}
 		return controllers.NodeFacts{KernelSupport: kernelLabel(support), NUMABalancing: label, NUMANodes: len(topo.Online)}
 	}
-	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, controllers.NodeAgentOptions{Facts: facts, ReportInterval: f.reportInterval}); err != nil {
+	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, controllers.NodeAgentOptions{Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ledgerDamaged}); err != nil {
+		return err
+	}
+	if err := setupDrain(mgr, &f, engine); err != nil {
 		return err
 	}
 	if err := addSecureServer(mgr, &f, engine); err != nil {
@@ -207,7 +222,7 @@ func runAgent(args []string) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("agent: adding ready check: %w", err)
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }
 
 // openKernel picks the preferred-node backend. prctl is only ever called when the kernel

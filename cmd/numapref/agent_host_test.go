@@ -9,9 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/numapref/numapref/internal/testutil/poll"
 )
 
 // An agent started while the apiserver is unreachable must not exit: it serves its health
@@ -19,6 +23,100 @@ import (
 // controllers wait for their caches). Here nothing listens where the kubeconfig points.
 func TestAgentStartsWithoutTheAPI(t *testing.T) {
 	dir := t.TempDir()
+	a := startOfflineAgent(t, dir, filepath.Join(dir, "state"), "agent")
+	deadline := time.Now().Add(30 * time.Second)
+	for !a.healthy() {
+		select {
+		case <-a.exited:
+			t.Fatalf("the agent exited without the API (%v):\n%s", a.waitErr, a.log())
+		case <-time.After(50 * time.Millisecond): // poll interval
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never served /healthz:\n%s", a.log())
+		}
+	}
+	// Still running a while later (the controllers' caches cannot sync).
+	select {
+	case <-a.exited:
+		t.Fatalf("the agent exited without the API (%v):\n%s", a.waitErr, a.log())
+	case <-time.After(3 * time.Second):
+	}
+	if !a.healthy() {
+		t.Errorf("the agent stopped serving /healthz:\n%s", a.log())
+	}
+}
+
+// Two agents on one state dir: the second waits for the first, says so at once and whom
+// it waits for, runs nothing meanwhile (its "Starting" line comes after the lock) but
+// answers its health probes, and takes over when the first dies, however it dies.
+func TestOneAgentPerStateDir(t *testing.T) {
+	for name, sig := range map[string]syscall.Signal{"SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			state := filepath.Join(dir, "state")
+			first := startOfflineAgent(t, dir, state, "first")
+			poll.True(t, time.Minute, "the first agent holds the state dir", func() bool {
+				return strings.Contains(first.log(), "Holding the state dir") && lockHolder(state) == first.cmd.Process.Pid
+			})
+			second := startOfflineAgent(t, dir, state, "second")
+			waiting := fmt.Sprintf(`"holderPID":%d`, first.cmd.Process.Pid)
+			poll.True(t, time.Minute, "the second agent says it waits for the first", func() bool {
+				return strings.Contains(second.log(), "Waiting for the state dir") && strings.Contains(second.log(), waiting)
+			})
+			poll.True(t, 30*time.Second, "the waiting agent answers its health probe", second.healthy)
+			if log := second.log(); strings.Contains(log, `"msg":"Starting"`) || strings.Contains(log, "Holding the state dir") {
+				t.Fatalf("the second agent started while the first holds the dir:\n%s", log)
+			}
+			if err := first.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			<-first.exited
+			poll.True(t, time.Minute, "the second agent takes over", func() bool {
+				return strings.Contains(second.log(), `"msg":"Starting"`) && lockHolder(state) == second.cmd.Process.Pid
+			})
+			select {
+			case <-second.exited:
+				t.Fatalf("the second agent exited (%v):\n%s", second.waitErr, second.log())
+			default:
+			}
+		})
+	}
+}
+
+// lockHolder is the pid the state dir's lock file names, 0 if none.
+func lockHolder(stateDir string) int {
+	data, err := os.ReadFile(filepath.Join(stateDir, lockFile))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid
+}
+
+// agentProcess is a numapref agent run by a test.
+type agentProcess struct {
+	cmd     *exec.Cmd
+	logPath string
+	health  string
+	exited  chan struct{}
+	waitErr error
+}
+
+func (a *agentProcess) log() string { data, _ := os.ReadFile(a.logPath); return string(data) }
+
+func (a *agentProcess) healthy() bool {
+	resp, err := http.Get("http://" + a.health + "/healthz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// startOfflineAgent runs an agent whose kubeconfig points where nothing listens, with
+// state dir state and its log in dir/<name>.log; it is killed when the test ends.
+func startOfflineAgent(t *testing.T, dir, state, name string) *agentProcess {
+	t.Helper()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
 kind: Config
@@ -29,58 +127,27 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	health := freePort(t)
-	cmd := exec.Command(os.Args[0], "agent", "-node-name", "offline", "-kubeconfig", kubeconfig,
-		"-state-dir", filepath.Join(dir, "state"), "-cgroup-driver", "cgroupfs", "-fork-events=false", "-metrics-bind-address", "0",
-		"-health-probe-bind-address", health, "-leader-election-namespace", "numapref-system")
-	cmd.Env = append(os.Environ(), "NUMAPREF_RUN_MAIN=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := os.Create(filepath.Join(dir, "agent.log"))
+	a := &agentProcess{health: freePort(t), logPath: filepath.Join(dir, name+".log"), exited: make(chan struct{})}
+	a.cmd = exec.Command(os.Args[0], "agent", "-node-name", "offline", "-kubeconfig", kubeconfig,
+		"-state-dir", state, "-cgroup-driver", "cgroupfs", "-fork-events=false", "-metrics-bind-address", "0",
+		"-health-probe-bind-address", a.health, "-leader-election-namespace", "numapref-system", "-pod-name", "")
+	a.cmd.Env = append(os.Environ(), "NUMAPREF_RUN_MAIN=1")
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := os.Create(a.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer out.Close()
-	cmd.Stdout, cmd.Stderr = out, out
-	log := func() string { data, _ := os.ReadFile(out.Name()); return string(data) }
-	if err := cmd.Start(); err != nil {
+	t.Cleanup(func() { out.Close() })
+	a.cmd.Stdout, a.cmd.Stderr = out, out
+	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	defer func() {
-		cmd.Process.Kill()
-		<-exited
-	}()
-
-	healthy := func() bool {
-		resp, err := http.Get("http://" + health + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !healthy() {
-		select {
-		case <-exited:
-			t.Fatalf("the agent exited without the API (%v):\n%s", waitErr, log())
-		case <-time.After(50 * time.Millisecond): // poll interval
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent never served /healthz:\n%s", log())
-		}
-	}
-	// Still running a while later (the controllers' caches cannot sync).
-	select {
-	case <-exited:
-		t.Fatalf("the agent exited without the API (%v):\n%s", waitErr, log())
-	case <-time.After(3 * time.Second):
-	}
-	if !healthy() {
-		t.Errorf("the agent stopped serving /healthz:\n%s", log())
-	}
+	go func() { a.waitErr = a.cmd.Wait(); close(a.exited) }()
+	t.Cleanup(func() {
+		a.cmd.Process.Kill()
+		<-a.exited
+	})
+	return a
 }
 
 // freePort returns a local address nothing listens on now.

@@ -1,6 +1,9 @@
 package nodeagent
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,10 +25,19 @@ import (
 // Task ids and start times name tasks of one boot only, so the file records the boot it
 // was written in; a ledger from an earlier boot names no living task and is dropped.
 
-// ledgerVersion is the format of ledgerFile. Version 1 had no boot id (it is read as a
-// ledger of unknown boot). A new optional field that older agents may ignore keeps the
-// version; a change an older agent would misread bumps it.
-const ledgerVersion = 2
+// ledgerVersion is the format of the file. Version 1 had no boot id (it is read as a
+// ledger of unknown boot); versions 1 and 2 are a flat ledgerFile without a checksum, and
+// are still read. Version 3 wraps the content in a ledgerEnvelope with its SHA-256, so a
+// damaged file is told from a valid one. A new optional field that older agents may
+// ignore keeps the version; a change an older agent would misread bumps it.
+const ledgerVersion = 3
+
+// ErrLedgerDamaged means the ledger file could not be used: unreadable, past its bound,
+// unparsable, of an unknown version or failing its checksum. What it recorded is lost:
+// values the agent set before may never be undone. The agent goes on with an empty ledger
+// and reports it (the numapref_ledger_damaged metric, a LedgerDamaged Event on the Node,
+// the node's report).
+var ErrLedgerDamaged = errors.New("the ledger is damaged")
 
 // stateFileLimit bounds each of the agent's state files (ledger, desired state, choices):
 // for the ledger about 300,000 tasks. The agent refuses to grow the ledger further (the
@@ -62,13 +74,23 @@ type containerEntry struct {
 
 func (c *containerEntry) ref() cgroups.ContainerRef { return c.Ref }
 
-// ledgerFile is the ledger on disk. To keep more in it, add a field here, fill it in
-// saveLedger and take it in NewEngine; decodeLedgerFile cleans what it reads.
+// ledgerFile is the ledger's content, and the whole file up to version 2. To keep more in
+// it, add a field here, fill it in saveLedger and take it in NewEngine; decodeLedgerFile
+// cleans what it reads.
 type ledgerFile struct {
-	Version int `json:"version"`
+	// Version is left out of the envelope's content (the envelope carries it).
+	Version int `json:"version,omitempty"`
 	// BootID is the kernel's boot id when the file was written ("" if unknown).
 	BootID     string            `json:"bootID,omitempty"`
 	Containers []*containerEntry `json:"containers"`
+}
+
+// ledgerEnvelope is the file from version 3: the content as written, and its checksum.
+type ledgerEnvelope struct {
+	Version int `json:"version"`
+	// SHA256 is the hex SHA-256 of Ledger's bytes exactly as they are in the file.
+	SHA256 string          `json:"sha256"`
+	Ledger json.RawMessage `json:"ledger"`
 }
 
 // ledger maps containers to what the agent set in them.
@@ -79,10 +101,10 @@ func (e *Engine) saveLedger() error {
 	if e.cfg.LedgerPath == "" {
 		return nil
 	}
-	f := ledgerFile{Version: ledgerVersion, BootID: e.bootID, Containers: e.ledger.sorted()}
-	data, err := json.Marshal(f)
+	f := ledgerFile{BootID: e.bootID, Containers: e.ledger.sorted()}
+	data, err := encodeLedgerFile(f)
 	if err != nil {
-		return fmt.Errorf("encoding ledger: %w", err)
+		return err
 	}
 	if len(data) > e.cfg.ledgerLimit {
 		return fmt.Errorf("writing ledger %s: %d bytes for %d containers, refused: %w of %d bytes",
@@ -94,10 +116,25 @@ func (e *Engine) saveLedger() error {
 	return nil
 }
 
+// encodeLedgerFile is the file's form of f: its content in an envelope with its checksum.
+func encodeLedgerFile(f ledgerFile) ([]byte, error) {
+	f.Version = 0
+	content, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("encoding ledger: %w", err)
+	}
+	sum := sha256.Sum256(content)
+	data, err := json.Marshal(ledgerEnvelope{Version: ledgerVersion, SHA256: hex.EncodeToString(sum[:]), Ledger: content})
+	if err != nil {
+		return nil, fmt.Errorf("encoding ledger: %w", err)
+	}
+	return data, nil
+}
+
 // loadLedger reads the ledger at path, of at most limit bytes. A missing file is an empty
-// ledger. A file that cannot be read or parsed (damaged, too large, a link) yields an
-// empty ledger and an error saying so: the agent starts anyway, and its next passes record
-// again every task that has the value it wants.
+// ledger. A file that cannot be read or used (a link, too large, unparsable, a bad
+// checksum) yields an empty ledger and an error wrapping ErrLedgerDamaged: the agent starts
+// anyway, and its next passes record again every task that has the value it wants.
 func loadLedger(path string, limit int) (ledgerFile, error) {
 	empty := ledgerFile{Version: ledgerVersion}
 	data, err := fsutil.ReadStateFile(path, int64(limit))
@@ -105,27 +142,47 @@ func loadLedger(path string, limit int) (ledgerFile, error) {
 		return empty, nil
 	}
 	if err != nil {
-		return empty, fmt.Errorf("ledger unreadable, starting from an empty one: %w", err)
+		return empty, fmt.Errorf("%w: unreadable, starting from an empty one: %w", ErrLedgerDamaged, err)
 	}
 	f, err := decodeLedgerFile(data)
 	if err != nil {
-		return empty, fmt.Errorf("ledger %s is damaged, starting from an empty one: %w", path, err)
+		return empty, fmt.Errorf("%w: %s, starting from an empty one: %w", ErrLedgerDamaged, path, err)
 	}
 	return f, nil
 }
 
-// decodeLedgerFile parses a ledger file and drops entries that name no container or task.
+// decodeLedgerFile parses a ledger file of any version this agent reads, checks the
+// checksum of version 3, and drops entries that name no container or task.
 func decodeLedgerFile(data []byte) (ledgerFile, error) {
-	var f ledgerFile
-	if err := json.Unmarshal(data, &f); err != nil {
+	var env ledgerEnvelope
+	if err := json.Unmarshal(data, &env); err != nil {
 		return ledgerFile{Version: ledgerVersion}, err
 	}
-	if f.Version != 1 && f.Version != ledgerVersion {
-		return ledgerFile{Version: ledgerVersion}, fmt.Errorf("version %d, want %d", f.Version, ledgerVersion)
+	content := data
+	switch env.Version {
+	case 1, 2: // flat, no checksum
+	case ledgerVersion:
+		sum := sha256.Sum256(env.Ledger)
+		if want, err := hex.DecodeString(env.SHA256); err != nil || !bytes.Equal(want, sum[:]) {
+			return ledgerFile{Version: ledgerVersion}, fmt.Errorf("checksum mismatch: the file says %.16q, its content has %x", env.SHA256, sum[:8])
+		}
+		content = env.Ledger
+	default:
+		return ledgerFile{Version: ledgerVersion}, fmt.Errorf("version %d, want 1 to %d", env.Version, ledgerVersion)
 	}
-	kept := f.Containers[:0]
+	var f ledgerFile
+	if err := json.Unmarshal(content, &f); err != nil {
+		return ledgerFile{Version: ledgerVersion}, err
+	}
+	f.Version, f.Containers = ledgerVersion, cleanEntries(f.Containers)
+	return f, nil
+}
+
+// cleanEntries drops entries that name no container or task, and repeated containers.
+func cleanEntries(containers []*containerEntry) []*containerEntry {
+	kept := containers[:0]
 	seen := map[ContainerKey]bool{}
-	for _, c := range f.Containers {
+	for _, c := range containers {
 		if c == nil || c.PodUID == "" || c.Container == "" || seen[c.key()] {
 			continue
 		}
@@ -140,8 +197,7 @@ func decodeLedgerFile(data []byte) (ledgerFile, error) {
 		}
 		kept = append(kept, c)
 	}
-	f.Version, f.Containers = ledgerVersion, kept
-	return f, nil
+	return kept
 }
 
 func (c *containerEntry) key() ContainerKey {
@@ -189,6 +245,9 @@ func (e *Engine) loadState() error {
 		return nil
 	}
 	f, err := loadLedger(e.cfg.LedgerPath, e.cfg.ledgerLimit)
+	if errors.Is(err, ErrLedgerDamaged) {
+		e.cfg.Metrics.reportLedgerDamaged()
+	}
 	if f.BootID != "" && e.bootID != "" && f.BootID != e.bootID {
 		e.cfg.Log.Info("The ledger was written before the host rebooted: its tasks are gone, dropping it",
 			"ledgerBootID", f.BootID, "bootID", e.bootID, "containers", len(f.Containers))

@@ -27,6 +27,8 @@ type Metrics struct {
 	forkLag     *prometheus.HistogramVec
 	ledgerErrs  prometheus.Counter
 	desiredErrs prometheus.Counter
+	// ledgerDamaged is 1 once the ledger read at start was damaged (ErrLedgerDamaged).
+	ledgerDamaged prometheus.Gauge
 }
 
 // Values of the since label of numapref_fork_apply_lag_seconds.
@@ -100,12 +102,17 @@ func NewMetrics() *Metrics {
 			Help: "Failed writes of the persisted desired state (desired.json beside the ledger), which an agent restarted " +
 				"while the API is unreachable enforces. Placement goes on; the next pass writes again.",
 		}),
+		ledgerDamaged: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "numapref", Name: "ledger_damaged",
+			Help: "1 when the ledger this agent read at start was damaged (unreadable, past its bound, unparsable or failing " +
+				"its checksum): what it recorded is lost, so values set before may never be undone. Stays 1 until the agent restarts.",
+		}),
 	}
 }
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag, m.ledgerErrs, m.desiredErrs} {
+	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag, m.ledgerErrs, m.desiredErrs, m.ledgerDamaged} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -118,6 +125,8 @@ func (m *Metrics) reportPass(kind string, d time.Duration) {
 }
 
 func (m *Metrics) reportSet(result string) { m.sets.WithLabelValues(result).Inc() }
+
+func (m *Metrics) reportLedgerDamaged() { m.ledgerDamaged.Set(1) }
 
 func (m *Metrics) reportRestore() { m.restores.Inc() }
 

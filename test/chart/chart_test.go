@@ -58,8 +58,19 @@ func helmBinary(t *testing.T) string {
 // are exact) and any extra flags, and returns stdout, stderr and the error.
 func helmTemplate(t *testing.T, values map[string]any, extra ...string) (string, string, error) {
 	t.Helper()
+	return helmTemplateRelease(t, release, namespace, values, extra...)
+}
+
+// helmTemplateAs renders the chart with its default values as release name in namespace.
+func helmTemplateAs(t *testing.T, name, namespace string) (string, string, error) {
+	t.Helper()
+	return helmTemplateRelease(t, name, namespace, nil)
+}
+
+func helmTemplateRelease(t *testing.T, name, namespace string, values map[string]any, extra ...string) (string, string, error) {
+	t.Helper()
 	root := repoRoot(t)
-	args := append([]string{"template", release, filepath.Join(root, chartDir), "--namespace", namespace}, extra...)
+	args := append([]string{"template", name, filepath.Join(root, chartDir), "--namespace", namespace}, extra...)
 	var stdin []byte
 	if values != nil {
 		var err error
@@ -197,21 +208,43 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 	return r
 }
 
-// generatedRules are the agent's rules as controller-gen wrote them.
-func generatedRules(t *testing.T) []rbacv1.PolicyRule {
+// generatedRules are the agent's rules as controller-gen wrote them: the ClusterRole's, and
+// the Role's for its own namespace.
+func generatedRules(t *testing.T) (cluster, namespaced []rbacv1.PolicyRule) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "config", "rbac", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var role rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict(b, &role); err != nil {
-		t.Fatalf("config/rbac/role.yaml: %v", err)
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("config/rbac/role.yaml: %v", err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		var role rbacv1.ClusterRole // a Role has the same fields
+		if err := yaml.UnmarshalStrict(doc, &role); err != nil {
+			t.Fatalf("config/rbac/role.yaml: %v", err)
+		}
+		switch role.Kind {
+		case "ClusterRole":
+			cluster = role.Rules
+		case "Role":
+			namespaced = role.Rules
+		default:
+			t.Fatalf("config/rbac/role.yaml: unexpected kind %q", role.Kind)
+		}
 	}
-	if len(role.Rules) == 0 {
-		t.Fatal("config/rbac/role.yaml has no rules")
+	if len(cluster) == 0 || len(namespaced) == 0 {
+		t.Fatal("config/rbac/role.yaml lacks the ClusterRole's or the Role's rules")
 	}
-	return role.Rules
+	return cluster, namespaced
 }
 
 var privilegedTrue = regexp.MustCompile(`(?m)^\s*-?\s*privileged:\s*["']?true`)
@@ -220,7 +253,7 @@ func TestRender(t *testing.T) {
 	fullname := release + "-numapref"
 	commonTail := []string{
 		"--cgroup-root=/host/sys/fs/cgroup",
-		"--state-dir=/var/lib/numapref",
+		"--state-dir=/var/lib/numapref/" + namespace + "_" + release,
 		"--emulator-state-dir=/run/numapref/emulator",
 	}
 	args := func(head []string, tail ...string) []string {
@@ -285,7 +318,7 @@ func TestRender(t *testing.T) {
 			metricsAuth: true,
 		},
 	}
-	wantRules := generatedRules(t)
+	wantRules, wantNamespacedRules := generatedRules(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := render(t, tc.values)
@@ -363,6 +396,7 @@ func TestRender(t *testing.T) {
 			wantEnv := []corev1.EnvVar{
 				{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 				{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 			}
 			if diff := cmp.Diff(wantEnv, c.Env); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
@@ -442,8 +476,9 @@ func TestRender(t *testing.T) {
 				t.Errorf("ClusterRoleBindings %v for ClusterRoles %v", keys(r.clusterRoleBindings), keys(wantClusterRoles))
 			}
 
-			// Leader election: a Role in the release namespace.
+			// Leader election, and the agent's own DaemonSet: Roles in the release namespace.
 			wantRoles := map[string][]rbacv1.PolicyRule{
+				fullname + "-agent": wantNamespacedRules,
 				fullname + "-leader-election": {
 					{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 					{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
@@ -468,7 +503,39 @@ func TestRender(t *testing.T) {
 				t.Errorf("RoleBindings %v, want one per Role %v", keys(r.roleBindings), keys(wantRoles))
 			}
 			checkRoleBinding(t, r.roleBindings, fullname+"-leader-election", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fullname + "-leader-election"}, wantSubjects)
+			checkRoleBinding(t, r.roleBindings, fullname+"-agent", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fullname + "-agent"}, wantSubjects)
+			for name, role := range r.roles {
+				if role.Namespace != namespace {
+					t.Errorf("Role %s in namespace %q, want the release's %q", name, role.Namespace, namespace)
+				}
+			}
 		})
+	}
+}
+
+// Every release has a state dir of its own on the host: two releases on the same nodes
+// never share a ledger (each agent locks its dir, and would wait for the other for ever).
+func TestStateDirPerRelease(t *testing.T) {
+	dirs := map[string]string{}
+	for _, rel := range []struct{ name, namespace string }{{"a", "one"}, {"b", "one"}, {"a", "two"}} {
+		out, stderr, err := helmTemplateAs(t, rel.name, rel.namespace)
+		if err != nil {
+			t.Fatalf("helm template %s -n %s: %v\n%s", rel.name, rel.namespace, err, stderr)
+		}
+		var dir string
+		for _, line := range strings.Split(out, "\n") {
+			if _, v, ok := strings.Cut(strings.TrimSpace(line), `- "--state-dir=`); ok {
+				dir = strings.TrimSuffix(v, `"`)
+			}
+		}
+		want := "/var/lib/numapref/" + rel.namespace + "_" + rel.name
+		if dir != want {
+			t.Errorf("release %s/%s: --state-dir %q, want %q", rel.namespace, rel.name, dir, want)
+		}
+		if other, ok := dirs[dir]; ok {
+			t.Errorf("releases %s and %s/%s share the state dir %s", other, rel.namespace, rel.name, dir)
+		}
+		dirs[dir] = rel.namespace + "/" + rel.name
 	}
 }
 

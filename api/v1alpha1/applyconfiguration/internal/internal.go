@@ -95,6 +95,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: kernelSupport
       type:
         scalar: string
+    - name: ledgerDamaged
+      type:
+        scalar: numeric
     - name: numaBalancing
       type:
         scalar: string

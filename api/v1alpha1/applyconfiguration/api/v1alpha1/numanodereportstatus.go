@@ -15,6 +15,11 @@ type NumaNodeReportStatusApplyConfiguration struct {
 	NumaBalancing *string `json:"numaBalancing,omitempty"`
 	// numaNodes counts the node's online NUMA nodes.
 	NumaNodes *int32 `json:"numaNodes,omitempty"`
+	// ledgerDamaged counts the ledgers this node's agent found damaged at its start
+	// (unreadable, past its bound, unparsable or failing its checksum; reason
+	// LedgerDamaged): 1 means the values the agent had recorded before are lost, and may
+	// never be undone. 0 again after an agent starts with an intact ledger.
+	LedgerDamaged *int32 `json:"ledgerDamaged,omitempty"`
 	// totals adds up preferences.
 	Totals *ReportTotalsApplyConfiguration `json:"totals,omitempty"`
 	// preferences has one entry per NumaPreference that selects pods on this node.
@@ -48,6 +53,14 @@ func (b *NumaNodeReportStatusApplyConfiguration) WithNumaBalancing(value string)
 // If called multiple times, the NumaNodes field is set to the value of the last call.
 func (b *NumaNodeReportStatusApplyConfiguration) WithNumaNodes(value int32) *NumaNodeReportStatusApplyConfiguration {
 	b.NumaNodes = &value
+	return b
+}
+
+// WithLedgerDamaged sets the LedgerDamaged field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LedgerDamaged field is set to the value of the last call.
+func (b *NumaNodeReportStatusApplyConfiguration) WithLedgerDamaged(value int32) *NumaNodeReportStatusApplyConfiguration {
+	b.LedgerDamaged = &value
 	return b
 }
 
