@@ -11,7 +11,7 @@
 set -euo pipefail
 
 declare -A groups=(
-  # shellcheck: make lint (and so make verify) checks the scripts in hack/ and .ci/.
+  # base also holds the linter make lint (and so make verify) runs over hack/ and .ci/.
   [base]="make git procps iproute2 curl util-linux ca-certificates shellcheck"
   # The local node (test/localnode): container runtime, CNI plugins, iptables for the
   # chains kubelet makes and teardown removes.
