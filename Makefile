@@ -21,7 +21,7 @@ build: ## Build the numapref binary and the kubectl-numapref plugin into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/kubectl-numapref ./cmd/kubectl-numapref
 
 .PHONY: tools
-tools: ## Install pinned build tools (controller-gen, helm, kube-score) into the cache.
+tools: ## Install pinned build tools (controller-gen, helm, kube-score, kind, golangci-lint) into the cache.
 	hack/tools.sh >/dev/null
 
 .PHONY: k8s-binaries
@@ -42,13 +42,19 @@ generate: ## Regenerate deepcopy, apply configurations, CRDs and RBAC from the G
 	cp config/rbac/node_restriction_policy.yaml charts/numapref/files/node_restriction_policy.yaml
 
 .PHONY: verify
-verify: generate ## Fail when generated files are stale, code is unformatted or vet complains.
+verify: generate ## Fail when generated files are stale, code is unformatted, or vet or the linters (make lint) complain.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
 	go vet -tags $(TEST_TAGS) ./...
 	go vet -tags e2e ./test/e2e/
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "generated files are not committed: run make generate and commit"; exit 1; }
+	@# The linters last: the checks above take seconds, golangci-lint a minute or more.
+	$(MAKE) --no-print-directory lint
+
+.PHONY: lint
+lint: preflight-lint ## golangci-lint (.golangci.yml: every tier's build tags) and shellcheck (hack/, .ci/); any finding fails.
+	hack/lint.sh
 
 ##@ Test tiers (each checks its preconditions first: hack/preflight.sh)
 

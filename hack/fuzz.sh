@@ -8,7 +8,8 @@ trap 'rm -f "$log"' EXIT
 n=0
 while read -r f; do
   pkg=./$(dirname "${f#./}")
-  for fn in $(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | awk '{print $2}'); do
+  mapfile -t fns < <(grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | awk '{print $2}')
+  for fn in "${fns[@]}"; do
     if ! go test -run '^$' -fuzz "^$fn\$" -fuzztime "$t" "$pkg" >"$log" 2>&1; then
       cat "$log"; echo "FAIL fuzz $pkg $fn"; exit 1
     fi

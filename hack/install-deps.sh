@@ -12,7 +12,8 @@
 set -euo pipefail
 
 declare -A groups=(
-  [base]="make git procps iproute2 curl util-linux ca-certificates"
+  # base also holds the linter make lint (and so make verify) runs over hack/ and .ci/.
+  [base]="make git procps iproute2 curl util-linux ca-certificates shellcheck"
   # The local node (test/localnode): container runtime, CNI plugins, iptables for the
   # chains kubelet makes and teardown removes.
   [localnode]="containerd runc containernetworking-plugins iptables"

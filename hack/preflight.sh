@@ -4,7 +4,7 @@
 # running as root; otherwise it stops at once and says exactly what to run.
 #
 #   hack/preflight.sh TARGET     TARGET: demo, test, unit, host, integration, chart,
-#                                monitoring, fuzz, kernel-lab, e2e, e2e-kind
+#                                monitoring, fuzz, lint, kernel-lab, e2e, e2e-kind
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: hack/preflight.sh TARGET}
@@ -14,7 +14,7 @@ note() { printf 'preflight (%s): %s\n' "$target" "$*" >&2; }
 
 groups=(base) root=0 disk_gib=2
 case "$target" in
-  unit|fuzz) ;;
+  unit|fuzz|lint) ;;
   chart|integration) disk_gib=12 ;;                               # helm, apiserver, etcd builds
   monitoring) groups+=(monitoring) ;;                             # promtool
   host) root=1 ;;

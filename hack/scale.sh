@@ -35,6 +35,7 @@ pids=()
 
 peak_rss() { awk '/^VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
 
+# shellcheck disable=SC2317 # reached through the EXIT trap, which shellcheck 0.9 does not follow
 stop_all() {
 	local i pid
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do

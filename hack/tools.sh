@@ -11,6 +11,9 @@ declare -A pkgs=(
   # kind: the e2e suite's kind provider (E2E_PROVIDER=kind) and, from the same module
   # version, the node image's entrypoint and systemd units (hack/kind/node-image.sh).
   [kind]=sigs.k8s.io/kind@v0.33.0
+  # golangci-lint: make lint (config in .golangci.yml). It reads its own version from the
+  # module's build info, so a plain go install reports v2.15.0 without link flags.
+  [golangci-lint]=github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 )
 # Link-time settings a plain `go install` misses. helm's release builds stamp its version and
 # the Kubernetes version of its client-go (v0.36 -> 1.36); without them `helm version` says

@@ -47,7 +47,7 @@ func fakeAgent(t *testing.T, name string) (url, caFile string, auth *atomic.Valu
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(samplePod())
+		_ = json.NewEncoder(w).Encode(samplePod())
 	}))
 	ca := testcerts.NewCA(t, "agent-ca")
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, []string{name}, []net.IP{net.IPv4(127, 0, 0, 1)}).TLS(t)}}

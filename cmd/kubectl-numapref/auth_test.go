@@ -121,7 +121,7 @@ func publishCA(t *testing.T, cs kubernetes.Interface, caPEM []byte) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cs.CoreV1().ConfigMaps(defaultAgentNamespace).Delete(ctx, inspect.CAConfigMap, metav1.DeleteOptions{})
+		_ = cs.CoreV1().ConfigMaps(defaultAgentNamespace).Delete(ctx, inspect.CAConfigMap, metav1.DeleteOptions{})
 	})
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: defaultAgentNamespace, Name: "agent-ca-viewer"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{inspect.CAConfigMap}, Verbs: []string{"get"}}}}
@@ -409,7 +409,12 @@ func TestInspectThroughTheAgentsAuth(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- srv.Start(ctx) }()
-		defer func() { cancel(); <-done }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Logf("the impostor server stopped: %v", err)
+			}
+		}()
 		eventually(t, "the impostor listens", func() error {
 			if srv.Addr() == "" {
 				return fmt.Errorf("no address yet")

@@ -85,7 +85,7 @@ type demo struct {
 	kubectl, helm, cfg string
 }
 
-func step(format string, args ...any) { fmt.Printf("\n==> "+format+"\n", args...) }
+func step(heading string) { fmt.Printf("\n==> %s\n", heading) }
 
 func run(binDir, helmBin string, keep bool) (err error) {
 	if os.Geteuid() != 0 {

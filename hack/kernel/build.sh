@@ -165,7 +165,8 @@ build_patched() {
 	# of this machine's last build, or the count a cold build printed on these machines
 	# (objects.estimate, kept out of the cache key so that measuring it again rebuilds
 	# nothing).
-	local objects="~$(cat "$here/objects.estimate")"
+	local objects
+	objects="~$(cat "$here/objects.estimate")"
 	[[ -s "$cache/patched-objects" ]] && objects="~$(cat "$cache/patched-objects")"
 	progress_start "kernel patched" "$work/build.log" "$objects" objects "$kbuild_object_line"
 	if ! nice -n 10 make -C "$tree" ARCH=x86_64 -j"$jobs" bzImage >"$work/build.log" 2>&1; then

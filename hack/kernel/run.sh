@@ -255,6 +255,7 @@ qemu=(
 )
 if [[ -n "$guestfwd" ]]; then
 	# restrict=on: no packet of the guest reaches the host or beyond; only the forward.
+	# shellcheck disable=SC2054 # the commas are qemu's option syntax, inside one argument
 	qemu+=(-netdev "user,id=n0,restrict=on,net=10.0.2.0/24,guestfwd=$guestfwd" -device virtio-net-pci,netdev=n0)
 else
 	qemu+=(-nic none)

@@ -11,11 +11,11 @@
 
 _progress_pid=""
 _progress_line() {
-	local label=$1 log=$2 total=$3 unit=$4 regex=$5 start=$6 done elapsed
-	done=$(grep -cE -- "$regex" "$log" 2>/dev/null || true)
+	local label=$1 log=$2 total=$3 unit=$4 regex=$5 start=$6 count elapsed
+	count=$(grep -cE -- "$regex" "$log" 2>/dev/null || true)
 	elapsed=$(($(date +%s) - start))
 	printf '[%s] %s of %s %s done, %dm%02ds elapsed (log: %s)\n' \
-		"$label" "${done:-0}" "$total" "$unit" $((elapsed / 60)) $((elapsed % 60)) "$log" >&2
+		"$label" "${count:-0}" "$total" "$unit" $((elapsed / 60)) $((elapsed % 60)) "$log" >&2
 }
 
 progress_start() {

@@ -29,7 +29,7 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", localnode.DefaultDir, "the node's directory")
 	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (hack/k8s-binaries.sh all)")
-	fs.Parse(os.Args[2:])
+	_ = fs.Parse(os.Args[2:]) // ExitOnError: a bad flag exits
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }

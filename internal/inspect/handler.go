@@ -115,5 +115,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(append(data, '\n'))
+	_, _ = w.Write(append(data, '\n')) // the status is sent: a client gone now cannot be told
 }

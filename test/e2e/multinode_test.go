@@ -117,8 +117,8 @@ func multiNodeSpecs() bool {
 			if len(nodes) < 2 {
 				return
 			}
-			kubectl(ctx, "delete", "numapref", "--all", "-n", mns, "--wait=true")
-			kubectl(ctx, "delete", "namespace", mns, "--wait=true")
+			_, _ = kubectl(ctx, "delete", "numapref", "--all", "-n", mns, "--wait=true")
+			_, _ = kubectl(ctx, "delete", "namespace", mns, "--wait=true")
 			uninstallAgent(ctx)
 		}, NodeTimeout(3*time.Minute))
 

@@ -256,8 +256,8 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 	})
 
 	AfterAll(func(ctx SpecContext) {
-		kubectl(ctx, "delete", "numapref", "--all", "-n", ns, "--wait=true")
-		kubectl(ctx, "delete", "pod", "--all", "-n", ns, "--grace-period=1", "--wait=true")
+		_, _ = kubectl(ctx, "delete", "numapref", "--all", "-n", ns, "--wait=true")
+		_, _ = kubectl(ctx, "delete", "pod", "--all", "-n", ns, "--grace-period=1", "--wait=true")
 		uninstallAgent(ctx)
 	}, NodeTimeout(2*time.Minute))
 
@@ -345,7 +345,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		Eventually(func(g Gomega) {
 			tasks, err := containerTasks(ctx, id)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(len(processes(tasks))).To(Equal(len(processes(before))+2), "two new processes")
+			g.Expect(processes(tasks)).To(HaveLen(len(processes(before))+2), "two new processes")
 			allPrefer(ctx, id, 0, len(before)+2)(g)
 		}).WithContext(ctx).WithTimeout(15 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
 		logf("forked children placed within %s (fork events on, rescan 2s)", time.Since(start).Round(time.Millisecond))
@@ -550,7 +550,7 @@ spec:
 		Eventually(func(g Gomega) {
 			tasks, err := containerTasks(ctx, id)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(len(processes(tasks))).To(Equal(len(processes(before)) + 1))
+			g.Expect(processes(tasks)).To(HaveLen(len(processes(before)) + 1))
 		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
 		out, err = kubectl(ctx, "rollout", "status", "daemonset", "-n", agentNamespace, "--timeout=90s")
 		Expect(err).NotTo(HaveOccurred(), out)

@@ -201,7 +201,7 @@ func (c *Cluster) importNodeImage(ctx context.Context, tarball string, logf func
 }
 
 // kind runs the kind CLI against the cluster's engine.
-func (c *Cluster) kind(ctx context.Context, args ...string) (string, error) {
+func (c *Cluster) kind(ctx context.Context, args ...string) (string, error) { //nolint:unparam // a command runner returns its output; today's callers only act
 	cmd := exec.CommandContext(ctx, c.Kind, args...)
 	cmd.Env = c.env()
 	out, err := cmd.CombinedOutput()

@@ -85,10 +85,8 @@ func SnapshotHost(w HostWatch) (*HostState, error) {
 		}
 		s.Sysctls[k] = strings.TrimSpace(string(b))
 	}
+	s.Rules = iptablesRules()
 	var err error
-	if s.Rules, err = iptablesRules(); err != nil {
-		return nil, err
-	}
 	if s.Links, err = linkNames(); err != nil {
 		return nil, err
 	}
@@ -112,7 +110,8 @@ func SnapshotHost(w HostWatch) (*HostState, error) {
 }
 
 // iptablesRules lists every table's chains and rules, per iptables binary present.
-func iptablesRules() (map[string][]string, error) {
+// A table or binary that cannot be listed is left out: there is nothing of it to restore.
+func iptablesRules() map[string][]string {
 	out := map[string][]string{}
 	for _, bin := range []string{"iptables", "ip6tables"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -126,7 +125,7 @@ func iptablesRules() (map[string][]string, error) {
 			out[bin+"/"+t] = strings.Split(strings.TrimSpace(string(b)), "\n")
 		}
 	}
-	return out, nil
+	return out
 }
 
 func linkNames() ([]string, error) {
@@ -318,7 +317,7 @@ func (s *HostState) removeCgroupTree(root string) error {
 		return nil
 	}
 	var dirs []string
-	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error { // no error: the callback skips what it cannot read
 		if err == nil && d.IsDir() {
 			dirs = append(dirs, p)
 		}
@@ -335,10 +334,7 @@ func (s *HostState) removeCgroupTree(root string) error {
 
 // restoreRules deletes every iptables rule, then every chain, the node added.
 func (s *HostState) restoreRules() error {
-	now, err := iptablesRules()
-	if err != nil {
-		return err
-	}
+	now := iptablesRules()
 	var errs []error
 	for key, lines := range now {
 		bin, table, _ := strings.Cut(key, "/")
@@ -359,7 +355,7 @@ func (s *HostState) restoreRules() error {
 			}
 		}
 		for _, c := range chains {
-			exec.Command(bin, "-w", "-t", table, "-F", c).Run()
+			_ = exec.Command(bin, "-w", "-t", table, "-F", c).Run()
 			if out, err := exec.Command(bin, "-w", "-t", table, "-X", c).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("%s -t %s -X %s: %v: %s", bin, table, c, err, out))
 			}

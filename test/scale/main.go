@@ -557,7 +557,7 @@ func peakRSS() string {
 	for _, l := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
 			var kb int64
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+			_, _ = fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
 			return fmt.Sprintf("%dMiB", kb/1024)
 		}
 	}

@@ -25,13 +25,13 @@ func TestEmulatorAudit(t *testing.T) {
 	writeFile(t, filepath.Join(proc.root, "102", "stat"), strings.Replace(statLine("task", "502"), " 4194560 ", " 4194564 ", 1))
 	writeFile(t, filepath.Join(proc.root, "102", "cgroup"), "4:pids:/\n")
 	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
-	e.Set(100, 0) // before AuditTo: not logged
+	_ = e.Set(100, 0) // before AuditTo: not logged
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	if err := e.AuditTo(path); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ tid, nid int }{{100, 1}, {101, 0}, {102, 1}, {100, 5}, {999, 0}, {100, -1}} {
-		e.Set(c.tid, c.nid) // 5: EINVAL, 999: ESRCH: not logged
+		_ = e.Set(c.tid, c.nid) // 5: EINVAL, 999: ESRCH: not logged
 	}
 	if _, err := e.Get(100); err != nil {
 		t.Fatal(err)

@@ -87,7 +87,7 @@ func TestEmulatorCloneTrace(t *testing.T) {
 	if err := e.Set(0, 0); err != nil {
 		t.Fatal(err)
 	}
-	defer e.Set(0, -1)
+	defer func() { _ = e.Set(0, -1) }()
 	before := e.Stats()
 	// os/exec: clone(CLONE_VM|CLONE_VFORK) by this thread, exec at once; the child (this
 	// binary as the clone trace helper, see TestMain) then waits on its stdin, so it is

@@ -42,9 +42,6 @@ type taskEntry struct {
 	Origin    taskOrigin
 }
 
-// task is the identity the entry belongs to.
-func (e taskEntry) task() numa.Task { return numa.Task{TID: e.TID, StartTime: e.Start} }
-
 // isDefault reports whether the entry holds what a fresh process has.
 func (e taskEntry) isDefault() bool { return e.Force == numa.NoNode && e.Preferred == numa.NoNode }
 

@@ -34,7 +34,7 @@ func writeNewFile(path string, data []byte, mode uint32) error {
 		err = closeErr
 	}
 	if err != nil {
-		unix.Unlink(path)
+		_ = unix.Unlink(path) // the write error is the one to return
 		return &fs.PathError{Op: "write", Path: path, Err: err}
 	}
 	return nil

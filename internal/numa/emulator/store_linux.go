@@ -104,7 +104,8 @@ func (s *store) withLock(fn func() error) error {
 	if err := flockRetry(int(s.lock.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("locking emulator state: %w", err)
 	}
-	defer flockRetry(int(s.lock.Fd()), unix.LOCK_UN)
+	// An unlock that fails leaves the lock to the file's close; fn's result is the answer.
+	defer func() { _ = flockRetry(int(s.lock.Fd()), unix.LOCK_UN) }()
 	return fn()
 }
 

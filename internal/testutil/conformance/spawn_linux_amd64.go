@@ -64,7 +64,7 @@ func spawnHeld(vm bool, path string, argv, env []string) (*heldChild, error) {
 	if errno != 0 {
 		unix.Close(hold[1])
 		if stack != nil {
-			unix.Munmap(stack)
+			_ = unix.Munmap(stack)
 		}
 		return nil, fmt.Errorf("clone: %w", syscall.Errno(errno))
 	}
@@ -92,7 +92,7 @@ func spawnHeld(vm bool, path string, argv, env []string) (*heldChild, error) {
 			runtime.KeepAlive(argvp)
 			runtime.KeepAlive(envp)
 			if stack != nil {
-				unix.Munmap(stack)
+				_ = unix.Munmap(stack)
 			}
 			return ws, err
 		}

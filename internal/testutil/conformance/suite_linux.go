@@ -301,18 +301,6 @@ func (c *caseRun) helperCall(r helperResult, label string) CallResult {
 	return call
 }
 
-// onThread runs fn on a new locked thread of this process and waits for it; the thread
-// ends afterwards.
-func onThread(fn func(tid int)) {
-	done := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		defer close(done)
-		fn(unix.Gettid())
-	}()
-	<-done
-}
-
 // otherThread is a locked thread of this process that runs functions on request.
 type otherThread struct {
 	tid  int

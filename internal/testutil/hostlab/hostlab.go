@@ -211,7 +211,7 @@ func (l *Lab) Close() error {
 	}
 	var errs []error
 	for _, h := range l.hiers {
-		if err := removeTree(filepath.Join(h, l.name), h); err != nil {
+		if err := removeTree(filepath.Join(h, l.name)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -220,9 +220,10 @@ func (l *Lab) Close() error {
 
 // removeTree kills what still runs in dir's cgroups, moves nothing, and removes them
 // deepest first. Killing is safe: only the lab's own processes can be in a lab cgroup.
-func removeTree(dir, hierRoot string) error {
+func removeTree(dir string) error {
 	var dirs []string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	// The walk skips what it cannot read, so it returns no error.
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
 			dirs = append(dirs, p)
 		}
@@ -267,7 +268,7 @@ func removeStaleLabs(hiers []string) {
 			if err != nil || syscall.Kill(pid, 0) == nil {
 				continue // malformed, or its owner is alive
 			}
-			removeTree(filepath.Join(h, e.Name()), h)
+			_ = removeTree(filepath.Join(h, e.Name())) // best effort: the next lab tries again
 		}
 	}
 }

@@ -63,7 +63,6 @@ func runWorkload(in io.Reader, out io.Writer) {
 		}
 	}()
 	block := make(chan struct{})
-	var held [][]byte // memory "alloc" touched, kept until exit
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		cmd, arg, _ := strings.Cut(sc.Text(), " ")
@@ -112,7 +111,8 @@ func runWorkload(in io.Reader, out io.Writer) {
 			fmt.Fprintf(out, "pid %d\n", pid)
 		case "alloc":
 			// Touch MiB of anonymous memory and keep it: the pages land on the nodes the
-			// container's cpuset.mems allows.
+			// container's cpuset.mems allows. The mapping is never unmapped (and is not the
+			// garbage collector's), so it is held until the process exits.
 			n, _ := strconv.Atoi(arg)
 			mem, err := syscall.Mmap(-1, 0, n<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 			if err != nil {
@@ -122,7 +122,6 @@ func runWorkload(in io.Reader, out io.Writer) {
 			for i := 0; i < len(mem); i += 4096 {
 				mem[i] = 1
 			}
-			held = append(held, mem)
 			fmt.Fprintln(out, "ok")
 		case "stream":
 			tids, err := stream(arg)

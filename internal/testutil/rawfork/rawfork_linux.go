@@ -19,9 +19,9 @@ func Fork() (int, syscall.Errno) {
 		return 0, errno
 	}
 	if pid == 0 {
-		syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0)
+		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0)
 		for {
-			syscall.RawSyscall6(syscall.SYS_PPOLL, 0, 0, 0, 0, 0, 0) // no fds, no timeout: sleeps until killed
+			_, _, _ = syscall.RawSyscall6(syscall.SYS_PPOLL, 0, 0, 0, 0, 0, 0) // no fds, no timeout: sleeps until killed
 		}
 	}
 	return int(pid), 0

@@ -37,7 +37,7 @@ func main() {
 	case "work":
 		fs := flag.NewFlagSet("work", flag.ExitOnError)
 		threads := fs.Int("threads", 8, "extra OS threads to start")
-		fs.Parse(os.Args[2:])
+		_ = fs.Parse(os.Args[2:]) // ExitOnError: a bad flag exits
 		work(*threads)
 	case "sleep":
 		for { // not select{}: with no other goroutine the runtime calls that a deadlock

@@ -103,9 +103,7 @@ func TestAgent(t *testing.T) {
 				live = append(live, tid)
 			}
 		}
-		for _, pid := range childPIDs(p) {
-			live = append(live, pid)
-		}
+		live = append(live, childPIDs(p)...)
 		cl.deletePreference(t, "lab-a")
 		poll(t, 30*time.Second, "every task back at -1", func() error { return allPlaced(prctl, live, -1) })
 		poll(t, 30*time.Second, "the report without the preference", func() error {

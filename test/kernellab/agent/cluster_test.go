@@ -206,7 +206,7 @@ func (cl *cluster) createPod(t *testing.T, lab *hostlab.Lab, name string, labels
 }
 
 // kubectl runs the kubectl binary of the initramfs as the admin.
-func (cl *cluster) kubectl(t *testing.T, stdin string, args ...string) string {
+func (cl *cluster) kubectl(t *testing.T, stdin string, args ...string) string { //nolint:unparam // a command runner returns its output; today's callers only apply and delete
 	t.Helper()
 	cmd := exec.Command(file("kubectl"), append([]string{"--kubeconfig", cl.kubecfg}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -277,7 +277,7 @@ func (cl *cluster) condition(name, typ string) (metav1.Condition, error) {
 }
 
 // podEvent finds an events.k8s.io Event about pod with reason.
-func (cl *cluster) podEvent(pod *corev1.Pod, reason string) (*eventsv1.Event, error) {
+func (cl *cluster) podEvent(pod *corev1.Pod, reason string) (*eventsv1.Event, error) { //nolint:unparam // the Event is for a caller that checks its text; today's check only that it exists
 	var list eventsv1.EventList
 	if err := cl.c.List(context.Background(), &list, client.InNamespace(pod.Namespace)); err != nil {
 		return nil, err
@@ -372,12 +372,16 @@ func (a *agent) stop(t *testing.T, exited chan error) {
 		return
 	}
 	a.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
 	select {
-	case <-exited:
+	case err = <-exited:
 	case <-time.After(20 * time.Second):
 		t.Errorf("the agent did not stop within 20 s of SIGTERM; killing it")
 		a.cmd.Process.Kill()
-		<-exited
+		err = <-exited
+	}
+	if err != nil {
+		t.Logf("the agent exited: %v", err)
 	}
 }
 

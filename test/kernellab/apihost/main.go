@@ -82,7 +82,7 @@ func forward(addr string, in io.Reader, out io.Writer) error {
 	done := make(chan error, 2)
 	go func() {
 		_, err := io.Copy(conn, in)
-		conn.(*net.TCPConn).CloseWrite()
+		_ = conn.(*net.TCPConn).CloseWrite()
 		done <- err
 	}()
 	go func() {

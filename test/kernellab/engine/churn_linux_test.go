@@ -61,7 +61,7 @@ func churnFork(spec *churnSpec) (int, syscall.Errno) {
 	if pid != 0 {
 		return int(pid), 0
 	}
-	syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0)
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0)
 	seen := uintptr(0)
 	for i := 0; i < spec.rounds; i++ {
 		if spec.prctl {
@@ -80,10 +80,10 @@ func churnFork(spec *churnSpec) (int, syscall.Errno) {
 				seen |= sawOther
 			}
 		}
-		syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&spec.sleep)), 0, 0)
+		_, _, _ = syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&spec.sleep)), 0, 0)
 	}
 	for {
-		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, seen, 0, 0)
+		_, _, _ = syscall.RawSyscall(syscall.SYS_EXIT_GROUP, seen, 0, 0)
 	}
 }
 

@@ -208,7 +208,7 @@ func TestEngineRealPrctl(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	go func() { e.Start(ctx); close(stopped) }()
+	go func() { _ = e.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 
 	e.SetDesired([]nodeagent.Desire{dA, dB})

@@ -105,7 +105,7 @@ func forkLatencies(t *testing.T, p *numa.Prctl, sup numa.Support, events bool, r
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	go func() { e.Start(ctx); close(stopped) }()
+	go func() { _ = e.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 	e.SetDesired([]nodeagent.Desire{d})
 	waitFor(t, "every task of the container has node 1", func() bool { return all(states(t, p, w.Pid()), 1) })

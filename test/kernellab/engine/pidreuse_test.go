@@ -155,7 +155,7 @@ func TestPIDReuseWraparound(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	go func() { e.Start(ctx); close(stopped) }()
+	go func() { _ = e.Start(ctx); close(stopped) }()
 	stopEngine := sync.OnceFunc(func() { cancel(); <-stopped })
 	defer stopEngine()
 	e.SetDesired([]nodeagent.Desire{dA, dB})

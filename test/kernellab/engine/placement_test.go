@@ -76,7 +76,7 @@ func TestPlacementRealPrctl(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	go func() { e.Start(ctx); close(stopped) }()
+	go func() { _ = e.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 	e.SetDesired([]nodeagent.Desire{d1, d2, d3, d4})
 	waitFor(t, "the four containers are Applied", func() bool {
