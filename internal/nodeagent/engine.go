@@ -118,9 +118,8 @@ type Engine struct {
 	ledgerRetry atomic.Bool
 	// draining is set by Drain: from then on the engine places nothing.
 	draining atomic.Bool
-	// forkEvents is set while fork events arrive; lostForks when some were lost since the
-	// last full pass (see verifyStarts).
-	forkEvents, lostForks atomic.Bool
+	// lostForks is set when fork events were lost since the last full pass (verifyStarts).
+	lostForks atomic.Bool
 	bootID                string // the kernel's boot id, "" if unknown; the ledger records it
 	// maxPIDFDs bounds the pidfds a pass holds at once (bracket.go).
 	maxPIDFDs int
@@ -193,7 +192,6 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		// The pidfds of a pass take at most half the open files the process may have.
 		maxPIDFDs: pidfdBound(),
 	}
-	e.forkEvents.Store(cfg.ProcEvents != nil)
 	cfg.Metrics.reportBalancing(cfg.ProcRoot)
 	e.bootID, _ = numa.ReadBootID(cfg.ProcRoot) // "" where the kernel has none
 	c, cerr := loadChoices(cfg.ChoicesPath)
@@ -254,7 +252,6 @@ func (e *Engine) Start(ctx context.Context) error {
 		case ev, ok := <-e.cfg.ProcEvents:
 			if !ok {
 				e.cfg.ProcEvents = nil // closed: rescans still keep the preference
-				e.forkEvents.Store(false)
 				continue
 			}
 			e.onProcEvent(ev)

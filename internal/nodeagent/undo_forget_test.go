@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"testing"
+	"time"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/numa"
@@ -9,32 +10,34 @@ import (
 
 // Undo never forgets, scenario 1: a tid the agent set is reused, inside the container, by
 // a thread that inherited the agent's value. Undo must restore that thread too (it is an
-// inheritor: no node), whether or not a pass refreshed its ledger entry before; a full pass
-// without fork events refreshes it.
+// inheritor: no node), whether or not a pass refreshed its ledger entry before: a fork
+// pass for the thread's event, or a full pass after lost events, refreshes it.
 func TestUndoRestoresReusedTIDThatInherited(t *testing.T) {
 	tests := map[string]struct {
-		forkEvents bool
-		refreshed  bool // the full pass after the reuse records the new thread's start time
+		event     *numa.ProcEvent // delivered after the reuse; else a plain full pass runs
+		refreshed bool            // the pass after the reuse records the new thread's start time
 	}{
-		"no fork events: the full pass refreshes the entry":  {forkEvents: false, refreshed: true},
-		"fork events on: undo restores the stale-entry task": {forkEvents: true, refreshed: false},
+		"a full pass: undo restores the stale-entry task": {},
+		"fork event of the thread: its pass refreshes the entry": {refreshed: true,
+			event: &numa.ProcEvent{Kind: numa.ProcEventFork, ParentTGID: 100, ParentTID: 100, ChildTGID: 100, ChildTID: 101}},
+		"fork events lost: the full pass refreshes the entry": {refreshed: true, event: &numa.ProcEvent{Kind: numa.ProcEventLost}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			h := newFakeHost(t)
 			h.addTask(100, -1)
 			h.addTask(101, -1)
-			cfg := EngineConfig{}
-			if tc.forkEvents {
-				cfg.ProcEvents = make(chan numa.ProcEvent) // the loop is not started: no event comes
-			}
-			e := h.engine(cfg)
+			e := h.engine(EngineConfig{ForkRetryDelays: []time.Duration{}})
 			key := fakeDesire(1).Key()
 			e.SetDesired([]Desire{fakeDesire(1)})
 			e.Pass()
 			old := e.ledger[key].Tasks[101]
 			h.replaceTask(101, 1, true) // a new thread took tid 101 and inherited node 1
-			e.Pass()
+			if tc.event != nil {
+				e.onProcEvent(*tc.event)
+			} else {
+				e.Pass()
+			}
 			if got := e.ledger[key].Tasks[101]; tc.refreshed && (got == nil || got.Start == old.Start || got.Prev != numa.NoNode) {
 				t.Errorf("ledger entry of the reused tid: %+v, want the new thread's start time and prev -1 (was %+v)", got, old)
 			}
