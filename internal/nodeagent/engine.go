@@ -120,7 +120,7 @@ type Engine struct {
 	draining atomic.Bool
 	// lostForks is set when fork events were lost since the last full pass (verifyStarts).
 	lostForks atomic.Bool
-	bootID                string // the kernel's boot id, "" if unknown; the ledger records it
+	bootID    string // the kernel's boot id, "" if unknown; the ledger records it
 	// maxPIDFDs bounds the pidfds a pass holds at once (bracket.go).
 	maxPIDFDs int
 
