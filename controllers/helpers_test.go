@@ -43,8 +43,8 @@ func newScriptedEngine(outcome func(nodeagent.Desire) nodeagent.ContainerResult)
 // appliedWithTasks applies every desire that is not skipped, to n tasks.
 func appliedWithTasks(n int) func(nodeagent.Desire) nodeagent.ContainerResult {
 	return func(d nodeagent.Desire) nodeagent.ContainerResult {
-		if d.Skip != "" {
-			return nodeagent.ContainerResult{Desire: d, Reason: d.Skip, Message: d.Message}
+		if d.Refusal != "" {
+			return nodeagent.ContainerResult{Desire: d, Reason: d.Refusal, Message: d.Message}
 		}
 		return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: n}
 	}

@@ -199,7 +199,7 @@ var _ = Describe("Node agent controller", func() {
 		Eventually(func(g Gomega) {
 			d, ok := engine.Desired(pod, "main")
 			g.Expect(ok).To(BeTrue())
-			g.Expect(d.Skip).To(Equal(numav1.ReasonInvalidAnnotation))
+			g.Expect(d.Refusal).To(Equal(numav1.ReasonInvalidAnnotation))
 		}).Should(Succeed())
 		expectPodEvent(ctx, pod, numav1.ReasonInvalidAnnotation, `"one" is not a NUMA node id`)
 	})

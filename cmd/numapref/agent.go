@@ -162,11 +162,12 @@ func runAgent(args []string) error {
 	// desired.json is the last desired state, enforced at start until the API's arrives: a
 	// restart while the apiserver is unreachable keeps placing forked children.
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
-		Resolver: resolver, Kernel: kernel, Support: support, OnlineNodes: topo.Online,
+		Resolver: resolver, Kernel: kernel, Support: support, ProcRoot: procRoot, OnlineNodes: topo.Online,
 		LedgerPath:  filepath.Join(f.stateDir, "ledger.json"),
 		ChoicesPath: filepath.Join(f.stateDir, "choices.json"),
 		DesiredPath: filepath.Join(f.stateDir, "desired.json"),
 		CPUNode:     topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
+		Topology:       func() (numa.Online, error) { return numa.ReadOnline(sysRoot) }, // node and CPU hotplug
 		RescanInterval: f.rescanInterval,
 		ProcEvents:     events, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})

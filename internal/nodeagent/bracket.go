@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 )
@@ -51,6 +49,7 @@ func openPIDFD(tid, tgid int) (taskHandle, error) {
 type heldTask struct {
 	numa.Task
 	pidfd taskHandle // nil: the start time alone identifies the task
+	slot  int        // the pidfd's in its identifier
 }
 
 // holds reports whether the task's id still names the task identified: its pidfd is alive
@@ -63,50 +62,78 @@ func (h heldTask) holds(procRoot string) bool {
 	return h.Verify(procRoot) == nil
 }
 
-// release closes the task's pidfd, if it has one.
-func (e *Engine) release(h heldTask) {
-	if h.pidfd != nil {
-		h.pidfd.Close()
-		e.pidfds--
-	}
-}
-
 // pidfdBound bounds the pidfds a pass holds at once, from the soft limit of open files:
 // half of it, so that the pass's own reads of /proc and cgroup files never run short.
 // Tasks past the bound are identified by start time alone.
 func pidfdBound() int {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+	lim, err := numa.OpenFilesLimit()
+	if err != nil {
 		return 0
 	}
-	return int(min(lim.Cur/2, 1<<20))
+	return int(min(lim/2, 1<<20))
+}
+
+// identifier identifies the tasks of one pass and holds their pidfds, at most max at once,
+// until they are released.
+type identifier struct {
+	procRoot string
+	handles  pidfdOpener
+	max      int
+	// slots are the pidfds opened (heldTask.slot), nil once released; open counts the others.
+	slots []taskHandle
+	open  int
+}
+
+func (e *Engine) newIdentifier() *identifier {
+	return &identifier{procRoot: e.cfg.ProcRoot, handles: e.cfg.handles, max: e.maxPIDFDs}
 }
 
 // identify identifies listed task ref. Its start time is read after its pidfd is opened
 // and confirmed alive after, so it is the pidfd's task's. An error means the task is gone.
-func (e *Engine) identify(ref cgroups.TaskRef) (heldTask, error) {
-	procRoot := e.cfg.Resolver.ProcRoot()
+func (ids *identifier) identify(ref cgroups.TaskRef) (heldTask, error) {
 	var h taskHandle
-	if e.pidfds < e.maxPIDFDs {
+	slot := -1
+	if ids.open < ids.max {
 		var err error
-		h, err = e.cfg.handles(ref.TID, ref.TGID)
+		h, err = ids.handles(ref.TID, ref.TGID)
 		if errors.Is(err, numa.ErrTaskGone) {
 			return heldTask{}, err
 		}
 		if h != nil {
-			e.pidfds++
+			slot = len(ids.slots)
+			ids.slots = append(ids.slots, h)
+			ids.open++
 		}
 	}
-	task, err := numa.ReadTask(procRoot, ref.TID)
-	held := heldTask{Task: task, pidfd: h}
-	if err == nil && !held.holds(procRoot) {
+	task, err := numa.ReadTask(ids.procRoot, ref.TID)
+	held := heldTask{Task: task, pidfd: h, slot: slot}
+	if err == nil && !held.holds(ids.procRoot) {
 		err = fmt.Errorf("identifying task %d: %w", ref.TID, numa.ErrTaskGone)
 	}
 	if err != nil {
-		e.release(held)
+		ids.release(held)
 		return heldTask{}, err
 	}
 	return held, nil
+}
+
+// release closes the task's pidfd, if it has one.
+func (ids *identifier) release(h heldTask) {
+	if h.pidfd != nil && ids.slots[h.slot] != nil {
+		h.pidfd.Close()
+		ids.slots[h.slot] = nil
+		ids.open--
+	}
+}
+
+// releaseAll closes every pidfd still open: the pass is over.
+func (ids *identifier) releaseAll() {
+	for _, h := range ids.slots {
+		if h != nil {
+			h.Close()
+		}
+	}
+	ids.slots, ids.open = nil, 0
 }
 
 // setBatch brackets the SETs of one container: start lists its cgroups before the first
@@ -117,7 +144,8 @@ type setBatch struct {
 	e       *Engine
 	key     ContainerKey
 	cg      *cgroups.Container
-	members []int // thread ids listed before the SETs, sorted; nil if unreadable
+	members []int // thread ids listed before the SETs, sorted
+	listErr error // why members could not be listed (then no SET is issued)
 	issued  []issuedSet
 }
 
@@ -145,6 +173,7 @@ func (e *Engine) startSets(key ContainerKey, cg *cgroups.Container) *setBatch {
 	tids, err := e.cfg.Resolver.ThreadIDs(cg)
 	if err != nil {
 		e.cfg.Log.V(2).Info("Listing the container before its SETs failed; none is issued", "container", key.String(), "error", err.Error())
+		b.listErr = err
 		return b
 	}
 	b.members = tids
@@ -161,13 +190,13 @@ func (b *setBatch) set(task heldTask, node int, want func(before int) bool) (set
 	}
 	before, err := e.cfg.Kernel.Get(task.TID)
 	switch {
-	case errors.Is(err, unix.ESRCH):
+	case numa.IsTaskGone(err):
 		return setSkipped, nil
 	case err != nil:
 		return setRefused, fmt.Errorf("reading preferred node of task %d: %w", task.TID, err)
 	case want != nil && !want(before):
 		return setSkipped, nil
-	case !task.holds(e.cfg.Resolver.ProcRoot()): // after the listing and the GET: both were of this task
+	case !task.holds(e.cfg.ProcRoot): // after the listing and the GET: both were of this task
 		return setSkipped, nil
 	}
 	if e.cfg.hooks.beforeSet != nil {
@@ -175,7 +204,7 @@ func (b *setBatch) set(task heldTask, node int, want func(before int) bool) (set
 	}
 	err = e.cfg.Kernel.Set(task.TID, node)
 	switch {
-	case errors.Is(err, unix.ESRCH):
+	case numa.IsTaskGone(err):
 		return setSkipped, nil
 	case err != nil:
 		return setRefused, fmt.Errorf("setting preferred node %d of task %d: %w", node, task.TID, err)
@@ -193,7 +222,7 @@ func (b *setBatch) confirm(putBack bool) (confirmed, raced []issuedSet) {
 	if len(b.issued) == 0 {
 		return nil, nil
 	}
-	procRoot := e.cfg.Resolver.ProcRoot()
+	procRoot := e.cfg.ProcRoot
 	tids, err := e.cfg.Resolver.ThreadIDs(b.cg) // unreadable: nothing is confirmed
 	for _, s := range b.issued {
 		if _, in := slices.BinarySearch(tids, s.task.TID); err == nil && in && s.task.holds(procRoot) {
@@ -221,7 +250,7 @@ func (b *setBatch) confirm(putBack bool) (confirmed, raced []issuedSet) {
 // it holds the value the SET left: the task identified, when it is still alive (it only
 // left the container), or else whichever task took its id.
 func (e *Engine) putBack(s issuedSet) error {
-	procRoot := e.cfg.Resolver.ProcRoot()
+	procRoot := e.cfg.ProcRoot
 	target := s.task
 	if !target.holds(procRoot) {
 		task, err := numa.ReadTask(procRoot, s.task.TID)
@@ -232,14 +261,14 @@ func (e *Engine) putBack(s issuedSet) error {
 	}
 	v, err := e.cfg.Kernel.Get(target.TID)
 	switch {
-	case errors.Is(err, unix.ESRCH):
+	case numa.IsTaskGone(err):
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading preferred node of task %d: %w", target.TID, err)
 	case v != s.node:
 		return nil // not the value the SET left: another SET since, or never this task's
 	}
-	if err := e.cfg.Kernel.Set(target.TID, s.before); err != nil && !errors.Is(err, unix.ESRCH) {
+	if err := e.cfg.Kernel.Set(target.TID, s.before); err != nil && !numa.IsTaskGone(err) {
 		return fmt.Errorf("putting back preferred node %d of task %d: %w", s.before, target.TID, err)
 	}
 	if !target.holds(procRoot) {

@@ -30,8 +30,9 @@ type Desire struct {
 	Placement Placement
 	// Preference names the NumaPreference the node comes from; empty for an annotation.
 	Preference string
-	// Skip is a reason not to act at all (InvalidAnnotation, ContainerNotRunning); empty to act.
-	Skip    string
+	// Refusal is a reason not to act at all (InvalidAnnotation, ContainerNotRunning), and
+	// Message says more; empty to act. (Named Skip in the persisted desired state.)
+	Refusal string `json:"Skip"`
 	Message string
 }
 
@@ -103,7 +104,7 @@ func PlanPod(pod *corev1.Pod, prefs []numav1.NumaPreference) PodPlan {
 		source, value, err, ok := annotationFor(pod, c)
 		switch {
 		case err != nil:
-			d.Skip, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
+			d.Refusal, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
 		case ok:
 			d.Node, d.Placement = value.node, Placement{Mode: value.mode}
 			if value.mode != numav1.PlacementModeStatic {
@@ -124,8 +125,8 @@ func PlanPod(pod *corev1.Pod, prefs []numav1.NumaPreference) PodPlan {
 		default:
 			continue // nothing asks for this container
 		}
-		if d.Skip == "" {
-			d.Ref, d.Skip, d.Message = runningRef(pod, statuses[c.name])
+		if d.Refusal == "" {
+			d.Ref, d.Refusal, d.Message = runningRef(pod, statuses[c.name])
 		}
 		plan.Desires = append(plan.Desires, d)
 	}

@@ -56,7 +56,7 @@ type summary struct {
 func summarizePlan(p PodPlan) ([]summary, []Conflict, []string) {
 	var s []summary
 	for _, d := range p.Desires {
-		s = append(s, summary{Container: d.Container, Preference: d.Preference, Skip: d.Skip, Node: d.Node})
+		s = append(s, summary{Container: d.Container, Preference: d.Preference, Skip: d.Refusal, Node: d.Node})
 	}
 	return s, p.Conflicts, p.Selected
 }
@@ -315,7 +315,7 @@ func TestPlanPodPlacement(t *testing.T) {
 	}
 	// A mode name in the wrong case is no mode, and no node id: the container is skipped.
 	p := PlanPod(pod(map[string]string{numav1.AnnotationPreferredNode: "spread"}, ""), nil)
-	if d := p.Desires[0]; d.Skip != numav1.ReasonInvalidAnnotation || !strings.Contains(d.Message, "Spread, FollowCPUs, MostFreeMemory") {
-		t.Errorf("annotation \"spread\": %s %q, want InvalidAnnotation naming the modes", d.Skip, d.Message)
+	if d := p.Desires[0]; d.Refusal != numav1.ReasonInvalidAnnotation || !strings.Contains(d.Message, "Spread, FollowCPUs, MostFreeMemory") {
+		t.Errorf("annotation \"spread\": %s %q, want InvalidAnnotation naming the modes", d.Refusal, d.Message)
 	}
 }

@@ -69,7 +69,7 @@ func TestEnginePersistsTheDesiredStateWhenItChanges(t *testing.T) {
 	d := fakeDesire(1)
 	d.Pod.Namespace, d.Pod.Name, d.Preference = "ns", "db-0", "db"
 	d.Placement.Mode, d.Placement.Group, d.Placement.Weight = "Spread", "NumaPreference ns/db", 1500
-	skipped := Desire{PodUID: "other", Container: "init", Node: -1, Skip: "ContainerNotRunning", Message: "waiting"}
+	skipped := Desire{PodUID: "other", Container: "init", Node: -1, Refusal: "ContainerNotRunning", Message: "waiting"}
 	e.SetDesired([]Desire{d, skipped})
 	e.Pass()
 	got, found, err := loadDesired(path)

@@ -3,19 +3,28 @@
 // desired.go), and its Engine gives that node to every task of those containers, keeps it
 // as tasks come and go, and undoes it when a container is no longer selected.
 //
-// The engine's files follow its jobs:
+// The engine's files follow its jobs. Each pass is a value (kueue's scheduler builds a
+// fresh snapshot per cycle the same way): it plans, which only reads, then applies.
 //
-//	engine.go   the Engine, its config, SetDesired/Results/Changes and the loop (Start):
-//	            a pass on every desired-state change and rescan tick, and a one-container
-//	            pass on every fork event
-//	plan.go     planning one container's SETs: cgroup, cpuset, each task's GET
-//	apply.go    the SETs, undo and restore
+//	engine.go   the Engine, its config, SetDesired/Results/Changes/Drain and the loop
+//	            (Start): a full pass on every desired-state change and rescan tick, a
+//	            fork pass on every fork event
+//	pass.go     a pass's own state (desire, results, listings), fullPass and forkPass
+//	plan.go     planning: the planner reads cgroups, /proc and the kernel's GET (a
+//	            numa.PreferredNodeReader: it cannot SET) and returns a plan (what to SET,
+//	            what to undo, the ledger entries to write ahead)
+//	placement.go
+//	            planning too: the automatic modes' choice of node (FollowCPUs, Spread,
+//	            MostFreeMemory)
+//	apply.go    applying a plan: ledger entries, write-ahead, the SETs, undo and restore
 //	bracket.go  the checks around every SET: the task is still the one identified (its
 //	            pidfd, or its start time) and still in the container, before and after
 //	fork.go     fork events, looking again for a child not yet in its cgroup, the tasks a
 //	            fork pass trusts, the fork-to-SET lag
+//	topology.go the online nodes and CPUs, read again at every full pass (hotplug)
 //	ledger.go   what the agent set, on disk, written ahead of every SET (no SET when the
 //	            write fails)
+//	choices.go  the sticky choices of Spread and MostFreeMemory, on disk
 //	desiredstate.go
 //	            the last desired state, on disk: a restart while the API is away enforces it
 //

@@ -15,13 +15,12 @@ import (
 	"github.com/numapref/numapref/internal/numa"
 )
 
-// cgroupResolver finds a container's cgroup and lists its tasks.
+// cgroupResolver finds a container's cgroup and lists its tasks. It only reads.
 type cgroupResolver interface {
 	Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error)
 	ListTIDs(c *cgroups.Container) ([]cgroups.TaskRef, error)
 	ThreadIDs(c *cgroups.Container) ([]int, error) // membership checks around SETs
 	Cpuset(c *cgroups.Container) (cgroups.Cpuset, error)
-	ProcRoot() string
 }
 
 // EngineConfig wires an Engine to the host.
@@ -31,16 +30,22 @@ type EngineConfig struct {
 	// Support says whether Kernel may be called at all; when not, nothing is applied and
 	// every container reports KernelUnsupported.
 	Support numa.Support
-	// OnlineNodes are the NUMA nodes this host has online.
+	// ProcRoot is the host's /proc: tasks' identity (start times), the boot id and
+	// kernel.numa_balancing are read under it. Empty means "/proc".
+	ProcRoot string
+	// OnlineNodes are the NUMA nodes this host has online, and CPUNode maps each CPU to its
+	// NUMA node (FollowCPUs). Topology, when not nil, reads both again at every full pass
+	// (node and CPU hotplug; numa.ReadOnline), and these two are then only what the engine
+	// starts with.
 	OnlineNodes []int
+	CPUNode     map[int]int
+	Topology    func() (numa.Online, error)
 	// LedgerPath is the file that remembers what the agent set, across restarts;
 	// ChoicesPath the one that keeps the automatic modes' sticky choices; DesiredPath the
 	// one that keeps the last desired state, which a restarted agent enforces until the
 	// API's arrives (desiredstate.go).
 	LedgerPath, ChoicesPath, DesiredPath string
-	// CPUNode maps each CPU to its NUMA node (FollowCPUs), and MemFree reads a node's free
-	// memory in bytes (MostFreeMemory; nil counts none).
-	CPUNode map[int]int
+	// MemFree reads a node's free memory in bytes (MostFreeMemory; nil counts none).
 	MemFree func(node int) (uint64, error)
 	// RescanInterval is how often every container is checked again (forks reset the
 	// preference of the child, so new processes must be caught).
@@ -54,10 +59,12 @@ type EngineConfig struct {
 	Metrics *Metrics
 	// Clock runs the rescan ticker and the fork retries' timers, and times passes and
 	// fork events' arrivals; nil means the real clock. (The fork-lag metric also reads the
-	// kernel's CLOCK_MONOTONIC, which the proc connector stamps events with: no Clock
-	// stands for that one.)
+	// kernel's CLOCK_MONOTONIC, which the proc connector stamps events with, through
+	// Monotonic: no Clock stands for that one.)
 	Clock clock.WithTickerAndDelayedExecution
-	Log   logr.Logger
+	// Monotonic reads CLOCK_MONOTONIC in ns (false if it cannot); nil means numa.MonotonicNs.
+	Monotonic func() (uint64, bool)
+	Log       logr.Logger
 
 	// ledgerLimit bounds the ledger file (default defaultLedgerLimit); tests make it small.
 	ledgerLimit int
@@ -82,17 +89,17 @@ type ContainerResult struct {
 	Tasks int
 	// Failed counts tasks the kernel refused, by reason.
 	Failed map[string]int
-	// Skipped counts the tasks left without the preference when the container is skipped
-	// after its tasks were listed (MemoryPinnedElsewhere); 0 for the other reasons, whose
-	// containers are skipped before any task is read. Only metrics use it.
-	Skipped int
+	// SkippedTasks counts the tasks left without the preference when the container is
+	// skipped after its tasks were listed (MemoryPinnedElsewhere); 0 for the other reasons,
+	// whose containers are skipped before any task is read. Only metrics use it.
+	SkippedTasks int
 }
 
 // Engine applies the desired preferred nodes to the tasks of this host's containers, keeps
 // them as tasks come and go, and undoes what it set when a container is no longer selected.
+// It keeps what lasts from pass to pass; each pass builds its own state (pass.go).
 type Engine struct {
-	cfg    EngineConfig
-	online map[int]bool
+	cfg EngineConfig
 
 	mu      sync.Mutex // guards desired, desiredGen, synced, results, managed
 	desired map[ContainerKey]Desire
@@ -109,24 +116,28 @@ type Engine struct {
 	retries chan forkRetry // fork passes to run again (retryUnlisted)
 	// ledgerRetry is set while a pass is scheduled to retry a failed ledger write.
 	ledgerRetry atomic.Bool
-	bootID      string // the kernel's boot id, "" if unknown; the ledger records it
+	// draining is set by Drain: from then on the engine places nothing.
+	draining atomic.Bool
+	// lostForks is set when fork events were lost since the last full pass (verifyStarts).
+	lostForks atomic.Bool
+	bootID    string // the kernel's boot id, "" if unknown; the ledger records it
+	// maxPIDFDs bounds the pidfds a pass holds at once (bracket.go).
+	maxPIDFDs int
 
 	passMu      sync.Mutex // one pass at a time; guards the fields below
 	ledger      ledger
 	ledgerDirty bool                 // changed since the last write
 	tgids       map[int]ContainerKey // process → container, from the last listing
 	listing     map[ContainerKey]containerListing
-	// pidfds counts the pidfds the pass holds (bracket.go), at most maxPIDFDs.
-	pidfds, maxPIDFDs int
 	// forkSets holds when fork passes set tasks other than the one their event named:
 	// tasks whose own fork event is still queued. Cleared by full passes.
 	forkSets map[int]setMark
+	// topo is the host's online nodes and CPUs as the last full pass read them.
+	topo topology
 	// choices are the sticky choices of Spread and MostFreeMemory; resolved is every
-	// automatic container's node as the last full pass chose it; hostCgroups caches the
-	// cgroups a full pass read (placement.go).
-	choices     map[choiceKey]choice
-	resolved    map[ContainerKey]resolution
-	hostCgroups map[ContainerKey]hostCgroup
+	// automatic container's node as the last full pass chose it (placement.go).
+	choices  map[choiceKey]choice
+	resolved map[ContainerKey]resolution
 }
 
 // containerListing is the cgroup and tasks a pass found for a container it acted on.
@@ -159,10 +170,16 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.handles == nil {
 		cfg.handles = openPIDFD
 	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.Monotonic == nil {
+		cfg.Monotonic = numa.MonotonicNs
+	}
 	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	e := &Engine{
 		cfg:      cfg,
-		online:   make(map[int]bool),
+		topo:     newTopology(cfg.OnlineNodes, cfg.CPUNode),
 		desired:  make(map[ContainerKey]Desire),
 		results:  make(map[ContainerKey]ContainerResult),
 		changes:  make(chan struct{}, 1),
@@ -175,13 +192,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		// The pidfds of a pass take at most half the open files the process may have.
 		maxPIDFDs: pidfdBound(),
 	}
-	for _, n := range cfg.OnlineNodes {
-		e.online[n] = true
-	}
-	if cfg.Resolver != nil {
-		cfg.Metrics.reportBalancing(cfg.Resolver.ProcRoot())
-		e.bootID, _ = numa.ReadBootID(cfg.Resolver.ProcRoot()) // "" where the kernel has none
-	}
+	cfg.Metrics.reportBalancing(cfg.ProcRoot)
+	e.bootID, _ = numa.ReadBootID(cfg.ProcRoot) // "" where the kernel has none
 	c, cerr := loadChoices(cfg.ChoicesPath)
 	e.choices = c
 	return e, errors.Join(e.loadState(), cerr, e.loadDesired())
@@ -197,6 +209,10 @@ func (e *Engine) SetDesired(ds []Desire) {
 		m[d.Key()] = d
 	}
 	e.mu.Lock()
+	if e.draining.Load() {
+		e.mu.Unlock()
+		return // Drain emptied the desire for good
+	}
 	changed := !e.synced || !maps.EqualFunc(m, e.desired, desireEqual)
 	e.desired, e.synced = m, true
 	if changed {
@@ -240,7 +256,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			}
 			e.onProcEvent(ev)
 		case r := <-e.retries:
-			e.pass(map[ContainerKey]bool{r.key: true}, r.fork)
+			e.forkPass(r.key, r.fork)
 			e.retryUnlisted(r.key, r.fork, r.attempt)
 		}
 	}
@@ -250,7 +266,27 @@ func (e *Engine) Start(ctx context.Context) error {
 func (e *Engine) NeedLeaderElection() bool { return false }
 
 // Pass checks every desired container once and undoes what is no longer desired.
-func (e *Engine) Pass() { e.pass(nil, nil) }
+func (e *Engine) Pass() { e.fullPass() }
+
+// Drain undoes everything the agent set, for an uninstall: from its call on the engine
+// ignores SetDesired and fork events, and its passes (this one, rescans) run with an empty
+// desire, which undoes every ledger entry and places nothing. The empty desire is also
+// persisted, so an agent restarted before its state is removed enforces nothing. It
+// returns how many containers still have ledger entries: those whose undo failed (the
+// kernel refused, or a cgroup could not be read); a later pass tries them again.
+func (e *Engine) Drain() int {
+	e.mu.Lock()
+	e.draining.Store(true) // under mu: no SetDesired lands after the empty desire
+	if len(e.desired) > 0 || !e.synced {
+		e.desired, e.synced = map[ContainerKey]Desire{}, true
+		e.desiredGen++
+	}
+	e.mu.Unlock()
+	e.fullPass()
+	e.passMu.Lock()
+	defer e.passMu.Unlock()
+	return len(e.ledger)
+}
 
 // signal wakes c's reader unless a wake-up is already pending.
 func signal(c chan struct{}) {

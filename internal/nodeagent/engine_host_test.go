@@ -454,7 +454,7 @@ func TestEngineForkPassReadsOnlyNewTasks(t *testing.T) {
 	}
 	key := d.Key()
 	k.gets.Store(0)
-	e.pass(map[ContainerKey]bool{key: true}, &forkMark{tid: fresh[0]})
+	e.forkPass(key, &forkMark{tid: fresh[0]})
 	// The new tasks: the asked-for thread, and any the Go runtime started meanwhile, never
 	// the ones the last pass applied. (Exact counts would race with the runtime.)
 	if got := int(k.gets.Load()); got < 1 || got >= len(after) {
@@ -464,7 +464,7 @@ func TestEngineForkPassReadsOnlyNewTasks(t *testing.T) {
 		t.Errorf("after the fork pass: %v", v)
 	}
 	k.gets.Store(0)
-	e.pass(map[ContainerKey]bool{key: true}, &forkMark{tid: before[0]})
+	e.forkPass(key, &forkMark{tid: before[0]})
 	if got := int(k.gets.Load()); got < 1 || got >= len(after) {
 		t.Errorf("a fork event naming a listed tid: %d GETs of %d tasks, want that tid (and new ones) only", got, len(after))
 	}

@@ -25,6 +25,10 @@ type fakeHost struct {
 	tids         []int
 	values       map[int]int
 	onGet, onSet func(tid int)
+	// cpus is the container's cpuset.cpus; threadIDsErrs the number of listings around
+	// SETs (ThreadIDs) still to fail.
+	cpus          []int
+	threadIDsErrs int
 }
 
 func newFakeHost(t *testing.T) *fakeHost {
@@ -49,7 +53,7 @@ func (h *fakeHost) engine(cfg EngineConfig) *Engine {
 
 // newEngine is engine for a test of NewEngine's error.
 func (h *fakeHost) newEngine(cfg EngineConfig) (*Engine, error) {
-	cfg.Resolver, cfg.Kernel = h, h
+	cfg.Resolver, cfg.Kernel, cfg.ProcRoot = h, h, h.proc
 	cfg.Support = numa.Support{Supported: true, Backend: "fake"}
 	cfg.OnlineNodes = []int{0, 1}
 	cfg.handles = noPIDFDs // fake task ids may name real tasks of this host
@@ -132,16 +136,27 @@ func (h *fakeHost) ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error) {
 func (h *fakeHost) ThreadIDs(*cgroups.Container) ([]int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.threadIDsErrs > 0 {
+		h.threadIDsErrs--
+		return nil, fmt.Errorf("reading cgroup.threads of /fake: %w", unix.EIO)
+	}
 	tids := slices.Clone(h.tids)
 	slices.Sort(tids)
 	return tids, nil
 }
 
 func (h *fakeHost) Cpuset(*cgroups.Container) (cgroups.Cpuset, error) {
-	return cgroups.Cpuset{Mems: []int{0, 1}}, nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return cgroups.Cpuset{Mems: []int{0, 1}, CPUs: slices.Clone(h.cpus)}, nil
 }
 
-func (h *fakeHost) ProcRoot() string { return h.proc }
+// setCPUs changes the container's cpuset.cpus, and fails the next n listings around SETs.
+func (h *fakeHost) setCPUs(cpus []int, failListings int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cpus, h.threadIDsErrs = cpus, failListings
+}
 
 func (h *fakeHost) Get(tid int) (int, error) {
 	if h.onGet != nil {

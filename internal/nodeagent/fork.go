@@ -25,8 +25,13 @@ type setMark struct {
 // the new task's process (or of its creator), a lost event a full pass.
 func (e *Engine) onProcEvent(ev numa.ProcEvent) {
 	arrival := e.cfg.Clock.Now()
+	if e.draining.Load() {
+		return // places nothing
+	}
 	if ev.Kind == numa.ProcEventLost {
-		e.Pass() // the socket overflowed: any fork may be among the lost events
+		// The socket overflowed: any fork may be among the lost events, a reused tid too.
+		e.lostForks.Store(true)
+		e.Pass()
 		return
 	}
 	if ev.Kind != numa.ProcEventFork {
@@ -47,7 +52,7 @@ func (e *Engine) onProcEvent(ev numa.ProcEvent) {
 	}
 	e.passMu.Unlock()
 	if ok {
-		e.pass(map[ContainerKey]bool{key: true}, fork)
+		e.forkPass(key, fork)
 		e.retryUnlisted(key, fork, 0)
 	}
 }
@@ -55,8 +60,8 @@ func (e *Engine) onProcEvent(ev numa.ProcEvent) {
 // DefaultForkRetryDelays are the looks a fork pass takes again when it did not list the new task.
 // The kernel sends the fork event just before it moves the child into its cgroup
 // (copy_process: proc_fork_connector, then cgroup_post_fork), so a pass in that gap sees
-// the child in its parent's old cgroup or the root. Measured in the kernel lab: 8 in 1800
-// forks on a stalled vCPU, 0 in 400 on this host. After the last look the rescan catches it.
+// the child in its parent's old cgroup or the root (how often: BENCHMARKS.md). After the
+// last look the rescan catches it.
 var DefaultForkRetryDelays = []time.Duration{time.Millisecond, 10 * time.Millisecond}
 
 // forkRetry is a one-container pass to run again for a fork event.
@@ -96,8 +101,10 @@ func (e *Engine) listed(key ContainerKey, tid int) bool {
 // applied without a failure: the fork concerns new tasks, so those are not read again (a
 // GET per task, most of a fork pass's cost on the emulator); the next full pass checks
 // every task. A full pass, or a container whose desire or outcome changed, trusts nothing.
-func (e *Engine) trusted(key ContainerKey, d Desire, results map[ContainerKey]ContainerResult, fork *forkMark) map[int]bool {
-	prev, ok := results[key]
+func (e *Engine) trusted(key ContainerKey, d Desire, fork *forkMark) map[int]bool {
+	e.mu.Lock()
+	prev, ok := e.results[key]
+	e.mu.Unlock()
 	if fork == nil || !ok || prev.Desire != d || prev.Reason != numav1.ReasonApplied || len(prev.Failed) > 0 {
 		return nil
 	}
@@ -111,10 +118,20 @@ func (e *Engine) trusted(key ContainerKey, d Desire, results map[ContainerKey]Co
 	return trust
 }
 
+// verifyStarts says whether pass p reads the start time of every known task that holds
+// the agent's value, to refresh the entry of a reused tid that inherited it: a full pass
+// after fork events were lost. Else a fork pass reads only its own event's task's
+// (planner.verify), and without fork events no pass does (a read of /proc per task and
+// pass would cost as much as the GETs): undo then restores such a task by itself (an
+// inheritor, restoreListed).
+func (e *Engine) verifyStarts(p *pass) bool {
+	return p.fork == nil && e.lostForks.Swap(false)
+}
+
 // markSet is the setMark of a SET that just returned.
 func (e *Engine) markSet() setMark {
 	set := setMark{at: e.cfg.Clock.Now()}
-	set.mono, _ = monotonicNs()
+	set.mono, _ = e.cfg.Monotonic()
 	return set
 }
 

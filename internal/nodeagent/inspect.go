@@ -121,7 +121,7 @@ func (e *Engine) describeDesire(ic *inspect.Container, d *Desire, m ManagedConta
 	}
 	current := hasManaged && m.Preference == d.Preference && m.Mode == string(d.Placement.Mode) &&
 		(d.Placement.Automatic() || m.Node == d.Node)
-	if d.Skip != numav1.ReasonInvalidAnnotation {
+	if d.Refusal != numav1.ReasonInvalidAnnotation {
 		ic.Mode = string(d.Placement.Mode)
 		switch {
 		case !d.Placement.Automatic():
@@ -138,8 +138,8 @@ func (e *Engine) describeDesire(ic *inspect.Container, d *Desire, m ManagedConta
 	switch {
 	case current:
 		ic.Reason, ic.Message, ic.ManagedTasks = m.Reason, m.Message, m.Tasks
-	case d.Skip != "":
-		ic.Reason, ic.Message = d.Skip, d.Message
+	case d.Refusal != "":
+		ic.Reason, ic.Message = d.Refusal, d.Message
 	default:
 		ic.Reason, ic.Message = inspect.ReasonPending, "the engine has not run a pass for this desire yet"
 	}
@@ -173,7 +173,7 @@ func (e *Engine) describeHost(ic *inspect.Container, ref cgroups.ContainerRef, l
 	for _, t := range tasks {
 		it := inspect.Task{TID: t.TID, TGID: t.TGID, Listed: slices.Contains(listed, t.TID)}
 		e.readForced(&it)
-		readEffective(&it, r.ProcRoot())
+		readEffective(&it, e.cfg.ProcRoot)
 		ic.Tasks = append(ic.Tasks, it)
 	}
 }

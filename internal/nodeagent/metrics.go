@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/numa"
@@ -146,16 +145,6 @@ func (m *Metrics) reportForkLag(f *forkMark, set setMark, ownPass bool) {
 	}
 }
 
-// monotonicNs reads CLOCK_MONOTONIC, the clock of the proc connector's timestamps
-// (ktime_get_ns).
-func monotonicNs() (uint64, bool) {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0, false
-	}
-	return uint64(ts.Nano()), true
-}
-
 // reportBalancing sets the numa_balancing gauge from procRoot/sys/kernel/numa_balancing.
 func (m *Metrics) reportBalancing(procRoot string) {
 	mode, err := numa.ReadBalancing(procRoot)
@@ -185,8 +174,8 @@ func (m *Metrics) reportResults(results map[ContainerKey]ContainerResult) {
 		for reason, n := range r.Failed {
 			m.taskStates.WithLabelValues(reason).Add(float64(n))
 		}
-		if r.Skipped > 0 {
-			m.taskStates.WithLabelValues(r.Reason).Add(float64(r.Skipped))
+		if r.SkippedTasks > 0 {
+			m.taskStates.WithLabelValues(r.Reason).Add(float64(r.SkippedTasks))
 		}
 	}
 	m.tasks.Set(float64(tasks))

@@ -51,8 +51,8 @@ func TestReportResultsCountsTasksByReason(t *testing.T) {
 	m.reportResults(map[ContainerKey]ContainerResult{
 		{PodUID: "a", Container: "c"}: {Reason: numav1.ReasonApplied, Tasks: 5, Failed: map[string]int{}},
 		{PodUID: "b", Container: "c"}: {Reason: numav1.ReasonPermissionDenied, Tasks: 2, Failed: map[string]int{numav1.ReasonPermissionDenied: 3}},
-		{PodUID: "c", Container: "c"}: {Reason: numav1.ReasonMemoryPinnedElsewhere, Skipped: 4},
-		{PodUID: "d", Container: "c"}: {Reason: numav1.ReasonMemoryPinnedElsewhere, Skipped: 1},
+		{PodUID: "c", Container: "c"}: {Reason: numav1.ReasonMemoryPinnedElsewhere, SkippedTasks: 4},
+		{PodUID: "d", Container: "c"}: {Reason: numav1.ReasonMemoryPinnedElsewhere, SkippedTasks: 1},
 		{PodUID: "e", Container: "c"}: {Reason: numav1.ReasonNodeNotPresent},
 	})
 	want := `

@@ -8,103 +8,112 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 )
 
-// pass runs over the containers in only, or over all and undoes orphans when only is nil.
-// fork, when not nil, is the fork event the pass runs for.
-func (e *Engine) pass(only map[ContainerKey]bool, fork *forkMark) {
+// A pass is a value: each builds its own state (the desire it acts on, its results and
+// listings, a cache of the cgroups it read), plans (plan.go: reads only, decides what to
+// SET and what to undo), then applies the plan in one step (apply.go: the ledger written
+// ahead, the SETs bracketed, the undos). A full pass checks every desired container and
+// undoes the rest; a fork pass checks the one container a fork event names.
+
+// pass is the state of one pass.
+type pass struct {
+	fork    *forkMark // the fork event of a fork pass; nil for a full pass
+	desired map[ContainerKey]Desire
+	gen     uint64 // desired's generation
+	results map[ContainerKey]ContainerResult
+	listing map[ContainerKey]containerListing
+	tgids   map[int]ContainerKey
+	ids     *identifier // the pidfds the pass holds
+	start   time.Time
+}
+
+// kind is the pass's label in the pass-duration metric.
+func (p *pass) kind() string {
+	if p.fork == nil {
+		return "full"
+	}
+	return "fork"
+}
+
+// newPass snapshots the desire; ok is false before the engine is synced (nothing to do).
+func (e *Engine) newPass(fork *forkMark) (p *pass, ok bool) {
+	p = &pass{fork: fork, start: e.cfg.Clock.Now(), ids: e.newIdentifier()}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.synced {
+		return nil, false
+	}
+	p.desired, p.gen = e.desired, e.desiredGen
+	if fork == nil {
+		p.results = make(map[ContainerKey]ContainerResult, len(e.desired))
+		p.listing = make(map[ContainerKey]containerListing, len(e.desired))
+		p.tgids = make(map[int]ContainerKey)
+	} else {
+		p.results = maps.Clone(e.results)
+		p.listing = maps.Clone(e.listing) // the previous one is published
+		p.tgids = e.tgids
+	}
+	return p, true
+}
+
+// fullPass checks every desired container once and undoes what is no longer desired.
+func (e *Engine) fullPass() {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	start := e.cfg.Clock.Now()
-
-	e.mu.Lock()
-	if !e.synced {
-		e.mu.Unlock()
+	p, ok := e.newPass(nil)
+	if !ok {
 		return
 	}
-	desired, gen := e.desired, e.desiredGen
-	results := maps.Clone(e.results)
-	e.mu.Unlock()
-	e.persistDesired(desired, gen)
+	e.persistDesired(p.desired, p.gen)
+	e.readTopology()
+	clear(e.forkSets)
+	pl := e.planner(p, nil)
+	choicesDirty := pl.resolve(p.desired)
+	e.resolved = pl.resolved
+	e.finish(p, pl.planFull(p.desired), choicesDirty)
+}
 
-	var sets []pendingSet
-	defer func() { e.releaseSets(sets) }()
-	dirty, choicesDirty := false, false
-	if only == nil {
-		results = make(map[ContainerKey]ContainerResult, len(desired))
-		e.tgids = make(map[int]ContainerKey)
-		e.listing = make(map[ContainerKey]containerListing, len(desired))
-		clear(e.forkSets)
-		e.hostCgroups = map[ContainerKey]hostCgroup{}
-		choicesDirty = e.resolve(desired)
-	} else {
-		e.listing = maps.Clone(e.listing) // the previous one is published
-		e.hostCgroups = nil
+// forkPass checks the one container key for fork's event: the tasks the last pass applied
+// are trusted (see trusted), the new ones read and set.
+func (e *Engine) forkPass(key ContainerKey, fork *forkMark) {
+	if e.draining.Load() {
+		return
 	}
-	for key, d := range desired {
-		if only != nil && !only[key] {
-			continue
-		}
-		if _, chosen := e.resolved[key]; only != nil && d.Placement.Automatic() && !chosen {
-			continue // new since the last full pass, which is on its way (SetDesired kicks one)
-		}
-		r, s, changed := e.planContainer(key, d, e.trusted(key, d, results, fork))
-		results[key] = r
-		sets = append(sets, s...)
-		dirty = dirty || changed
+	e.passMu.Lock()
+	defer e.passMu.Unlock()
+	p, ok := e.newPass(fork)
+	if !ok {
+		return
 	}
-	if only == nil {
-		for key := range e.ledger {
-			if d, ok := desired[key]; !ok || d.Skip != "" {
-				dirty = e.undo(key) || dirty
-			}
-		}
+	e.persistDesired(p.desired, p.gen)
+	d, ok := p.desired[key]
+	if _, chosen := e.resolved[key]; !ok || d.Placement.Automatic() && !chosen {
+		return // gone, or new since the last full pass, which is on its way (SetDesired kicks one)
 	}
-	// The ledger must name a value before the value is set (write-ahead). Every other
-	// change (tasks that inherited the value, tasks gone, outcomes of the SETs) waits for
-	// the next full pass: undo also restores inherited tasks and skips gone ones, so a
-	// crash before then loses nothing, and a fork costs one ledger write, not three.
-	e.ledgerDirty = e.ledgerDirty || dirty
+	pl := e.planner(p, e.resolved)
+	e.finish(p, plan{containers: []containerPlan{pl.planContainer(key, d, e.trusted(key, d, fork))}}, false)
+}
+
+// finish applies the pass's plan, publishes its results and reports its metrics.
+func (e *Engine) finish(p *pass, pl plan, choicesDirty bool) {
+	defer p.ids.releaseAll()
 	if choicesDirty {
-		e.saveChoices() // before the SETs too: a crash must not reshuffle a running pod
+		e.saveChoices() // before the SETs: a crash must not reshuffle a running pod
 	}
-	// A pass whose write ahead fails issues none of its SETs: a value set without its
-	// ledger entry could not be undone after a crash.
-	saved := true
-	if len(sets) > 0 {
-		if err := e.saveLedger(); err != nil {
-			saved = false
-			e.ledgerFailed(err)
-			skipUnrecorded(sets, results, err)
-		} else {
-			if e.cfg.hooks.afterWriteAhead != nil {
-				e.cfg.hooks.afterWriteAhead()
-			}
-			e.applySets(sets, results, fork)
-		}
-		e.ledgerDirty = true
-	}
-	if saved && only == nil && e.ledgerDirty {
-		if err := e.saveLedger(); err != nil {
-			e.ledgerFailed(err)
-		} else {
-			e.ledgerDirty = false
-		}
-	}
-
+	e.apply(p, pl)
+	e.tgids, e.listing = p.tgids, p.listing
 	e.mu.Lock()
-	changed := !maps.EqualFunc(results, e.results, resultEqual)
-	e.results = results
-	e.managed = e.listing
+	changed := !maps.EqualFunc(p.results, e.results, resultEqual)
+	e.results = p.results
+	e.managed = p.listing
 	e.mu.Unlock()
 	if changed {
 		signal(e.changes)
 	}
-	kind := "fork"
-	if only == nil {
-		kind = "full"
-		e.cfg.Metrics.reportResults(results)
-		e.cfg.Metrics.reportBalancing(e.cfg.Resolver.ProcRoot())
+	if p.fork == nil {
+		e.cfg.Metrics.reportResults(p.results)
+		e.cfg.Metrics.reportBalancing(e.cfg.ProcRoot)
 	}
-	e.cfg.Metrics.reportPass(kind, e.cfg.Clock.Since(start))
+	e.cfg.Metrics.reportPass(p.kind(), e.cfg.Clock.Since(p.start))
 }
 
 // ledgerRetryDelay is how soon a pass runs again after a failed ledger write (a disk
@@ -140,8 +149,8 @@ func skipUnrecorded(sets []pendingSet, results map[ContainerKey]ContainerResult,
 	}
 }
 
-// resultEqual reports whether two results would publish the same state (Skipped, only
-// for metrics, aside).
+// resultEqual reports whether two results would publish the same state (SkippedTasks,
+// only for metrics, aside).
 func resultEqual(a, b ContainerResult) bool {
 	return a.Desire == b.Desire && a.Reason == b.Reason && a.Message == b.Message &&
 		a.Node == b.Node && a.Why == b.Why && a.Tasks == b.Tasks && maps.Equal(a.Failed, b.Failed)

@@ -51,6 +51,8 @@ type pidReuseConfig struct {
 	PIDFD bool
 	// StrangerInside puts the stranger into the container (else it stays outside).
 	StrangerInside bool
+	// Refresh, for Window "inherit", runs a full pass between the reuse and the undo.
+	Refresh bool
 
 	ContainerDirs     []string // the container's cgroup in every hierarchy
 	KubeletCgroupRoot string
@@ -120,6 +122,9 @@ func runPIDReuseHelper(path string) (res pidReuseResult, err error) {
 		return res, err
 	}
 
+	if cfg.Window == "inherit" {
+		return runInheritedReuse(cfg, emu, r)
+	}
 	target, err := startSleeper(cfg.ContainerDirs)
 	if err != nil {
 		return res, err
@@ -177,6 +182,49 @@ func runPIDReuseHelper(path string) (res pidReuseResult, err error) {
 	res.Applied = testutil.ToFloat64(m.sets.WithLabelValues(numav1.ReasonApplied))
 	res.Reason = e.Results()[cfg.Desire.Key()].Reason
 	return res, nil
+}
+
+// runInheritedReuse is the helper's Window "inherit" (undo never forgets, scenario 1):
+// the agent sets the target, whose id then goes to a stranger in the container that holds
+// the agent's node, as a task cloned from one the agent set would (the emulator's value is
+// set for it: it stands for the inheritance, which needs a clone from a task the agent
+// set). Then the preference goes away, after a full pass when cfg.Refresh. The stranger's
+// value after the undo is the result.
+func runInheritedReuse(cfg pidReuseConfig, emu *emulator.Emulator, r *cgroups.Resolver) (res pidReuseResult, err error) {
+	target, err := startSleeper(cfg.ContainerDirs)
+	if err != nil {
+		return res, err
+	}
+	res.ID = target.Process.Pid
+	e, err := NewEngine(EngineConfig{Resolver: r, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0, 1},
+		LedgerPath: cfg.LedgerPath, RescanInterval: time.Hour})
+	if err != nil {
+		stopSleeper(target)
+		return res, err
+	}
+	e.SetDesired([]Desire{cfg.Desire})
+	e.Pass()
+	if v, err := emu.Get(res.ID); err != nil || v != cfg.Desire.Node {
+		stopSleeper(target)
+		r := e.Results()[cfg.Desire.Key()]
+		return res, fmt.Errorf("the target holds %d (%v) after the pass, want %d (%s: %s)", v, err, cfg.Desire.Node, r.Reason, r.Message)
+	}
+	stranger, attempts, err := recyclePID(target, cfg)
+	res.Attempts = attempts
+	if err != nil {
+		return res, err
+	}
+	defer stopSleeper(stranger)
+	if err := emu.Set(stranger.Process.Pid, cfg.Desire.Node); err != nil {
+		return res, fmt.Errorf("giving the stranger the agent's node: %w", err)
+	}
+	if cfg.Refresh {
+		e.Pass()
+	}
+	e.SetDesired(nil)
+	e.Pass()
+	res.StrangerValue, err = emu.Get(stranger.Process.Pid)
+	return res, err
 }
 
 // startSleeper starts a process that sleeps until killed, attached to the cgroup
@@ -393,6 +441,25 @@ func TestEngineSetsNothingOnARecycledPID(t *testing.T) {
 			}
 			if t.Failed() {
 				t.Logf("helper log:\n%s", strings.Join(res.Log, "\n"))
+			}
+		})
+	}
+}
+
+// Undo never forgets, scenario 1, with real processes: a task the agent set exits and its
+// id goes to a new task in the container that holds the agent's node (inherited). When the
+// preference goes away the new task is restored to no node too, whether a full pass saw
+// it first (and refreshed its ledger entry) or not.
+func TestEngineUndoRestoresAnInheritorOnAReusedTID(t *testing.T) {
+	base := pidReuseLab(t)
+	for name, refresh := range map[string]bool{"undo at once": false, "a full pass first": true} {
+		t.Run(name, func(t *testing.T) {
+			cfg := base
+			cfg.Window, cfg.StrangerInside, cfg.Refresh = "inherit", true, refresh
+			cfg.StateDir, cfg.LedgerPath = t.TempDir(), filepath.Join(t.TempDir(), "ledger.json")
+			res := runPIDReuse(t, cfg)
+			if res.StrangerValue != -1 {
+				t.Errorf("the task that took id %d holds %d after the undo, want -1", res.ID, res.StrangerValue)
 			}
 		})
 	}

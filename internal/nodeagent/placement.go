@@ -57,40 +57,38 @@ type podMembers struct {
 	keys      []ContainerKey
 }
 
-// hostCgroup is a container's cgroup and cpuset as read once per full pass.
+// hostCgroup is a container's cgroup and cpuset as read once per pass.
 type hostCgroup struct {
 	cg  *cgroups.Container
 	cs  cgroups.Cpuset
 	err error
 }
 
-// cgroupOf returns d's cgroup and cpuset, read at most once per full pass.
-func (e *Engine) cgroupOf(key ContainerKey, d Desire) (*cgroups.Container, cgroups.Cpuset, error) {
-	if h, ok := e.hostCgroups[key]; ok {
+// cgroupOf returns d's cgroup and cpuset, read at most once per pass.
+func (pl *planner) cgroupOf(key ContainerKey, d Desire) (*cgroups.Container, cgroups.Cpuset, error) {
+	if h, ok := pl.cgroups[key]; ok {
 		return h.cg, h.cs, h.err
 	}
 	var h hostCgroup
-	h.cg, h.err = e.cfg.Resolver.Resolve(d.Ref)
+	h.cg, h.err = pl.resolver.Resolve(d.Ref)
 	if h.err == nil {
-		h.cs, h.err = e.cfg.Resolver.Cpuset(h.cg)
+		h.cs, h.err = pl.resolver.Cpuset(h.cg)
 	}
-	if e.hostCgroups != nil {
-		e.hostCgroups[key] = h
-	}
+	pl.cgroups[key] = h
 	return h.cg, h.cs, h.err
 }
 
 // resolve chooses the node of every container whose mode is automatic, updating the sticky
 // choices, and reports whether the choices changed.
-func (e *Engine) resolve(desired map[ContainerKey]Desire) bool {
-	e.resolved = map[ContainerKey]resolution{}
+func (pl *planner) resolve(desired map[ContainerKey]Desire) bool {
+	pl.resolved = map[ContainerKey]resolution{}
 	groups := map[choiceKey]*podMembers{}
 	for key, d := range desired {
-		if d.Skip != "" || !d.Placement.Automatic() || !e.cfg.Support.Supported {
+		if d.Refusal != "" || !d.Placement.Automatic() || !pl.support.Supported {
 			continue
 		}
 		if d.Placement.Mode == numav1.PlacementModeFollowCPUs {
-			e.resolved[key] = e.followCPUs(key, d)
+			pl.resolved[key] = pl.followCPUs(key, d)
 			continue
 		}
 		ck := choiceKey{PodUID: d.PodUID, Group: d.Placement.Group}
@@ -102,9 +100,9 @@ func (e *Engine) resolve(desired map[ContainerKey]Desire) bool {
 		m.keys = append(m.keys, key)
 	}
 	dirty := false
-	for ck := range e.choices {
-		if m, ok := groups[ck]; !ok || m.placement.Mode != e.choices[ck].Mode {
-			delete(e.choices, ck) // the pod left, or its preference changed mode: its share is free
+	for ck := range pl.choices {
+		if m, ok := groups[ck]; !ok || m.placement.Mode != pl.choices[ck].Mode {
+			delete(pl.choices, ck) // the pod left, or its preference changed mode: its share is free
 			dirty = true
 		}
 	}
@@ -115,8 +113,8 @@ func (e *Engine) resolve(desired map[ContainerKey]Desire) bool {
 		pods = append(pods, m)
 	}
 	slices.SortFunc(pods, func(a, b *podMembers) int {
-		_, ka := e.choices[a.key]
-		_, kb := e.choices[b.key]
+		_, ka := pl.choices[a.key]
+		_, kb := pl.choices[b.key]
 		return cmp.Or(-cmp.Compare(boolInt(ka), boolInt(kb)), cmp.Compare(a.pod.Namespace, b.pod.Namespace),
 			cmp.Compare(a.pod.Name, b.pod.Name), cmp.Compare(a.key.PodUID, b.key.PodUID), cmp.Compare(a.key.Group, b.key.Group))
 	})
@@ -127,11 +125,11 @@ func (e *Engine) resolve(desired map[ContainerKey]Desire) bool {
 	memFree := map[int]uint64{}
 	for _, m := range pods {
 		slices.SortFunc(m.keys, func(a, b ContainerKey) int { return cmp.Compare(a.Container, b.Container) })
-		res, changed := e.choosePod(m, desired, sizes[m.key.Group], memFree)
+		res, changed := pl.choosePod(m, desired, sizes[m.key.Group], memFree)
 		dirty = dirty || changed
 		for _, k := range m.keys {
 			if r, ok := res[k]; ok {
-				e.resolved[k] = r
+				pl.resolved[k] = r
 			}
 		}
 	}
@@ -146,16 +144,16 @@ func boolInt(b bool) int {
 }
 
 // choosePod resolves the containers of one pod of a Spread or MostFreeMemory group.
-func (e *Engine) choosePod(m *podMembers, desired map[ContainerKey]Desire, groupSize int, memFree map[int]uint64) (map[ContainerKey]resolution, bool) {
+func (pl *planner) choosePod(m *podMembers, desired map[ContainerKey]Desire, groupSize int, memFree map[int]uint64) (map[ContainerKey]resolution, bool) {
 	out := map[ContainerKey]resolution{}
-	candidates, skip, msg := e.candidates(m.placement)
+	candidates, skip, msg := pl.candidates(m.placement)
 	var usable []ContainerKey
 	for _, k := range m.keys {
 		if skip != "" {
 			out[k] = resolution{skip: skip, message: msg}
 			continue
 		}
-		_, cs, err := e.cgroupOf(k, desired[k])
+		_, cs, err := pl.cgroupOf(k, desired[k])
 		if err != nil {
 			out[k] = resolution{skip: cgroupReason(err), message: err.Error()}
 			continue
@@ -174,21 +172,21 @@ func (e *Engine) choosePod(m *podMembers, desired map[ContainerKey]Desire, group
 	if len(usable) == 0 {
 		return out, false
 	}
-	c, kept := e.choices[m.key]
+	c, kept := pl.choices[m.key]
 	changed := false
 	if !kept || !slices.Contains(candidates, c.Node) {
-		delete(e.choices, m.key) // a choice that no longer fits weighs nowhere
+		delete(pl.choices, m.key) // a choice that no longer fits weighs nowhere
 		c = choice{choiceKey: m.key, Mode: m.placement.Mode, Weight: m.placement.Weight}
 		switch {
-		case len(candidates) == 1 && len(e.cfg.OnlineNodes) > 1:
+		case len(candidates) == 1 && len(pl.topo.nodes) > 1:
 			c.Node = candidates[0]
 			c.Why = fmt.Sprintf("%s: the only node the pod may use here", m.placement.Mode)
 		case m.placement.Mode == numav1.PlacementModeSpread:
-			c.Node, c.Why = e.spreadNode(m, candidates, groupSize)
+			c.Node, c.Why = pl.spreadNode(m, candidates, groupSize)
 		default:
-			c.Node, c.Why = e.freestNode(candidates, memFree)
+			c.Node, c.Why = pl.freestNode(candidates, memFree)
 		}
-		e.choices[m.key] = c
+		pl.choices[m.key] = c
 		changed = true
 	}
 	for _, k := range usable {
@@ -198,8 +196,8 @@ func (e *Engine) choosePod(m *podMembers, desired map[ContainerKey]Desire, group
 }
 
 // candidates are the online nodes the placement allows, or why there are none.
-func (e *Engine) candidates(p Placement) ([]int, string, string) {
-	online := e.cfg.OnlineNodes
+func (pl *planner) candidates(p Placement) ([]int, string, string) {
+	online := pl.topo.nodes
 	if p.Allowed == "" {
 		return slices.Clone(online), "", ""
 	}
@@ -223,10 +221,10 @@ func describeCandidates(p Placement, candidates []int) string {
 }
 
 // spreadNode gives a new pod of a Spread group the candidate its group weighs least on.
-func (e *Engine) spreadNode(m *podMembers, candidates []int, groupSize int) (int, string) {
+func (pl *planner) spreadNode(m *podMembers, candidates []int, groupSize int) (int, string) {
 	load := map[int]int64{}
 	pods := map[int]int{}
-	for _, c := range e.choices {
+	for _, c := range pl.choices {
 		if c.Group == m.key.Group {
 			load[c.Node] += c.Weight
 			pods[c.Node]++
@@ -242,12 +240,12 @@ func (e *Engine) spreadNode(m *podMembers, candidates []int, groupSize int) (int
 }
 
 // freestNode gives a new pod the candidate with the most free memory now.
-func (e *Engine) freestNode(candidates []int, memFree map[int]uint64) (int, string) {
+func (pl *planner) freestNode(candidates []int, memFree map[int]uint64) (int, string) {
 	for _, n := range candidates {
 		if _, ok := memFree[n]; !ok {
-			free, err := e.cfg.MemFree(n)
+			free, err := pl.memFree(n)
 			if err != nil {
-				e.cfg.Log.Error(err, "Reading free memory; counting it as none", "numaNode", n)
+				pl.log.Error(err, "Reading free memory; counting it as none", "numaNode", n)
 			}
 			memFree[n] = free
 		}
@@ -262,34 +260,34 @@ func (e *Engine) freestNode(candidates []int, memFree map[int]uint64) (int, stri
 }
 
 // followCPUs prefers the node holding most of the container's effective cpuset.cpus.
-func (e *Engine) followCPUs(key ContainerKey, d Desire) resolution {
-	candidates, skip, msg := e.candidates(d.Placement)
+func (pl *planner) followCPUs(key ContainerKey, d Desire) resolution {
+	candidates, skip, msg := pl.candidates(d.Placement)
 	if skip != "" {
 		return resolution{skip: skip, message: msg}
 	}
-	_, cs, err := e.cgroupOf(key, d)
+	_, cs, err := pl.cgroupOf(key, d)
 	if err != nil {
 		return resolution{skip: cgroupReason(err), message: err.Error()}
 	}
 	perNode := map[int]int{}
 	for _, cpu := range cs.CPUs {
-		if n, ok := e.cfg.CPUNode[cpu]; ok {
+		if n, ok := pl.topo.cpuNode[cpu]; ok {
 			perNode[n]++
 		}
 	}
 	touched := 0
-	for _, n := range e.cfg.OnlineNodes {
+	for _, n := range pl.topo.nodes {
 		if perNode[n] > 0 {
 			touched++
 		}
 	}
-	if len(cs.CPUs) == 0 || (len(e.cfg.OnlineNodes) > 1 && touched == len(e.cfg.OnlineNodes)) {
+	if len(cs.CPUs) == 0 || (len(pl.topo.nodes) > 1 && touched == len(pl.topo.nodes)) {
 		cpus := numa.FormatList(cs.CPUs)
 		if len(cs.CPUs) == 0 {
 			cpus = "every CPU (no cpuset)"
 		}
 		return resolution{skip: numav1.ReasonCPUsNotPinned,
-			message: fmt.Sprintf("cpuset.cpus %s spans every NUMA node (%s): there is no node to follow", cpus, numa.FormatList(e.cfg.OnlineNodes))}
+			message: fmt.Sprintf("cpuset.cpus %s spans every NUMA node (%s): there is no node to follow", cpus, numa.FormatList(pl.topo.nodes))}
 	}
 	if len(cs.Mems) > 0 {
 		candidates = intersect(candidates, cs.Mems)

@@ -38,7 +38,6 @@ func (h cpusetHost) ThreadIDs(*cgroups.Container) ([]int, error)            { re
 func (h cpusetHost) Cpuset(c *cgroups.Container) (cgroups.Cpuset, error) {
 	return h[c.Ref.ContainerID], nil
 }
-func (h cpusetHost) ProcRoot() string { return "/nonexistent" }
 
 // placementEngine is an engine on a fixture topology whose choices live in dir.
 func placementEngine(t *testing.T, tp topo, host cpusetHost, memFree map[int]uint64, dir string) *Engine {
@@ -50,7 +49,7 @@ func placementEngine(t *testing.T, tp topo, host cpusetHost, memFree map[int]uin
 		}
 	}
 	e, err := NewEngine(EngineConfig{
-		Resolver: host, Support: numa.Support{Supported: true, Backend: "fake"},
+		Resolver: host, Support: numa.Support{Supported: true, Backend: "fake"}, ProcRoot: "/nonexistent",
 		OnlineNodes: tp.online, CPUNode: cpuNode, ChoicesPath: filepath.Join(dir, "choices.json"),
 		MemFree: func(n int) (uint64, error) { return memFree[n], nil },
 	})
@@ -77,8 +76,9 @@ func desireMap(ds ...Desire) map[ContainerKey]Desire {
 
 // nodesOf resolves and returns each pod's node, or its skip reason.
 func nodesOf(e *Engine, ds map[ContainerKey]Desire) map[string]string {
-	e.hostCgroups = map[ContainerKey]hostCgroup{}
-	e.resolve(ds)
+	pl := e.planner(&pass{}, nil)
+	pl.resolve(ds)
+	e.resolved = pl.resolved
 	out := map[string]string{}
 	for k, d := range ds {
 		r := e.resolved[k]

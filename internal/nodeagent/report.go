@@ -14,18 +14,11 @@ import (
 // engine catches up. balancing is false when the kernel ignores the preference
 // (kernel.numa_balancing disabled): every placed container then counts as ineffective.
 func PreferenceReports(plans []PodPlan, results map[ContainerKey]ContainerResult, balancing bool) []numav1.PreferenceReport {
-	type acc struct {
-		pods                       map[string]bool
-		podNode                    map[string]int
-		containers, tasks          int32
-		skipped, failed, noEffects map[string]int32
-	}
-	type key struct{ namespace, name string }
-	accs := map[key]*acc{}
-	get := func(k key) *acc {
+	accs := map[reportKey]*reportAcc{}
+	get := func(k reportKey) *reportAcc {
 		a := accs[k]
 		if a == nil {
-			a = &acc{pods: map[string]bool{}, podNode: map[string]int{},
+			a = &reportAcc{pods: map[string]bool{}, podNode: map[string]int{},
 				skipped: map[string]int32{}, failed: map[string]int32{}, noEffects: map[string]int32{}}
 			accs[k] = a
 		}
@@ -33,59 +26,78 @@ func PreferenceReports(plans []PodPlan, results map[ContainerKey]ContainerResult
 	}
 	for _, plan := range plans {
 		for _, name := range plan.Selected {
-			get(key{plan.Namespace, name})
+			get(reportKey{plan.Namespace, name})
 		}
 		for _, d := range plan.Desires {
-			if d.Preference == "" {
-				continue
-			}
-			a := get(key{d.Pod.Namespace, d.Preference})
-			a.pods[string(d.PodUID)] = true
-			r, ok := results[d.Key()]
-			if !ok || r.Desire != d {
-				continue // not applied yet
-			}
-			if r.Reason == numav1.ReasonApplied {
-				a.containers++
-				a.podNode[string(d.PodUID)] = r.Node
-				if !balancing {
-					a.noEffects[numav1.ReasonNumaBalancingDisabled]++
-				}
-			} else {
-				a.skipped[r.Reason]++
-			}
-			a.tasks += int32(r.Tasks)
-			for reason, n := range r.Failed {
-				a.failed[reason] += int32(n)
+			if d.Preference != "" {
+				get(reportKey{d.Pod.Namespace, d.Preference}).add(d, results, balancing)
 			}
 		}
 		for _, c := range plan.Conflicts {
-			get(key{plan.Namespace, c.Preference}).skipped[c.Reason]++
+			get(reportKey{plan.Namespace, c.Preference}).skipped[c.Reason]++
 		}
 	}
 	out := make([]numav1.PreferenceReport, 0, len(accs))
 	for k, a := range accs {
-		byNode := map[int]int32{}
-		for _, n := range a.podNode {
-			byNode[n]++
-		}
-		var podsByNode []numav1.NodeCount
-		for _, n := range slices.Sorted(maps.Keys(byNode)) {
-			podsByNode = append(podsByNode, numav1.NodeCount{Node: int32(n), Pods: byNode[n]})
-		}
-		out = append(out, numav1.PreferenceReport{
-			Namespace: k.namespace, Name: k.name,
-			Pods: int32(len(a.pods)), Containers: a.containers, Tasks: a.tasks,
-			PodsByNode:  podsByNode,
-			Skipped:     reasonCounts(a.skipped),
-			Failed:      reasonCounts(a.failed),
-			Ineffective: reasonCounts(a.noEffects),
-		})
+		out = append(out, a.report(k))
 	}
 	slices.SortFunc(out, func(a, b numav1.PreferenceReport) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return out
+}
+
+// reportKey names a NumaPreference.
+type reportKey struct{ namespace, name string }
+
+// reportAcc accumulates one NumaPreference's report entry.
+type reportAcc struct {
+	pods                       map[string]bool
+	podNode                    map[string]int
+	containers, tasks          int32
+	skipped, failed, noEffects map[string]int32
+}
+
+// add counts desire d's container, if the engine's result is for this very desire.
+func (a *reportAcc) add(d Desire, results map[ContainerKey]ContainerResult, balancing bool) {
+	a.pods[string(d.PodUID)] = true
+	r, ok := results[d.Key()]
+	if !ok || r.Desire != d {
+		return // not applied yet
+	}
+	if r.Reason == numav1.ReasonApplied {
+		a.containers++
+		a.podNode[string(d.PodUID)] = r.Node
+		if !balancing {
+			a.noEffects[numav1.ReasonNumaBalancingDisabled]++
+		}
+	} else {
+		a.skipped[r.Reason]++
+	}
+	a.tasks += int32(r.Tasks)
+	for reason, n := range r.Failed {
+		a.failed[reason] += int32(n)
+	}
+}
+
+// report is the entry of NumaPreference k.
+func (a *reportAcc) report(k reportKey) numav1.PreferenceReport {
+	byNode := map[int]int32{}
+	for _, n := range a.podNode {
+		byNode[n]++
+	}
+	var podsByNode []numav1.NodeCount
+	for _, n := range slices.Sorted(maps.Keys(byNode)) {
+		podsByNode = append(podsByNode, numav1.NodeCount{Node: int32(n), Pods: byNode[n]})
+	}
+	return numav1.PreferenceReport{
+		Namespace: k.namespace, Name: k.name,
+		Pods: int32(len(a.pods)), Containers: a.containers, Tasks: a.tasks,
+		PodsByNode:  podsByNode,
+		Skipped:     reasonCounts(a.skipped),
+		Failed:      reasonCounts(a.failed),
+		Ineffective: reasonCounts(a.noEffects),
+	}
 }
 
 // reasonCounts turns a map into the API's list, sorted by reason so equal states compare equal.

@@ -14,7 +14,12 @@
 //     directory, for kernels without it. It builds on this package's kernel readers
 //     (ReadTask, ReadTaskFile, ReadSchedNUMA, ProcConn); nothing here imports it.
 //
-// The conformance subpackage holds the cases both backends must pass.
+// The cases both backends must pass live in internal/testutil/conformance.
+//
+// Callers tell a task that is gone with IsTaskGone (ESRCH from a backend, ErrTaskGone from
+// a /proc read or pidfd_open): one spelling of it. ReadOnline reads the part of the
+// topology that changes while the host runs (node and CPU hotplug); OpenFilesLimit and
+// MonotonicNs are the process facts the node agent needs of the kernel.
 //
 // Probe gathers the node's kernel facts into a Report for the `probe` command.
 package numa

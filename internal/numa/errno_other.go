@@ -4,4 +4,14 @@ package numa
 
 import "errors"
 
-var errESRCH = errors.New("no such process")
+var (
+	errESRCH  = errors.New("no such process")
+	errEPERM  = errors.New("operation not permitted")
+	errEACCES = errors.New("permission denied")
+)
+
+// OpenFilesLimit is the soft limit of open files: unknown off Linux.
+func OpenFilesLimit() (uint64, error) { return 0, errors.New("no RLIMIT_NOFILE on this system") }
+
+// MonotonicNs reads CLOCK_MONOTONIC: unavailable off Linux.
+func MonotonicNs() (uint64, bool) { return 0, false }

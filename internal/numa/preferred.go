@@ -6,10 +6,11 @@ import (
 )
 
 // PreferredNode reads and sets tasks' forced preferred node. Errors wrap unix.Errno
-// (errors.Is(err, unix.ESRCH), unix.EPERM, unix.EINVAL ...) or ErrUnsupported.
+// (unix.EPERM, unix.EINVAL ...) or ErrUnsupported; IsTaskGone tells the one of a task
+// that is gone (ESRCH) and IsPermissionDenied a refusal (EPERM, EACCES).
 type PreferredNode interface {
-	Get(tid int) (int, error) // -1 = no forced node
-	Set(tid, nid int) error   // nid -1 clears
+	PreferredNodeReader
+	Set(tid, nid int) error // nid -1 clears
 }
 
 // ErrUnsupported means the kernel has no PR_PREFERRED_NID: nothing was called.

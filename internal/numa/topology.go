@@ -293,3 +293,40 @@ func ParseNodeMask(s string) (NodeMask, error) {
 	}
 	return m, nil
 }
+
+// Online is the part of the topology that changes while the host runs: the nodes online
+// and the node of each online CPU (node and CPU hotplug).
+type Online struct {
+	Nodes   []int
+	CPUNode map[int]int
+}
+
+// ReadOnline reads the online nodes and the node of each of their CPUs from sysRoot
+// (normally "/sys"): a few small files, cheap enough to read at every full pass. Without
+// devices/system/node (no CONFIG_NUMA) it is node 0 with the online CPUs, as in
+// DiscoverTopology.
+func ReadOnline(sysRoot string) (Online, error) {
+	nodeDir := filepath.Join(sysRoot, "devices", "system", "node")
+	if _, err := os.Stat(nodeDir); errors.Is(err, os.ErrNotExist) {
+		t, err := syntheticTopology(sysRoot)
+		if err != nil {
+			return Online{}, err
+		}
+		return Online{Nodes: t.Online, CPUNode: t.CPUNode}, nil
+	}
+	nodes, err := readList(filepath.Join(nodeDir, "online"))
+	if err != nil {
+		return Online{}, fmt.Errorf("reading the online NUMA nodes: %w", err)
+	}
+	out := Online{Nodes: nodes, CPUNode: map[int]int{}}
+	for _, id := range nodes {
+		cpus, err := readList(filepath.Join(nodeDir, "node"+strconv.Itoa(id), "cpulist"))
+		if err != nil {
+			return Online{}, fmt.Errorf("reading the CPUs of NUMA node %d: %w", id, err)
+		}
+		for _, cpu := range cpus {
+			out.CPUNode[cpu] = id
+		}
+	}
+	return out, nil
+}

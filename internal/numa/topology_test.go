@@ -293,3 +293,34 @@ func FuzzParseNodeMemTotal(f *testing.F) {
 		_, _ = ParseNodeMemTotal(bufio.NewReader(strings.NewReader(s)))
 	})
 }
+
+func TestReadOnline(t *testing.T) {
+	tests := map[string]struct {
+		root string
+		want Online
+	}{
+		"two nodes": {"testdata/sysfs/two-nodes",
+			Online{Nodes: []int{0, 1}, CPUNode: map[int]int{0: 0, 1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 1, 7: 1}}},
+		"sparse": {"testdata/sysfs/sparse", func() Online {
+			topo, err := DiscoverTopology("testdata/sysfs/sparse")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return Online{Nodes: topo.Online, CPUNode: topo.CPUNode}
+		}()},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ReadOnline(tc.root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ReadOnline (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := ReadOnline(t.TempDir() + "/missing"); err == nil {
+		t.Error("ReadOnline of a root with neither nodes nor CPUs: no error")
+	}
+}

@@ -49,8 +49,8 @@ func (e *stubEngine) Results() map[nodeagent.ContainerKey]nodeagent.ContainerRes
 	out := make(map[nodeagent.ContainerKey]nodeagent.ContainerResult, len(e.desires))
 	for _, d := range e.desires {
 		res := nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: tasks}
-		if d.Skip != "" {
-			res = nodeagent.ContainerResult{Desire: d, Reason: d.Skip, Message: d.Message}
+		if d.Refusal != "" {
+			res = nodeagent.ContainerResult{Desire: d, Reason: d.Refusal, Message: d.Message}
 		}
 		out[d.Key()] = res
 	}
