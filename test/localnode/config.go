@@ -31,7 +31,7 @@ var identities = []struct {
 	{"kubelet", "system:node:" + NodeName, []string{"system:nodes"}},
 }
 
-func (n *Node) writeConfig() error {
+func (n *Node) writeConfig(hostIP string) error {
 	d := n.Dir
 	for _, sub := range []string{"logs", "etcd", "kubelet/root", "kubelet/pod-logs", "containerd/root", "containerd/state", "cni/net.d", "cni/ipam"} {
 		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {

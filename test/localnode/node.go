@@ -128,7 +128,7 @@ func Up(ctx context.Context, dir, binDir string, images []string, logf func(stri
 	if err := writePKI(filepath.Join(dir, "pki"), []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(hostIP), net.ParseIP("10.0.0.1")}); err != nil {
 		return n, err
 	}
-	if err := n.writeConfig(); err != nil {
+	if err := n.writeConfig(hostIP); err != nil {
 		return n, err
 	}
 	pki := func(f string) string { return filepath.Join(dir, "pki", f) }
