@@ -44,7 +44,7 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 				continue
 			}
 			r.reported[d.Key()] = res.Reason
-			if res.Reason != numav1.ReasonApplied && !quietReason(p.pod, res.Reason) {
+			if warns(p.pod, res.Reason) {
 				r.recorder.Eventf(p.pod, nil, corev1.EventTypeWarning, res.Reason, "SetPreferredNode",
 					"container %s: %s", d.Container, res.Message)
 			}
@@ -83,15 +83,14 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 	}
 }
 
-// quietReason tells the outcomes that get no Warning: transient and expected ones.
-func quietReason(pod *corev1.Pod, reason string) bool {
-	switch reason {
-	case numav1.ReasonContainerNotRunning:
-		return true // starting or stopped
-	case numav1.ReasonContainerNotFound:
-		return pod.DeletionTimestamp != nil // the runtime removed a terminating pod's cgroups before kubelet said so
+// warns tells whether a container's outcome gets a Warning Event, as the reason table
+// says, but for a terminating pod's ContainerNotFound: the runtime removed its cgroups
+// before kubelet said so.
+func warns(pod *corev1.Pod, reason string) bool {
+	if reason == numav1.ReasonContainerNotFound && pod.DeletionTimestamp != nil {
+		return false
 	}
-	return false
+	return numav1.LookupReason(reason).Warning
 }
 
 // appliedMessage says which containers of a pod prefer which node, and why, grouped by node
