@@ -6,9 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
 // report makes node's report with one entry for ns/p at generation 3.
@@ -98,8 +98,7 @@ func TestSummarize(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p := &numav1.NumaPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Generation: 3},
-				Spec: numav1.NumaPreferenceSpec{Node: ptr.To[int32](1)}}
+			p := builders.MakePreference("ns", "p").Generation(3).Node(1).Obj()
 			st := summarize(p, tc.reports)
 			if diff := cmp.Diff(tc.wantSummary, st.Summary); diff != "" {
 				t.Errorf("summary (-want +got):\n%s", diff)
@@ -125,8 +124,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestSummarizeWaitsForNodesOnAnOlderSpec(t *testing.T) {
-	p := &numav1.NumaPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Generation: 4},
-		Spec: numav1.NumaPreferenceSpec{Node: ptr.To[int32](1)}}
+	p := builders.MakePreference("ns", "p").Generation(4).Node(1).Obj()
 	st := summarize(p, []numav1.NumaNodeReport{report("a", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 2}, "normal")})
 	ready := st.Conditions[0]
 	if ready.Status != metav1.ConditionFalse || ready.Message != "1 containers placed; 1 nodes have not acted on the latest spec yet" {
@@ -135,8 +133,7 @@ func TestSummarizeWaitsForNodesOnAnOlderSpec(t *testing.T) {
 }
 
 func TestSummarizeBoundsProblemNodes(t *testing.T) {
-	p := &numav1.NumaPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Generation: 3},
-		Spec: numav1.NumaPreferenceSpec{Node: ptr.To[int32](1)}}
+	p := builders.MakePreference("ns", "p").Generation(3).Node(1).Obj()
 	var reports []numav1.NumaNodeReport
 	for i := range 5000 {
 		reports = append(reports, report(fmt.Sprintf("node-%04d", i), numav1.PreferenceReport{Pods: 1,
@@ -156,7 +153,7 @@ func TestSummarizeBoundsProblemNodes(t *testing.T) {
 }
 
 func TestSummarizeKeepsTransitionTimeWhenStatusHolds(t *testing.T) {
-	p := &numav1.NumaPreference{Spec: numav1.NumaPreferenceSpec{Node: ptr.To[int32](0)}}
+	p := builders.MakePreference("", "").Node(0).Obj()
 	first := summarize(p, nil)
 	p.Status = first
 	second := summarize(p, nil)
