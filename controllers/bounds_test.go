@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/largest"
 )
 
@@ -41,7 +42,7 @@ var _ = Describe("NumaPreference bounds", func() {
 	}
 	DescribeTable("the apiserver refuses an oversized selector, with a message",
 		func(sel numav1.LabelSelector, messages ...string) {
-			p := newPreference(ns, "big", 0, nil)
+			p := builders.MakePreference(ns, "big").Node(0).Obj()
 			p.Spec.Selector = sel
 			err := k8sClient.Create(ctx, p)
 			Expect(err).To(HaveOccurred())

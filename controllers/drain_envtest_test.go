@@ -120,7 +120,7 @@ var _ = Describe("A damaged ledger", func() {
 	It("gives the Node a LedgerDamaged Warning and counts in the node's report", func() {
 		opts := testAgentOptions
 		opts.LedgerDamaged = errors.Join(nodeagent.ErrLedgerDamaged, errors.New("checksum mismatch"))
-		startAgentWith("node-ledger", newScriptedEngine(nil), false, opts)
+		startAgent("node-ledger", newScriptedEngine(nil), withOptions(opts))
 		Eventually(func(g Gomega) {
 			rep := &numav1.NumaNodeReport{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "node-ledger"}, rep)).To(Succeed())

@@ -14,6 +14,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
 var _ = Describe("Pod Events", func() {
@@ -31,10 +32,10 @@ var _ = Describe("Pod Events", func() {
 			}
 			return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: 3 + n}
 		})
-		startAgent("node-a", engine, false)
+		startAgent("node-a", engine)
 		ns := newNamespace(ctx)
 		ann := map[string]string{numav1.AnnotationPreferredNode: "0"}
-		pod := createRunningPod(ctx, ns, "churn", "node-a", nil, ann, "app", "log", "side")
+		pod := createRunning(ctx, builders.MakePod(ns, "churn").Node("node-a").Annotations(ann).Containers("app", "log", "side").Obj())
 		expectPodEvent(ctx, pod, numav1.ReasonApplied, "prefers NUMA node 0 (pod annotation): containers app, side")
 		expectPodEvent(ctx, pod, numav1.ReasonKernelError, "container log: the kernel refused 0 tasks")
 

@@ -46,7 +46,7 @@ func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagen
 				continue
 			}
 			r.reported[d.Key()] = res.Reason
-			if res.Reason != numav1.ReasonApplied && !quietReason(p.pod, res.Reason) {
+			if warns(p.pod, res.Reason) {
 				r.recorder.Eventf(p.pod, nil, corev1.EventTypeWarning, res.Reason, "SetPreferredNode",
 					"container %s: %s", d.Container, res.Message)
 			}
@@ -95,19 +95,18 @@ func (r *NodeAgentReconciler) warnIgnoredMirror(pod *corev1.Pod) {
 		return
 	}
 	r.mirrorIgnored[pod.UID] = true
-	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "MirrorAnnotationIgnored", "Select",
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, numav1.ReasonMirrorAnnotationIgnored, "Select",
 		"annotation kubernetes.io/config.mirror ignored: the pod is not a mirror pod of node %s's kubelet (not controlled by its Node); its own cgroup is used", r.nodeName)
 }
 
-// quietReason tells the outcomes that get no Warning: transient and expected ones.
-func quietReason(pod *corev1.Pod, reason string) bool {
-	switch reason {
-	case numav1.ReasonContainerNotRunning:
-		return true // starting or stopped
-	case numav1.ReasonContainerNotFound:
-		return pod.DeletionTimestamp != nil // the runtime removed a terminating pod's cgroups before kubelet said so
+// warns tells whether a container's outcome gets a Warning Event, as the reason table
+// says, but for a terminating pod's ContainerNotFound: the runtime removed its cgroups
+// before kubelet said so.
+func warns(pod *corev1.Pod, reason string) bool {
+	if reason == numav1.ReasonContainerNotFound && pod.DeletionTimestamp != nil {
+		return false
 	}
-	return false
+	return numav1.LookupReason(reason).Warning
 }
 
 // appliedMessage says which containers of a pod prefer which node, and why, grouped by node

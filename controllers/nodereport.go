@@ -89,7 +89,7 @@ func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaP
 		st.Totals.Tasks += e.Tasks
 		for _, list := range [][]numav1.ReasonCount{e.Skipped, e.Failed, e.Ineffective} {
 			for _, c := range list {
-				if !conflictReasons[c.Reason] && c.Reason != numav1.ReasonContainerNotRunning {
+				if numav1.LookupReason(c.Reason).Problem {
 					st.Totals.Problems += c.Count
 				}
 			}

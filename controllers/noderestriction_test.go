@@ -24,6 +24,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	numaac "github.com/numapref/numapref/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
 // The node restriction policy (config/rbac/node_restriction_policy.yaml), with the agent's
@@ -49,9 +50,8 @@ var _ = Describe("Node restriction", Ordered, func() {
 			Expect(k8sClient.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"team": "x"}}})).To(Succeed())
 		}
 		// The agent's pod on node A, and a token bound to it, as kubelet would project it.
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "agent-a"},
-			Spec: corev1.PodSpec{NodeName: "restrict-a", ServiceAccountName: agentSA,
-				Containers: []corev1.Container{{Name: "agent", Image: "example.invalid/numapref"}}}}
+		pod := builders.MakePod(agentNS, "agent-a").Node("restrict-a").ServiceAccount(agentSA).
+			Containers("agent").Image("example.invalid/numapref").Obj()
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 		cs, err := kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())

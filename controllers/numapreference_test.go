@@ -22,6 +22,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
 var _ = Describe("NumaPreference validation by the apiserver", func() {
@@ -31,7 +32,7 @@ var _ = Describe("NumaPreference validation by the apiserver", func() {
 
 	DescribeTable("refuses an invalid object with a message a user understands",
 		func(mutate func(*numav1.NumaPreference), message string) {
-			p := newPreference(ns, "bad", 0, map[string]string{"app": "db"})
+			p := builders.MakePreference(ns, "bad").Selector("app", "db").Node(0).Obj()
 			mutate(p)
 			err := k8sClient.Create(ctx, p)
 			Expect(err).To(HaveOccurred())
@@ -74,7 +75,7 @@ var _ = Describe("NumaPreference validation by the apiserver", func() {
 	)
 
 	It("accepts a valid object and defaults its mode to Static", func() {
-		p := newPreference(ns, "good", 1, map[string]string{"app": "db"})
+		p := builders.MakePreference(ns, "good").Selector("app", "db").Node(1).Obj()
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		Expect(p.Spec.Mode).To(Equal(numav1.PlacementModeStatic))
 	})
@@ -111,11 +112,9 @@ var _ = Describe("NumaPreference validation by the apiserver", func() {
 
 	It("accepts every automatic mode, with and without spec.nodes", func() {
 		for i, mode := range []numav1.PlacementMode{numav1.PlacementModeSpread, numav1.PlacementModeFollowCPUs, numav1.PlacementModeMostFreeMemory} {
-			p := newPreference(ns, fmt.Sprintf("auto-%d", i), 0, map[string]string{"app": "db"})
-			p.Spec.Mode, p.Spec.Node = mode, nil
+			p := builders.MakePreference(ns, fmt.Sprintf("auto-%d", i)).Selector("app", "db").Mode(mode).Obj()
 			Expect(k8sClient.Create(ctx, p)).To(Succeed(), string(mode))
-			p = newPreference(ns, fmt.Sprintf("auto-nodes-%d", i), 0, map[string]string{"app": "db"})
-			p.Spec.Mode, p.Spec.Node, p.Spec.Nodes = mode, nil, []int32{0, 2}
+			p = builders.MakePreference(ns, fmt.Sprintf("auto-nodes-%d", i)).Selector("app", "db").Mode(mode).Nodes(0, 2).Obj()
 			Expect(k8sClient.Create(ctx, p)).To(Succeed(), string(mode)+" with spec.nodes")
 		}
 	})
@@ -128,16 +127,16 @@ var _ = Describe("Node agent controller", func() {
 
 	It("gives a selected pod the oldest matching preference and marks the newer one as conflicting", func() {
 		engine := newScriptedEngine(nil)
-		startAgent("node-a", engine, true)
+		startAgent("node-a", engine, withSummarizer())
 
-		old := newPreference(ns, "old", 0, map[string]string{"app": "db"})
+		old := builders.MakePreference(ns, "old").Selector("app", "db").Node(0).Obj()
 		Expect(k8sClient.Create(ctx, old)).To(Succeed())
-		newer := newPreference(ns, "newer", 1, map[string]string{"tier": "data"})
+		newer := builders.MakePreference(ns, "newer").Selector("tier", "data").Node(1).Obj()
 		// Same-second creation timestamps: the tie is broken by name, "newer" < "old" would
 		// win; so make sure "old" is really older.
 		Eventually(func() bool { return metav1.Now().Unix() > old.CreationTimestamp.Unix() }).Should(BeTrue())
 		Expect(k8sClient.Create(ctx, newer)).To(Succeed())
-		pod := createRunningPod(ctx, ns, "db-0", "node-a", map[string]string{"app": "db", "tier": "data"}, nil, "app", "log")
+		pod := createRunning(ctx, builders.MakePod(ns, "db-0").Node("node-a").Label("app", "db").Label("tier", "data").Containers("app", "log").Obj())
 
 		Eventually(func(g Gomega) {
 			for _, c := range []string{"app", "log"} {
@@ -170,10 +169,11 @@ var _ = Describe("Node agent controller", func() {
 
 	It("lets a pod annotation win over a NumaPreference, per container too", func() {
 		engine := newScriptedEngine(nil)
-		startAgent("node-a", engine, true)
-		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "web"}))).To(Succeed())
-		pod := createRunningPod(ctx, ns, "web-0", "node-a", map[string]string{"app": "web"},
-			map[string]string{numav1.AnnotationPreferredNode: "1", numav1.AnnotationPreferredNodePrefix + "side": "2"}, "main", "side")
+		startAgent("node-a", engine, withSummarizer())
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "pref").Selector("app", "web").Node(0).Obj())).To(Succeed())
+		pod := createRunning(ctx, builders.MakePod(ns, "web-0").Node("node-a").Label("app", "web").
+			Annotation(numav1.AnnotationPreferredNode, "1").Annotation(numav1.AnnotationPreferredNodePrefix+"side", "2").
+			Containers("main", "side").Obj())
 
 		Eventually(func(g Gomega) {
 			d, ok := engine.Desired(pod, "main")
@@ -194,8 +194,8 @@ var _ = Describe("Node agent controller", func() {
 
 	It("warns on an invalid annotation and acts on nothing for that container", func() {
 		engine := newScriptedEngine(nil)
-		startAgent("node-a", engine, false)
-		pod := createRunningPod(ctx, ns, "bad-0", "node-a", nil, map[string]string{numav1.AnnotationPreferredNode: "one"}, "main")
+		startAgent("node-a", engine)
+		pod := createRunning(ctx, builders.MakePod(ns, "bad-0").Node("node-a").Annotation(numav1.AnnotationPreferredNode, "one").Containers("main").Obj())
 		Eventually(func(g Gomega) {
 			d, ok := engine.Desired(pod, "main")
 			g.Expect(ok).To(BeTrue())
@@ -215,12 +215,12 @@ var _ = Describe("Node agent controller", func() {
 			}
 			return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: 2}
 		})
-		mgr := startAgent("node-a", engine, false)
+		mgr := startAgent("node-a", engine).mgr
 		ann := map[string]string{numav1.AnnotationPreferredNode: "0"}
-		running := createRunningPod(ctx, ns, "gone-0", "node-a", nil, ann, "main")
+		running := createRunning(ctx, builders.MakePod(ns, "gone-0").Node("node-a").Annotations(ann).Containers("main").Obj())
 		expectPodEvent(ctx, running, numav1.ReasonContainerNotFound, "container cgroup not found")
 
-		pod := createRunningPod(ctx, ns, "gone-1", "node-a", nil, ann, "main")
+		pod := createRunning(ctx, builders.MakePod(ns, "gone-1").Node("node-a").Annotations(ann).Containers("main").Obj())
 		expectPodEvent(ctx, pod, numav1.ReasonApplied, "prefers NUMA node 0 (pod annotation): container main")
 		pod.Finalizers = []string{"numapref.io/test-hold"}
 		Expect(k8sClient.Update(ctx, pod)).To(Succeed())
@@ -258,9 +258,9 @@ var _ = Describe("Node agent controller", func() {
 			return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonMemoryPinnedElsewhere,
 				Message: "cpuset.mems of the container is 1; NUMA node 0 would fight it"}
 		})
-		startAgent("node-a", engine, true)
-		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "pinned"}))).To(Succeed())
-		pod := createRunningPod(ctx, ns, "pinned-0", "node-a", map[string]string{"app": "pinned"}, nil, "main")
+		startAgent("node-a", engine, withSummarizer())
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "pref").Selector("app", "pinned").Node(0).Obj())).To(Succeed())
+		pod := createRunning(ctx, builders.MakePod(ns, "pinned-0").Node("node-a").Label("app", "pinned").Containers("main").Obj())
 
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "pref")(g)
@@ -274,11 +274,11 @@ var _ = Describe("Node agent controller", func() {
 
 	It("withdraws the desire when the pod stops matching and when the preference is deleted", func() {
 		engine := newScriptedEngine(nil)
-		startAgent("node-a", engine, true)
-		pref := newPreference(ns, "pref", 0, map[string]string{"app": "x"})
+		startAgent("node-a", engine, withSummarizer())
+		pref := builders.MakePreference(ns, "pref").Selector("app", "x").Node(0).Obj()
 		Expect(k8sClient.Create(ctx, pref)).To(Succeed())
-		a := createRunningPod(ctx, ns, "a", "node-a", map[string]string{"app": "x"}, nil, "main")
-		b := createRunningPod(ctx, ns, "b", "node-a", map[string]string{"app": "x"}, nil, "main")
+		a := createRunning(ctx, builders.MakePod(ns, "a").Node("node-a").Label("app", "x").Containers("main").Obj())
+		b := createRunning(ctx, builders.MakePod(ns, "b").Node("node-a").Label("app", "x").Containers("main").Obj())
 		Eventually(func() bool { _, ok := engine.Desired(a, "main"); return ok }).Should(BeTrue())
 		Eventually(func() bool { _, ok := engine.Desired(b, "main"); return ok }).Should(BeTrue())
 
@@ -295,11 +295,11 @@ var _ = Describe("Node agent controller", func() {
 
 	It("keeps each node's counts in its own report, adds them up, and drops an entry with nothing left", func() {
 		ea, eb := newScriptedEngine(appliedWithTasks(2)), newScriptedEngine(appliedWithTasks(5))
-		startAgent("node-a", ea, true)
-		startAgent("node-b", eb, false)
-		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "spread"}))).To(Succeed())
-		createRunningPod(ctx, ns, "s-a", "node-a", map[string]string{"app": "spread"}, nil, "main")
-		pb := createRunningPod(ctx, ns, "s-b", "node-b", map[string]string{"app": "spread"}, nil, "main", "side")
+		startAgent("node-a", ea, withSummarizer())
+		startAgent("node-b", eb)
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "pref").Selector("app", "spread").Node(0).Obj())).To(Succeed())
+		createRunning(ctx, builders.MakePod(ns, "s-a").Node("node-a").Label("app", "spread").Containers("main").Obj())
+		pb := createRunning(ctx, builders.MakePod(ns, "s-b").Node("node-b").Label("app", "spread").Containers("main", "side").Obj())
 
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "pref")(g)
@@ -328,9 +328,9 @@ var _ = Describe("Node agent controller", func() {
 
 	It("writes no status when nothing changed", func() {
 		engine := newScriptedEngine(nil)
-		startAgent("node-a", engine, true)
-		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "quiet"}))).To(Succeed())
-		pod := createRunningPod(ctx, ns, "q", "node-a", map[string]string{"app": "quiet"}, nil, "main")
+		startAgent("node-a", engine, withSummarizer())
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "pref").Selector("app", "quiet").Node(0).Obj())).To(Succeed())
+		pod := createRunning(ctx, builders.MakePod(ns, "q").Node("node-a").Label("app", "quiet").Containers("main").Obj())
 		var settled, reported string
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "pref")(g)
@@ -413,7 +413,7 @@ var _ = Describe("Node facts", func() {
 			return NodeFacts{KernelSupport: "emulator", NUMABalancing: balancing.Load().(string), NUMANodes: 2}
 		}
 		engine := newScriptedEngine(nil)
-		startAgentWith("facts-node", engine, true, opts)
+		startAgent("facts-node", engine, withSummarizer(), withOptions(opts))
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 			g.Expect(node.Labels).To(Equal(map[string]string{"keep": "me",
@@ -427,8 +427,8 @@ var _ = Describe("Node facts", func() {
 
 		// A pod placed while kernel.numa_balancing is off: Ready, but not Effective.
 		ns := newNamespace(ctx)
-		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "db"}))).To(Succeed())
-		pod := createRunningPod(ctx, ns, "db-0", "facts-node", map[string]string{"app": "db"}, nil, "main")
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "pref").Selector("app", "db").Node(0).Obj())).To(Succeed())
+		pod := createRunning(ctx, builders.MakePod(ns, "db-0").Node("facts-node").Label("app", "db").Containers("main").Obj())
 		Eventually(func(g Gomega) {
 			p := getPreference(ctx, ns, "pref")(g)
 			g.Expect(condition(p, numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))

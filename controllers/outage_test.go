@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -104,7 +105,7 @@ var _ = Describe("Node agent during an apiserver outage", Ordered, func() {
 
 	It("keeps placing new processes while the apiserver is away, and reports them when it returns", func() {
 		w := startLabPod(ctx, host.lab, ns, "node-outage", "db-0", map[string]string{"app": "db"}, 3)
-		Expect(k8sClient.Create(ctx, newPreference(ns, "db", 0, map[string]string{"app": "db"}))).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "db").Selector("app", "db").Node(0).Obj())).To(Succeed())
 		before := placedAndReported(ctx, host, ns, "db", w, 4) // main + 3 threads at least
 
 		proxy.cut()
@@ -125,7 +126,7 @@ var _ = Describe("Node agent during an apiserver outage", Ordered, func() {
 
 	It("restarted in the middle of an outage, enforces the desired state it persisted: forks are placed before the API returns", func() {
 		w := startLabPod(ctx, host.lab, ns, "node-outage", "cache-0", map[string]string{"app": "cache"}, 2)
-		Expect(k8sClient.Create(ctx, newPreference(ns, "cache", 0, map[string]string{"app": "cache"}))).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "cache").Selector("app", "cache").Node(0).Obj())).To(Succeed())
 		before := placedAndReported(ctx, host, ns, "cache", w, 3)
 
 		proxy.cut()

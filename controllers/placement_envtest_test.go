@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -21,9 +22,7 @@ import (
 var _ = Describe("Spread with the real engine", Ordered, func() {
 	ctx := context.Background()
 	spread := func(ns string) *numav1.NumaPreference {
-		p := newPreference(ns, "spread", 0, map[string]string{"app": "spread"})
-		p.Spec.Node, p.Spec.Mode = nil, numav1.PlacementModeSpread
-		return p
+		return builders.MakePreference(ns, "spread").Selector("app", "spread").Mode(numav1.PlacementModeSpread).Obj()
 	}
 
 	for _, numaNodes := range []int{2, 4} {

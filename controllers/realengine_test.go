@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -22,6 +23,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
@@ -52,7 +54,7 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 	It("applies a NumaPreference to every task, keeps it across forks, reports it, and undoes it on delete", func() {
 		db := startPod("db-0", map[string]string{"app": "db"}, 5)
 		bystander := startPod("web-0", map[string]string{"app": "web"}, 2)
-		Expect(k8sClient.Create(ctx, newPreference(ns, "db", 0, map[string]string{"app": "db"}))).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "db").Selector("app", "db").Node(0).Obj())).To(Succeed())
 
 		Eventually(func(g Gomega) { g.Expect(nodesOf(g, db.Pid())).To(HaveEach(0)) }).Should(Succeed())
 		Eventually(func(g Gomega) {
@@ -80,7 +82,7 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 		Expect(os.Remove(ledger)).To(Or(Succeed(), MatchError(os.ErrNotExist)))
 		Expect(os.Symlink(filepath.Join(host.stateDir, "elsewhere"), ledger)).To(Succeed())
 		w := startPod("ledger-0", map[string]string{"app": "ledger"}, 2)
-		Expect(k8sClient.Create(ctx, newPreference(ns, "ledger", 0, map[string]string{"app": "ledger"}))).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "ledger").Selector("app", "ledger").Node(0).Obj())).To(Succeed())
 		var pod corev1.Pod
 		Expect(k8sClient.Get(ctx, keyOf(ns, "ledger-0"), &pod)).To(Succeed())
 		expectPodEvent(ctx, &pod, numav1.ReasonLedgerError, "the ledger could not be written")
@@ -162,7 +164,7 @@ func newRealHost(node, sysRoot string) *realHost {
 }
 
 // start runs the agent against the apiserver at c: its engine, with fork events and the
-// host's state directory, in a manager with the summarizer (see launchAgent for
+// host's state directory, in a manager with the summarizer (see withSyncTimeout for
 // syncTimeout).
 func (h *realHost) start(c *rest.Config, syncTimeout time.Duration) *runningAgent {
 	GinkgoHelper()
@@ -176,7 +178,7 @@ func (h *realHost) start(c *rest.Config, syncTimeout time.Duration) *runningAgen
 		ProcEvents: pe.Events(), RescanInterval: time.Hour, Log: log.Log.WithName("engine"),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	a := launchAgent(c, h.node, engine, true, testAgentOptions, syncTimeout, engine)
+	a := startAgent(h.node, engine, withConfig(c), withSummarizer(), withSyncTimeout(syncTimeout), withRunnables(engine))
 	stop := a.stop
 	a.stop = func() { stop(); pe.Close() }
 	return a
@@ -201,15 +203,13 @@ func (f fixtureCpusets) Cpuset(*cgroups.Container) (cgroups.Cpuset, error) {
 // reports the container running: the kubelet's part.
 func startLabPod(ctx context.Context, lab *hostlab.Lab, ns, node, name string, labels map[string]string, threads int) *hostlab.Workload {
 	GinkgoHelper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "example.invalid/app"}}}}
+	pod := builders.MakePod(ns, name).Node(node).Labels(labels).Containers("main").Obj()
 	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-	c, err := lab.Container(pod.Status.QOSClass, string(pod.UID), fakeContainerID(pod, "main")[len("containerd://"):])
+	builders.MarkRunning(pod)
+	c, err := lab.Container(pod.Status.QOSClass, string(pod.UID), strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://"))
 	Expect(err).NotTo(HaveOccurred())
 	w, err := c.StartWorkload(threads)
 	Expect(err).NotTo(HaveOccurred())
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", ContainerID: c.ContainerID,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
 	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
 	return w
 }

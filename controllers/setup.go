@@ -6,11 +6,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -62,6 +64,23 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine, opts NodeA
 		return fmt.Errorf("setting up the node agent controller: %w", err)
 	}
 	return nil
+}
+
+// NodeCacheOptions scopes an agent's cache to what its node needs: its own pods and its own
+// NumaNodeReport, never other nodes'. NumaPreferences stay cached cluster-wide: their specs
+// decide which pods are selected, and only the summarizer writes their status, coalesced.
+// Of a NumaPreference the cache keeps only what the agent reads (agentPreference).
+func NodeCacheOptions(node string) cache.Options {
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", node)},
+			&numav1.NumaNodeReport{}: {Field: fields.OneTermEqualSelector("metadata.name", node)},
+			&numav1.NumaPreference{}: {Transform: agentPreference},
+		},
+		// Nothing reads managedFields from the cache (everything is server-side applied);
+		// dropping them keeps the agent's memory small.
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 }
 
 // cacheSyncPatience is how long the agent's controllers wait for their caches to sync: as

@@ -102,26 +102,34 @@ func ensureNode(name string) {
 	}
 }
 
-// startAgent runs a manager like the agent's for one node, with the given engine, and
-// the summary controller when summarize is set. It stops when the spec ends.
-func startAgent(node string, engine Engine, summarize bool, runnables ...manager.Runnable) manager.Manager {
-	return startAgentOn(cfg, node, engine, summarize, testAgentOptions, runnables...)
+// agentSetup is how startAgent runs an agent; agentOptions change it.
+type agentSetup struct {
+	cfg         *rest.Config // how the agent reaches the apiserver
+	opts        NodeAgentOptions
+	summarize   bool          // run the summary controller beside the agent
+	syncTimeout time.Duration // the manager's default CacheSyncTimeout (0: controller-runtime's 2 minutes)
+	runnables   []manager.Runnable
 }
 
-// startAgentWith is startAgent with the node agent's options.
-func startAgentWith(node string, engine Engine, summarize bool, opts NodeAgentOptions) manager.Manager {
-	return startAgentOn(cfg, node, engine, summarize, opts)
+type agentOption func(*agentSetup)
+
+// withSummarizer runs the summary controller in the agent's manager.
+func withSummarizer() agentOption { return func(s *agentSetup) { s.summarize = true } }
+
+// withConfig has the agent reach the apiserver through c instead of the suite's config.
+func withConfig(c *rest.Config) agentOption { return func(s *agentSetup) { s.cfg = c } }
+
+// withOptions sets the node agent's options instead of testAgentOptions.
+func withOptions(o NodeAgentOptions) agentOption { return func(s *agentSetup) { s.opts = o } }
+
+// withRunnables adds runnables to the agent's manager.
+func withRunnables(r ...manager.Runnable) agentOption {
+	return func(s *agentSetup) { s.runnables = append(s.runnables, r...) }
 }
 
-// startAgentVia is startAgent with the agent reaching the apiserver through c.
-func startAgentVia(c *rest.Config, node string, engine Engine, summarize bool, runnables ...manager.Runnable) manager.Manager {
-	return startAgentOn(c, node, engine, summarize, testAgentOptions, runnables...)
-}
-
-func startAgentOn(c *rest.Config, node string, engine Engine, summarize bool, opts NodeAgentOptions, runnables ...manager.Runnable) manager.Manager {
-	GinkgoHelper()
-	return launchAgent(c, node, engine, summarize, opts, 0, runnables...).mgr
-}
+// withSyncTimeout sets the manager's default CacheSyncTimeout for its controllers
+// (controller-runtime's is 2 minutes), so that a spec can outlast it.
+func withSyncTimeout(d time.Duration) agentOption { return func(s *agentSetup) { s.syncTimeout = d } }
 
 // runningAgent is an agent's manager, running until stop (or the spec's end).
 type runningAgent struct {
@@ -130,26 +138,30 @@ type runningAgent struct {
 	stop func()
 }
 
-// launchAgent is startAgentOn that can be stopped before the spec ends. syncTimeout, when
-// not 0, is the manager's default CacheSyncTimeout for its controllers (2 minutes in
-// controller-runtime), so a spec can outlast it.
-func launchAgent(c *rest.Config, node string, engine Engine, summarize bool, opts NodeAgentOptions, syncTimeout time.Duration, runnables ...manager.Runnable) *runningAgent {
+// startAgent runs a manager like the agent's for one node, with the given engine, until
+// stop or the end of the spec: by default through the suite's config, with
+// testAgentOptions and without the summarizer.
+func startAgent(node string, engine Engine, options ...agentOption) *runningAgent {
 	GinkgoHelper()
-	mgr, err := ctrl.NewManager(c, ctrl.Options{
+	s := agentSetup{cfg: cfg, opts: testAgentOptions}
+	for _, o := range options {
+		o(&s)
+	}
+	mgr, err := ctrl.NewManager(s.cfg, ctrl.Options{
 		Scheme:  scheme,
 		Cache:   NodeCacheOptions(node),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Several agents share this test process; each has its own "nodeagent" controller.
-		Controller:     config.Controller{SkipNameValidation: ptr.To(true), CacheSyncTimeout: syncTimeout},
+		Controller:     config.Controller{SkipNameValidation: ptr.To(true), CacheSyncTimeout: s.syncTimeout},
 		MapperProvider: NodeRESTMapper,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	ensureNode(node)
-	Expect(SetupNodeAgent(mgr, node, engine, opts)).To(Succeed())
-	for _, r := range runnables {
+	Expect(SetupNodeAgent(mgr, node, engine, s.opts)).To(Succeed())
+	for _, r := range s.runnables {
 		Expect(mgr.Add(r)).To(Succeed())
 	}
-	if summarize {
+	if s.summarize {
 		Expect(SetupSummary(mgr, testSummaryOptions)).To(Succeed())
 	}
 	ctx, cancel := context.WithCancel(suiteCtx)

@@ -20,6 +20,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
 // startSummarizer runs the summarizer alone, as the elected agent would, until stop.
@@ -62,19 +63,19 @@ var _ = Describe("Summarizer", func() {
 			engines[node] = newScriptedEngine(func(d nodeagent.Desire) nodeagent.ContainerResult {
 				return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: int(tasks.Load())}
 			})
-			startAgent(node, engines[node], false)
+			startAgent(node, engines[node])
 		}
-		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "roll"}))).To(Succeed())
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "pref").Selector("app", "roll").Node(0).Obj())).To(Succeed())
 		stop := startSummarizer()
-		createRunningPod(ctx, ns, "r-0", "sum-0", map[string]string{"app": "roll"}, nil, "main")
+		createRunning(ctx, builders.MakePod(ns, "r-0").Node("sum-0").Label("app", "roll").Containers("main").Obj())
 		Eventually(func(g Gomega) {
 			g.Expect(getPreference(ctx, ns, "pref")(g).Status.Summary).To(Equal(numav1.Summary{Nodes: 1, Pods: 1, Containers: 1, Tasks: 2}))
 		}).Should(Succeed())
 
 		// The summarizer goes away; the rollout goes on, and the tasks churn.
 		stop()
-		createRunningPod(ctx, ns, "r-1", "sum-1", map[string]string{"app": "roll"}, nil, "main")
-		createRunningPod(ctx, ns, "r-2", "sum-2", map[string]string{"app": "roll"}, nil, "main")
+		createRunning(ctx, builders.MakePod(ns, "r-1").Node("sum-1").Label("app", "roll").Containers("main").Obj())
+		createRunning(ctx, builders.MakePod(ns, "r-2").Node("sum-2").Label("app", "roll").Containers("main").Obj())
 		tasks.Store(3)
 		for _, e := range engines {
 			e.changes <- struct{}{}
@@ -104,13 +105,13 @@ var _ = Describe("Summarizer lease", func() {
 	It("loses its lease without stopping the node agent, and summarizes again once it wins it back", func() {
 		ns := newNamespace(ctx)
 		engine := newScriptedEngine(nil)
-		mgr := startAgent("lease-node", engine, false)
+		mgr := startAgent("lease-node", engine).mgr
 		election := ElectionOptions{Namespace: ns, ID: "numapref-summary",
 			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond}
 		Expect(mgr.Add(RunSummarizer(cfg, scheme, election, testSummaryOptions))).To(Succeed())
 
-		Expect(k8sClient.Create(ctx, newPreference(ns, "pref", 0, map[string]string{"app": "lease"}))).To(Succeed())
-		createRunningPod(ctx, ns, "l-0", "lease-node", map[string]string{"app": "lease"}, nil, "main")
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "pref").Selector("app", "lease").Node(0).Obj())).To(Succeed())
+		createRunning(ctx, builders.MakePod(ns, "l-0").Node("lease-node").Label("app", "lease").Containers("main").Obj())
 		Eventually(func(g Gomega) {
 			g.Expect(getPreference(ctx, ns, "pref")(g).Status.Summary.Pods).To(Equal(int32(1)))
 		}).Should(Succeed())
@@ -124,7 +125,7 @@ var _ = Describe("Summarizer lease", func() {
 		Expect(k8sClient.Update(ctx, lease)).To(Succeed())
 
 		// Meanwhile the node agent works on: a new pod is reported in its node's report.
-		createRunningPod(ctx, ns, "l-1", "lease-node", map[string]string{"app": "lease"}, nil, "main")
+		createRunning(ctx, builders.MakePod(ns, "l-1").Node("lease-node").Label("app", "lease").Containers("main").Obj())
 		Eventually(func(g Gomega) {
 			g.Expect(nodeEntry(g, "lease-node", ns, "pref").Pods).To(Equal(int32(2)))
 		}).Should(Succeed())

@@ -146,35 +146,6 @@ const (
 	ConditionEffective = "Effective"
 )
 
-// Reasons used in conditions, node entries and pod Events.
-const (
-	ReasonApplied                = "Applied"
-	ReasonNoMatchingPods         = "NoMatchingPods"
-	ReasonPartiallyApplied       = "PartiallyApplied"
-	ReasonNoProblems             = "NoProblems"
-	ReasonNoConflict             = "NoConflict"
-	ReasonMemoryPinnedElsewhere  = "MemoryPinnedElsewhere"
-	ReasonNodeNotPresent         = "NodeNotPresent"
-	ReasonKernelUnsupported      = "KernelUnsupported"
-	ReasonContainerNotRunning    = "ContainerNotRunning"
-	ReasonContainerNotFound      = "ContainerNotFound"
-	ReasonCgroupError            = "CgroupError"
-	ReasonInvalidAnnotation      = "InvalidAnnotation"
-	ReasonOverriddenByAnnotation = "OverriddenByAnnotation"
-	ReasonOverriddenByPreference = "OverriddenByPreference"
-	ReasonPermissionDenied       = "PermissionDenied"
-	ReasonKernelError            = "KernelError"
-	ReasonCPUsNotPinned          = "CPUsNotPinned"
-	ReasonCPUsPinnedElsewhere    = "CPUsPinnedElsewhere"
-	ReasonNumaBalancingDisabled  = "NumaBalancingDisabled"
-	ReasonNumaBalancingEnabled   = "NumaBalancingEnabled"
-	ReasonNoPlacedContainers     = "NoPlacedContainers"
-	ReasonLedgerError            = "LedgerError"
-	// ReasonLedgerDamaged: the agent found its ledger damaged at start (a Warning Event on
-	// the Node, ledgerDamaged in the node's report): values it set before may stay.
-	ReasonLedgerDamaged = "LedgerDamaged"
-)
-
 // ReasonCount counts containers or tasks for one reason.
 type ReasonCount struct {
 	// reason is a CamelCase reason such as MemoryPinnedElsewhere.

@@ -35,6 +35,7 @@ import (
 
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/serving"
+	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/testcerts"
 )
 
@@ -211,8 +212,8 @@ func TestInspectThroughTheAgentsAuth(t *testing.T) {
 	d := &cannedDescriber{}
 	port := startAgentServer(t, cfg, cs, d)
 	const node = "auth-node"
-	createPod(t, cs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-0"}, Spec: corev1.PodSpec{NodeName: node}})
-	createPod(t, cs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "vault", Name: "db-0"}, Spec: corev1.PodSpec{NodeName: node}})
+	createPod(t, cs, builders.MakePod("shop", "db-0").Node(node).Containers("main").Obj())
+	createPod(t, cs, builders.MakePod("vault", "db-0").Node(node).Containers("main").Obj())
 	createPod(t, cs, agentPod("agent-auth", node, int32(port), runningAgent("127.0.0.1")))
 
 	// reader: may inspect, may get pods in shop but not in vault, may mint its own token.

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
 // TestDiscoverAgent runs discovery against a real API server holding pods of several
@@ -17,7 +19,7 @@ func TestDiscoverAgent(t *testing.T) {
 	_, cs := apiServer(t)
 	ctx := context.Background()
 	app := func(name, node string) {
-		createPod(t, cs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "disc", Name: name}, Spec: corev1.PodSpec{NodeName: node}})
+		createPod(t, cs, builders.MakePod("disc", name).Node(node).Containers("main").Obj())
 	}
 	agent := func(name, node string, port int32, status corev1.PodStatus, mutate ...func(*corev1.Pod)) {
 		p := agentPod(name, node, port, status)
@@ -60,7 +62,7 @@ func TestDiscoverAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	createPod(t, cs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "disc", Name: "unscheduled"}})
+	createPod(t, cs, builders.MakePod("disc", "unscheduled").Containers("main").Obj())
 
 	def := discovery{namespace: defaultAgentNamespace, selector: defaultAgentSelector}
 	tests := map[string]struct {

@@ -76,9 +76,6 @@ func createPod(t *testing.T, cs kubernetes.Interface, pod *corev1.Pod) *corev1.P
 	t.Helper()
 	ctx := context.Background()
 	ensureNamespace(t, cs, pod.Namespace)
-	if len(pod.Spec.Containers) == 0 {
-		pod.Spec.Containers = []corev1.Container{{Name: "main", Image: "example.invalid/app"}}
-	}
 	status := pod.Status
 	created, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {

@@ -117,18 +117,16 @@ func readStatus(ctx context.Context, c client.Reader, ns, name string, all bool)
 	return v, nil
 }
 
-// entryProblems are the counts of an entry that need a look: every skip but conflicts and
-// containers not running yet, refused tasks, and containers without effect.
+// entryProblems are the counts of an entry that need a look, as the reason table says:
+// skips but conflicts and containers not running yet, refused tasks, and containers
+// without effect.
 func entryProblems(e numav1.PreferenceReport) map[string]int32 {
 	m := map[string]int32{}
-	for _, s := range e.Skipped {
-		if s.Reason != numav1.ReasonOverriddenByAnnotation && s.Reason != numav1.ReasonOverriddenByPreference && s.Reason != numav1.ReasonContainerNotRunning {
-			m[s.Reason] += s.Count
-		}
-	}
-	for _, list := range [][]numav1.ReasonCount{e.Failed, e.Ineffective} {
+	for _, list := range [][]numav1.ReasonCount{e.Skipped, e.Failed, e.Ineffective} {
 		for _, c := range list {
-			m[c.Reason] += c.Count
+			if numav1.LookupReason(c.Reason).Problem {
+				m[c.Reason] += c.Count
+			}
 		}
 	}
 	if len(m) == 0 {

@@ -12,10 +12,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
 // kubectl numapref status on a real apiserver: every node with problems, most first, from
@@ -32,8 +32,7 @@ func TestStatusCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	pref := &numav1.NumaPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"},
-		Spec: numav1.NumaPreferenceSpec{Selector: numav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, Node: ptr.To[int32](1)}}
+	pref := builders.MakePreference("shop", "db").Selector("app", "db").Node(1).Obj()
 	if err := c.Create(ctx, pref); err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,10 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/poll"
 )
 
@@ -88,24 +86,15 @@ func (w *world) createPods(ctx context.Context) error {
 	var done atomic.Int64
 	return w.parallel(ctx, w.nodes*w.podsPerNode, func(ctx context.Context, i int) error {
 		node, n := nodeName(i/w.podsPerNode), i%w.podsPerNode
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: w.namespace, Name: fmt.Sprintf("%s-pod-%d", node, n), Labels: podLabels},
-			Spec: corev1.PodSpec{
-				NodeName: node, AutomountServiceAccountToken: ptr.To(false),
-				Containers: []corev1.Container{{Name: "main", Image: "example.invalid/app"}},
-			},
-		}
+		pod := builders.MakePod(w.namespace, fmt.Sprintf("%s-pod-%d", node, n)).Node(node).Labels(podLabels).
+			NoServiceAccountToken().Containers("main").Obj()
 		if err := w.c.Create(ctx, pod); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return nil
 			}
 			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 		}
-		id := sha256.Sum256([]byte(string(pod.UID) + "/main"))
-		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
-			Name: "main", Ready: true, ContainerID: "containerd://" + hex.EncodeToString(id[:]),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
-		}}}
+		builders.MarkRunning(pod)
 		if err := w.c.Status().Update(ctx, pod); err != nil {
 			return fmt.Errorf("marking pod %s running: %w", pod.Name, err)
 		}
@@ -118,13 +107,8 @@ func (w *world) createPods(ctx context.Context) error {
 
 // createPreference makes the NumaPreference that selects every pod of the harness.
 func (w *world) createPreference(ctx context.Context) error {
-	pref := &numav1.NumaPreference{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.namespace, Name: w.preference},
-		Spec: numav1.NumaPreferenceSpec{
-			Selector: numav1.LabelSelector{MatchLabels: podLabels},
-			Mode:     numav1.PlacementModeStatic, Node: ptr.To[int32](0),
-		},
-	}
+	pref := builders.MakePreference(w.namespace, w.preference).SelectorLabels(podLabels).
+		Mode(numav1.PlacementModeStatic).Node(0).Obj()
 	if err := w.c.Create(ctx, pref); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating NumaPreference %s/%s: %w", w.namespace, w.preference, err)
 	}

@@ -36,6 +36,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	testpoll "github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testcerts"
@@ -156,14 +157,8 @@ type labPod struct {
 func (cl *cluster) createPod(t *testing.T, lab *hostlab.Lab, name string, labels map[string]string, threads int, memory bool) *labPod {
 	t.Helper()
 	ctx := context.Background()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: workloadNS, Labels: labels},
-		Spec: corev1.PodSpec{
-			NodeName:                     cl.node,
-			AutomountServiceAccountToken: ptr(false),
-			Containers:                   []corev1.Container{{Name: "main", Image: "numapref.local/workload:kernellab"}},
-		},
-	}
+	pod := builders.MakePod(workloadNS, name).Node(cl.node).Labels(labels).NoServiceAccountToken().
+		Containers("main").Image("numapref.local/workload:kernellab").Obj()
 	if err := cl.c.Create(ctx, pod); err != nil {
 		t.Fatalf("creating pod %s: %v", name, err)
 	}

@@ -13,13 +13,6 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 )
 
-// Reasons that say a container is governed by another source: they feed the Conflict
-// condition, not Ready or Degraded.
-var conflictReasons = map[string]bool{
-	numav1.ReasonOverriddenByAnnotation: true,
-	numav1.ReasonOverriddenByPreference: true,
-}
-
 // tally adds up the entries the node reports have for one preference.
 type tally struct {
 	summary                       numav1.Summary
@@ -47,26 +40,12 @@ func tallyReports(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) 
 			t.behind++
 		}
 		node := map[string]int32{}
-		for _, s := range e.Skipped {
-			switch {
-			case conflictReasons[s.Reason]:
-				t.conflicts[s.Reason] += s.Count
-			case s.Reason == numav1.ReasonContainerNotRunning:
-				t.pending += s.Count
-			default:
-				node[s.Reason] += s.Count
-				t.problems[s.Reason] += s.Count
+		for _, list := range [][]numav1.ReasonCount{e.Skipped, e.Failed, e.Ineffective} {
+			for _, c := range list {
+				t.count(node, c)
 			}
 		}
-		for _, f := range e.Failed {
-			node[f.Reason] += f.Count
-			t.problems[f.Reason] += f.Count
-		}
-		for _, n := range e.Ineffective {
-			node[n.Reason] += n.Count
-			t.noEffect[n.Reason] += n.Count
-		}
-		if len(e.Ineffective) > 0 {
+		if withoutEffect(node) {
 			t.ineffectiveNodes = append(t.ineffectiveNodes, rep.Name)
 		}
 		if len(node) > 0 {
@@ -78,6 +57,34 @@ func tallyReports(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) 
 		}
 	}
 	return t
+}
+
+// count adds one count of a node's entry where the reason table says it belongs: a
+// conflict, a container without effect, a problem, or else a container not running yet.
+func (t *tally) count(node map[string]int32, c numav1.ReasonCount) {
+	info := numav1.LookupReason(c.Reason)
+	switch {
+	case info.Conflict:
+		t.conflicts[c.Reason] += c.Count
+	case info.Ineffective:
+		node[c.Reason] += c.Count
+		t.noEffect[c.Reason] += c.Count
+	case info.Problem:
+		node[c.Reason] += c.Count
+		t.problems[c.Reason] += c.Count
+	default:
+		t.pending += c.Count
+	}
+}
+
+// withoutEffect tells whether a node's counts hold containers the kernel ignores.
+func withoutEffect(node map[string]int32) bool {
+	for reason := range node {
+		if numav1.LookupReason(reason).Ineffective {
+			return true
+		}
+	}
+	return false
 }
 
 func findEntry(rep *numav1.NumaNodeReport, namespace, name string) (numav1.PreferenceReport, bool) {

@@ -1,0 +1,113 @@
+package v1alpha1
+
+// Reasons used in conditions, node entries and pod Events. Every one has a row in
+// reasonTable below, which the node's report, the summary and the pod Events all read;
+// reasons_test.go fails when a Reason constant has no row.
+const (
+	ReasonApplied                = "Applied"
+	ReasonNoMatchingPods         = "NoMatchingPods"
+	ReasonPartiallyApplied       = "PartiallyApplied"
+	ReasonNoProblems             = "NoProblems"
+	ReasonNoConflict             = "NoConflict"
+	ReasonMemoryPinnedElsewhere  = "MemoryPinnedElsewhere"
+	ReasonNodeNotPresent         = "NodeNotPresent"
+	ReasonKernelUnsupported      = "KernelUnsupported"
+	ReasonContainerNotRunning    = "ContainerNotRunning"
+	ReasonContainerNotFound      = "ContainerNotFound"
+	ReasonCgroupError            = "CgroupError"
+	ReasonInvalidAnnotation      = "InvalidAnnotation"
+	ReasonOverriddenByAnnotation = "OverriddenByAnnotation"
+	ReasonOverriddenByPreference = "OverriddenByPreference"
+	ReasonPermissionDenied       = "PermissionDenied"
+	ReasonKernelError            = "KernelError"
+	ReasonCPUsNotPinned          = "CPUsNotPinned"
+	ReasonCPUsPinnedElsewhere    = "CPUsPinnedElsewhere"
+	ReasonNumaBalancingDisabled  = "NumaBalancingDisabled"
+	ReasonNumaBalancingEnabled   = "NumaBalancingEnabled"
+	ReasonNoPlacedContainers     = "NoPlacedContainers"
+	ReasonLedgerError            = "LedgerError"
+	// ReasonLedgerDamaged: the agent found its ledger damaged at start (a Warning Event on
+	// the Node, ledgerDamaged in the node's report): values it set before may stay.
+	ReasonLedgerDamaged = "LedgerDamaged"
+	// ReasonMirrorAnnotationIgnored: a pod carries the mirror-pod annotation but is not
+	// owned by its Node, as the kubelet's mirror pods are; its own UID names its cgroup.
+	ReasonMirrorAnnotationIgnored = "MirrorAnnotationIgnored"
+)
+
+// ReasonInfo says what a reason means to those who count it and those who tell users.
+// A skipped container whose reason is neither a Problem nor a Conflict is waiting
+// (ContainerNotRunning): it makes Ready False without making Degraded True.
+// +kubebuilder:object:generate=false
+type ReasonInfo struct {
+	// Problem: the container or task needs a look. It counts in the report's
+	// totals.problems, in status.problemNodes and in kubectl numapref status, and, unless
+	// Ineffective, in the Degraded condition.
+	Problem bool
+	// Ineffective: the container has its preferred node but the kernel ignores it. It
+	// feeds the Effective condition instead of Degraded.
+	Ineffective bool
+	// Conflict: another source governs the container. It feeds the Conflict condition
+	// (and a Normal Conflict Event), never Degraded.
+	Conflict bool
+	// Warning: the pod gets a Warning Event with this reason.
+	Warning bool
+	// Meaning is one line for users.
+	Meaning string
+}
+
+// reasonTable is the one place that says what each reason means.
+var reasonTable = map[string]ReasonInfo{
+	ReasonApplied:          {Meaning: "the container's tasks have their preferred NUMA node (a Normal Event per pod; Ready's reason when all have it)"},
+	ReasonNoMatchingPods:   {Meaning: "Ready is False: no pod the preference governs runs on a node with an agent"},
+	ReasonPartiallyApplied: {Meaning: "Ready is False: some containers are not placed yet, have a problem, or their node has not acted on the latest spec"},
+	ReasonNoProblems:       {Meaning: "Degraded is False: no container was refused"},
+	ReasonNoConflict:       {Meaning: "Conflict is False: no selected container follows another source"},
+	ReasonMemoryPinnedElsewhere: {Problem: true, Warning: true,
+		Meaning: "the container's cpuset.mems leaves out the node it would prefer, which would fight it"},
+	ReasonNodeNotPresent: {Problem: true, Warning: true,
+		Meaning: "the preferred NUMA node (or every node spec.nodes allows) is not online on this host"},
+	ReasonKernelUnsupported: {Problem: true, Warning: true,
+		Meaning: "this host's kernel backend cannot set a preferred NUMA node"},
+	ReasonContainerNotRunning: {Meaning: "the container is not running yet, or has stopped: it is placed when it runs"},
+	ReasonContainerNotFound: {Problem: true, Warning: true,
+		Meaning: "the container's cgroup is not on this host (no Warning for a terminating pod, whose cgroups go first)"},
+	ReasonCgroupError: {Problem: true, Warning: true,
+		Meaning: "the container's cgroup could not be read"},
+	ReasonInvalidAnnotation: {Problem: true, Warning: true,
+		Meaning: "the pod's numapref.io/preferred-node annotation is neither a node id nor a mode"},
+	ReasonOverriddenByAnnotation: {Conflict: true,
+		Meaning: "the pod's annotation, not this preference, chooses the container's node"},
+	ReasonOverriddenByPreference: {Conflict: true,
+		Meaning: "another NumaPreference (the older, then the first by name) governs the container"},
+	ReasonPermissionDenied: {Problem: true, Warning: true,
+		Meaning: "the kernel refused to set some tasks' preferred node (EPERM or EACCES)"},
+	ReasonKernelError: {Problem: true, Warning: true,
+		Meaning: "the kernel failed to set some tasks' preferred node, for a reason other than permission"},
+	ReasonCPUsNotPinned: {Problem: true, Warning: true,
+		Meaning: "FollowCPUs: cpuset.cpus spans every NUMA node, so there is no node to follow"},
+	ReasonCPUsPinnedElsewhere: {Problem: true, Warning: true,
+		Meaning: "FollowCPUs: cpuset.cpus lies on no NUMA node the container may prefer"},
+	ReasonNumaBalancingDisabled: {Problem: true, Ineffective: true, Warning: true,
+		Meaning: "placed, but kernel.numa_balancing is disabled on the host, so the kernel ignores the preferred node"},
+	ReasonNumaBalancingEnabled: {Meaning: "Effective is True: NUMA balancing is enabled where the placed containers run"},
+	ReasonNoPlacedContainers:   {Meaning: "Effective is Unknown: no container is placed yet"},
+	ReasonLedgerError: {Problem: true, Warning: true,
+		Meaning: "the agent could not write its ledger, so it set no value it could not undo after a crash"},
+	ReasonLedgerDamaged: {Problem: true, Warning: true,
+		Meaning: "the agent found its ledger damaged, oversized or unreadable at start: values it set before may stay (a Warning Event on the Node)"},
+	ReasonMirrorAnnotationIgnored: {Problem: true, Warning: true,
+		Meaning: "the pod carries the mirror-pod annotation but its Node does not own it, so the annotation does not choose its cgroup"},
+}
+
+// unknownReason is what a reason without a row means: a problem with a Warning. A reason
+// this build does not know (a newer agent's report, a constant added without its row) is
+// then shown to users rather than hidden.
+var unknownReason = ReasonInfo{Problem: true, Warning: true, Meaning: "a reason this version of numapref does not know"}
+
+// LookupReason returns what reason means; an unknown reason is a problem with a Warning.
+func LookupReason(reason string) ReasonInfo {
+	if info, ok := reasonTable[reason]; ok {
+		return info
+	}
+	return unknownReason
+}
