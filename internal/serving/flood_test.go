@@ -11,11 +11,12 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// junkFlood is n distinct junk tokens, every kind of junkTokens in turn.
-func junkFlood(n int) []string {
+// junkFlood is n distinct junk tokens of a cluster whose issuer is issuer, every kind of
+// junkTokensOf in turn.
+func junkFlood(issuer string, n int) []string {
 	out := make([]string, 0, n)
 	for i := 0; len(out) < n; i++ {
-		kinds := junkTokens(i)
+		kinds := junkTokensOf(issuer, i)
 		names := slices.Sorted(maps.Keys(kinds))
 		for _, name := range names[:min(len(names), n-len(out))] {
 			out = append(out, kinds[name])
@@ -55,7 +56,7 @@ func TestJunkTokensMakeNoReview(t *testing.T) {
 	reviews, accessReviews := len(tokens.reviews()), len(access.asked)
 	access.mu.Unlock()
 
-	for i, junk := range junkFlood(2000) {
+	for i, junk := range junkFlood(testIssuer, 2000) {
 		path := "/inspect/a/p"
 		if i%2 == 1 {
 			path = "/metrics"

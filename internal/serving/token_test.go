@@ -32,8 +32,13 @@ func jwt(header, claims map[string]any) string {
 
 // claimsFor are the claims of a current token of testIssuer for subject and audiences.
 func claimsFor(subject string, audiences ...string) map[string]any {
+	return claimsOf(testIssuer, subject, audiences...)
+}
+
+// claimsOf are the claims of a current token of issuer for subject and audiences.
+func claimsOf(issuer, subject string, audiences ...string) map[string]any {
 	now := time.Now()
-	return map[string]any{"iss": testIssuer, "sub": subject, "aud": audiences,
+	return map[string]any{"iss": issuer, "sub": subject, "aud": audiences,
 		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix()}
 }
 
@@ -80,16 +85,19 @@ var rs256 = map[string]any{"alg": "RS256"}
 // junkTokens are tokens the API server cannot accept for AgentAudience (on a route that
 // takes only it), one per way the local check refuses, by name. Each carries n, so the
 // tokens of two calls differ.
-func junkTokens(n int) map[string]string {
+func junkTokens(n int) map[string]string { return junkTokensOf(testIssuer, n) }
+
+// junkTokensOf are junkTokens of a cluster whose issuer is issuer.
+func junkTokensOf(issuer string, n int) map[string]string {
 	now := time.Now()
 	mallory := fmt.Sprintf("mallory-%d", n)
-	good := claimsFor(mallory, AgentAudience)
+	good := claimsOf(issuer, mallory, AgentAudience)
 	payload := base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf(`{"aud":"numapref-agent","sub":%q}`, mallory)))
 	return map[string]string{
 		"garbage":                fmt.Sprintf("not-a-token-%d", n),
 		"two parts":              "eyJhbGciOiJSUzI1NiJ9." + payload,
-		"four parts":             tok(mallory, AgentAudience) + ".x",
-		"empty signature":        strings.TrimSuffix(tok(mallory, AgentAudience), base64.RawURLEncoding.EncodeToString([]byte("signature"))),
+		"four parts":             jwt(rs256, good) + ".x",
+		"empty signature":        strings.TrimSuffix(jwt(rs256, good), base64.RawURLEncoding.EncodeToString([]byte("signature"))),
 		"not base64url":          fmt.Sprintf("eyJhbGciOiJSUzI1NiJ9.!!%d!.c2ln", n),
 		"header not JSON":        base64.RawURLEncoding.EncodeToString([]byte("RS256")) + "." + payload + ".c2ln",
 		"payload a JSON string":  "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(strconv.Quote(mallory))) + ".c2ln",
@@ -100,7 +108,7 @@ func junkTokens(n int) map[string]string {
 		"no expiry":              jwt(rs256, with(good, map[string]any{"exp": nil})),
 		"exp not a number":       jwt(rs256, with(good, map[string]any{"exp": "tomorrow"})),
 		"not yet valid":          jwt(rs256, with(good, map[string]any{"nbf": now.Add(time.Hour).Unix()})),
-		"wrong audience":         tok(mallory, "vault"),
+		"wrong audience":         jwt(rs256, with(good, map[string]any{"aud": []string{"vault"}})),
 		"audience as a string":   jwt(rs256, with(good, map[string]any{"aud": "vault"})),
 		"no audience":            jwt(rs256, with(good, map[string]any{"aud": nil})),
 		"another issuer":         jwt(rs256, with(good, map[string]any{"iss": "https://accounts.example.com"})),
