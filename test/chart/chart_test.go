@@ -363,6 +363,7 @@ func TestRender(t *testing.T) {
 			wantEnv := []corev1.EnvVar{
 				{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 				{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+				{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
 			}
 			if diff := cmp.Diff(wantEnv, c.Env); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
