@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -80,7 +81,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cgroupDriver, "cgroup-driver", "", `cgroup driver ("systemd" or "cgroupfs"); empty probes`)
 	fs.StringVar(&f.cgroupRoot, "cgroup-root", "", "where the cgroup filesystems are mounted (default <host-root>/sys/fs/cgroup)")
 	fs.StringVar(&f.kubeletCgroupRoot, "kubelet-cgroup-root", "/", `kubelet's cgroupRoot setting ("/kubelet" on kind)`)
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8443", `metrics endpoint address; "0" disables it`)
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", defaultMetricsAddr(os.Getenv("HOST_IP")), `metrics endpoint address; "0" disables it; default: the node's IP (HOST_IP, downward API status.hostIP) port 8443, or every address without HOST_IP`)
 	fs.BoolVar(&f.secureMetrics, "metrics-secure", true, "serve metrics (and inspect) over HTTPS with authentication and authorization; false: metrics over plain HTTP to anyone, no inspect")
 	fs.StringVar(&f.tlsCertDir, "tls-cert-dir", "", "directory with the metrics port's serving certificate, tls.crt and tls.key (a kubernetes.io/tls Secret volume), re-read when they change; "+
 		"empty: a self-signed certificate made at start, which no client can verify")
@@ -98,6 +99,12 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.summaryQuiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
 	fs.DurationVar(&f.summaryMaxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
 	fs.DurationVar(&f.summaryPerNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
+}
+
+// defaultMetricsAddr listens on the node's own IP, not on every address of a host-network
+// pod: the agent is not reachable through the node's other networks by default.
+func defaultMetricsAddr(hostIP string) string {
+	return net.JoinHostPort(hostIP, "8443")
 }
 
 func runAgent(args []string) error {
@@ -270,9 +277,13 @@ func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) 
 	if err != nil {
 		return fmt.Errorf("agent: making the review client: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	policy, skipped := serving.LearnTokenPolicy(ctx, mgr.GetConfig(), cs.Discovery().RESTClient())
+	log.Info("Tokens are checked locally before any review", "issuer", policy.Issuer, "apiAudiences", policy.APIAudiences, "notChecked", skipped)
 	auth, err := serving.NewAuth(serving.AuthOptions{
 		Tokens: cs.AuthenticationV1().TokenReviews(), Access: cs.AuthorizationV1().SubjectAccessReviews(),
-		TTLs: serving.DefaultCacheTTLs(),
+		TTLs: serving.DefaultCacheTTLs(), Policy: policy,
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)

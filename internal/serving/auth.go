@@ -81,8 +81,12 @@ type AuthOptions struct {
 	TTLs   CacheTTLs
 	// ReviewTimeout bounds each review; 0 means 10 s.
 	ReviewTimeout time.Duration
-	// Clock is the caches' clock; nil means the real one.
+	// Clock is the caches' and the rate limits' clock; nil means the real one.
 	Clock clock.PassiveClock
+	// Tokens are checked against Policy before any review; LearnTokenPolicy fills it.
+	Policy TokenPolicy
+	// ReviewRate bounds the reviews each client causes; zero means DefaultReviewRate.
+	ReviewRate ReviewRate
 }
 
 // Auth authenticates tokens and authorizes their users against the API server, with
@@ -93,8 +97,11 @@ type Auth struct {
 	access  AccessReviewer
 	ttls    CacheTTLs
 	timeout time.Duration
-	users   *ttlCache[*User]
-	answers *ttlCache[decision]
+	clock   clock.PassiveClock
+	policy  TokenPolicy
+	limiter *clientLimiter
+	users   answerCache[*User]
+	answers answerCache[decision]
 }
 
 type decision struct {
@@ -113,22 +120,35 @@ func NewAuth(o AuthOptions) (*Auth, error) {
 	if o.ReviewTimeout == 0 {
 		o.ReviewTimeout = 10 * time.Second
 	}
+	if o.ReviewRate == (ReviewRate{}) {
+		o.ReviewRate = DefaultReviewRate()
+	}
+	if o.ReviewRate.PerSecond <= 0 || o.ReviewRate.Burst <= 0 {
+		return nil, fmt.Errorf("serving: the review rate must be positive: %+v", o.ReviewRate)
+	}
 	return &Auth{
 		tokens: o.Tokens, access: o.Access, ttls: o.TTLs, timeout: o.ReviewTimeout,
-		users:   newTTLCache[*User](o.Clock, maxCacheEntries),
-		answers: newTTLCache[decision](o.Clock, maxCacheEntries),
+		clock: o.Clock, policy: o.Policy, limiter: newClientLimiter(o.Clock, o.ReviewRate),
+		users:   newAnswerCache[*User](o.Clock, maxCacheEntries),
+		answers: newAnswerCache[decision](o.Clock, maxCacheEntries),
 	}, nil
 }
 
-// maxCacheEntries bounds each cache: a flood of distinct tokens cannot grow the agent.
+// maxCacheEntries bounds each cache (positive and negative answers apart): a flood of
+// distinct tokens cannot grow the agent, and pushes out only the least recently used
+// refusals.
 const maxCacheEntries = 1024
 
 // authenticate returns the user of token for the first of audiences the API server
-// accepts it for; nil when it accepts it for none. An error means a review could not be
-// made, so the answer is unknown.
+// accepts it for; nil when it accepts it for none. An audience the token fails the local
+// check for (TokenPolicy) is not reviewed. An error means a review could not be made
+// (ErrReviewRateLimited: the client may not cause one now), so the answer is unknown.
 func (a *Auth) authenticate(ctx context.Context, token string, audiences []string) (*User, error) {
 	var failed error
 	for _, aud := range audiences {
+		if err := a.policy.check(token, aud, a.clock.Now()); err != nil {
+			continue
+		}
 		u, err := a.review(ctx, token, aud)
 		switch {
 		case err != nil:
@@ -146,6 +166,9 @@ func (a *Auth) review(ctx context.Context, token, audience string) (*User, error
 	if u, ok := a.users.get(key); ok {
 		return u, nil
 	}
+	if !a.limiter.allow(clientFrom(ctx)) {
+		return nil, ErrReviewRateLimited
+	}
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 	if audience != APIServerAudience {
 		tr.Spec.Audiences = []string{audience}
@@ -160,7 +183,7 @@ func (a *Auth) review(ctx context.Context, token, audience string) (*User, error
 	// The API server answers with the requested audiences the token is valid for; a token
 	// that is valid but not for this audience is not authenticated here.
 	if !st.Authenticated || audience != APIServerAudience && !slices.Contains(st.Audiences, audience) {
-		a.users.put(key, nil, a.ttls.Unauthenticated)
+		a.users.put(key, nil, false, a.ttls.Unauthenticated)
 		return nil, nil
 	}
 	u := &User{Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Audience: audience}
@@ -170,7 +193,7 @@ func (a *Auth) review(ctx context.Context, token, audience string) (*User, error
 			u.Extra[k] = authorizationv1.ExtraValue(v)
 		}
 	}
-	a.users.put(key, u, a.ttls.Authenticated)
+	a.users.put(key, u, true, a.ttls.Authenticated)
 	return u, nil
 }
 
@@ -189,6 +212,9 @@ func (a *Auth) authorize(ctx context.Context, u *User, nonResource *authorizatio
 	if d, ok := a.answers.get(key); ok {
 		return d, nil
 	}
+	if !a.limiter.allow(clientFrom(ctx)) {
+		return decision{}, ErrReviewRateLimited
+	}
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	res, err := a.access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
@@ -200,7 +226,7 @@ func (a *Auth) authorize(ctx context.Context, u *User, nonResource *authorizatio
 	if d.allowed {
 		ttl = a.ttls.Allowed
 	}
-	a.answers.put(key, d, ttl)
+	a.answers.put(key, d, d.allowed, ttl)
 	return d, nil
 }
 

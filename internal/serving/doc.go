@@ -13,12 +13,17 @@
 //   - Limits: header, read, write and idle timeouts, header and body sizes, a deadline on
 //     every request and a bound on requests in flight (Limits), checked before any
 //     TokenReview is spent on a request.
-//   - Authentication: the bearer token is reviewed by the API server (TokenReview) for
-//     the audiences the route accepts (Route.Audiences): spec.audiences is set, and the
-//     answer counts only when status.audiences holds the audience asked for.
+//   - Authentication: the bearer token is first checked locally (TokenPolicy: a JWT of a
+//     signing algorithm of the API server, current, for the audience and of the cluster's
+//     issuer; no signature check), so junk costs no review. Then it is reviewed by the API
+//     server (TokenReview) for the audiences the route accepts (Route.Audiences):
+//     spec.audiences is set, and the answer counts only when status.audiences holds the
+//     audience asked for.
 //   - Authorization: a SubjectAccessReview of the non-resource URL (verb: the method in
 //     lower case), then whatever the handler checks itself with Access (the inspect
 //     handler: get on the pod).
 //
-// Review answers are cached for a short while (CacheTTLs), keyed by a hash of the token.
+// Review answers are cached for a short while (CacheTTLs), keyed by a hash of the token, in
+// bounded LRUs that keep positive and negative answers apart. A review the caches cannot
+// answer takes a token from its client's bucket (ReviewRate, per source IP): past it, 429.
 package serving

@@ -213,9 +213,10 @@ func (s *Server) handler() http.Handler {
 	})
 }
 
-// guard checks, in order: method and body size (free), the token (TokenReview for the
-// route's audiences), get on the non-resource URL (SubjectAccessReview); then the route's
-// handler runs with the caller in its context.
+// guard checks, in order: method and body size (free), the token (locally, then a
+// TokenReview for the route's audiences), get on the non-resource URL
+// (SubjectAccessReview); then the route's handler runs with the caller in its context.
+// Reviews not answered from the cache are rate-limited per client (429).
 func (s *Server) guard(r Route) http.Handler {
 	log := s.o.Log.WithValues("path", r.Path)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -235,7 +236,12 @@ func (s *Server) guard(r Route) http.Handler {
 			unauthorized(w, r.Audiences)
 			return
 		}
+		req = req.WithContext(withClient(req.Context(), clientKey(req.RemoteAddr)))
 		u, err := s.o.Auth.authenticate(req.Context(), token, r.Audiences)
+		if errors.Is(err, ErrReviewRateLimited) {
+			tooManyReviews(w)
+			return
+		}
 		if err != nil {
 			log.Error(err, "Authentication failed")
 			http.Error(w, "authentication is unavailable: the token could not be reviewed", http.StatusServiceUnavailable)
@@ -248,6 +254,10 @@ func (s *Server) guard(r Route) http.Handler {
 		}
 		// HEAD is a GET without the body; RBAC rules name it get.
 		d, err := s.o.Auth.authorize(req.Context(), u, &authorizationv1.NonResourceAttributes{Path: req.URL.Path, Verb: "get"}, nil)
+		if errors.Is(err, ErrReviewRateLimited) {
+			tooManyReviews(w)
+			return
+		}
 		if err != nil {
 			log.Error(err, "Authorization failed", "user", u.Name)
 			http.Error(w, "authorization is unavailable: the access could not be reviewed", http.StatusServiceUnavailable)
@@ -266,6 +276,11 @@ func bearerToken(req *http.Request) (string, bool) {
 	scheme, token, ok := strings.Cut(req.Header.Get("Authorization"), " ")
 	token = strings.TrimSpace(token)
 	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
+}
+
+func tooManyReviews(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "too many token and access reviews from this client; retry later", http.StatusTooManyRequests)
 }
 
 func unauthorized(w http.ResponseWriter, audiences []string) {

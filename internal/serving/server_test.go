@@ -31,10 +31,11 @@ import (
 const apiAudience = "https://kubernetes.default.svc"
 
 // fakeTokens reviews tokens the way the API server does: a token is valid for some
-// audiences; a review without spec.audiences asks for the API server's.
+// audiences; a review without spec.audiences asks for the API server's. It does not
+// check signatures: a token (tok) is known by its subject.
 type fakeTokens struct {
 	mu      sync.Mutex
-	valid   map[string][]string // token -> its audiences
+	valid   map[string][]string // subject -> the audiences its tokens are valid for
 	asked   [][]string          // spec.audiences of every review
 	failing bool
 }
@@ -52,7 +53,7 @@ func (f *fakeTokens) Create(_ context.Context, tr *authenticationv1.TokenReview,
 	}
 	out := tr.DeepCopy()
 	var both []string
-	for _, a := range f.valid[tr.Spec.Token] {
+	for _, a := range f.valid[subjectOf(tr.Spec.Token)] {
 		if slices.Contains(want, a) {
 			both = append(both, a)
 		}
@@ -62,7 +63,7 @@ func (f *fakeTokens) Create(_ context.Context, tr *authenticationv1.TokenReview,
 		return out, nil
 	}
 	out.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: both,
-		User: authenticationv1.UserInfo{Username: "user-" + tr.Spec.Token, Groups: []string{"system:authenticated"}}}
+		User: authenticationv1.UserInfo{Username: "user-" + subjectOf(tr.Spec.Token), Groups: []string{"system:authenticated"}}}
 	return out, nil
 }
 
@@ -140,7 +141,7 @@ func ok(w http.ResponseWriter, r *http.Request) {
 
 func newAuth(t *testing.T, tokens *fakeTokens, access *fakeAccess) *Auth {
 	t.Helper()
-	a, err := NewAuth(AuthOptions{Tokens: tokens, Access: access, TTLs: DefaultCacheTTLs()})
+	a, err := NewAuth(AuthOptions{Tokens: tokens, Access: access, TTLs: DefaultCacheTTLs(), Policy: testPolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,16 +251,16 @@ func TestAudiences(t *testing.T) {
 		status      int
 		body        string
 	}{
-		"inspect, agent token":        {path: "/inspect/a/p", token: "agent", status: 200, body: `hello user-agent via "numapref-agent"`},
-		"inspect, API server token":   {path: "/inspect/a/p", token: "api", status: 401, body: "audience numapref-agent"},
-		"inspect, other audience":     {path: "/inspect/a/p", token: "other", status: 401},
-		"inspect, unknown token":      {path: "/inspect/a/p", token: "bogus", status: 401},
+		"inspect, agent token":        {path: "/inspect/a/p", token: tok("agent", AgentAudience), status: 200, body: `hello user-agent via "numapref-agent"`},
+		"inspect, API server token":   {path: "/inspect/a/p", token: tok("api", apiAudience), status: 401, body: "audience numapref-agent"},
+		"inspect, other audience":     {path: "/inspect/a/p", token: tok("other", "vault"), status: 401},
+		"inspect, unknown token":      {path: "/inspect/a/p", token: tok("bogus", AgentAudience, apiAudience), status: 401},
 		"inspect, no token":           {path: "/inspect/a/p", status: 401},
-		"metrics, agent token":        {path: "/metrics", token: "agent", status: 200, body: `hello user-agent via "numapref-agent"`},
-		"metrics, API server token":   {path: "/metrics", token: "api", status: 200, body: `hello user-api via ""`},
-		"metrics, other audience":     {path: "/metrics", token: "other", status: 401, body: "audience numapref-agent or the API server"},
-		"unknown path, agent token":   {path: "/debug/pprof/", token: "agent", status: 404},
-		"inspect, path not permitted": {path: "/inspect/b/p", token: "agent", status: 403, body: "Authorization denied for user user-agent"},
+		"metrics, agent token":        {path: "/metrics", token: tok("agent", AgentAudience), status: 200, body: `hello user-agent via "numapref-agent"`},
+		"metrics, API server token":   {path: "/metrics", token: tok("api", apiAudience), status: 200, body: `hello user-api via ""`},
+		"metrics, other audience":     {path: "/metrics", token: tok("other", "vault"), status: 401, body: "audience numapref-agent or the API server"},
+		"unknown path, agent token":   {path: "/debug/pprof/", token: tok("agent", AgentAudience), status: 404},
+		"inspect, path not permitted": {path: "/inspect/b/p", token: tok("agent", AgentAudience), status: 403, body: "Authorization denied for user user-agent"},
 	}
 	c := insecureClient()
 	for name, tc := range tests {
@@ -274,17 +275,17 @@ func TestAudiences(t *testing.T) {
 	tokens.mu.Lock()
 	tokens.asked = nil
 	tokens.mu.Unlock()
-	get(t, c, base+"/inspect/a/q", "fresh-token")
+	get(t, c, base+"/inspect/a/q", tok("fresh", AgentAudience, apiAudience))
 	if diff := cmp.Diff([][]string{{AgentAudience}}, tokens.reviews()); diff != "" {
 		t.Errorf("TokenReview spec.audiences for inspect (-want +got):\n%s", diff)
 	}
 
 	strict := "https://" + startServer(t, Options{Auth: newAuth(t, tokens, access),
 		Routes: AgentRoutes(http.HandlerFunc(ok), "/inspect/", http.HandlerFunc(ok), true)})
-	if status, body := get(t, c, strict+"/metrics", "api"); status != http.StatusUnauthorized {
+	if status, body := get(t, c, strict+"/metrics", tok("api", apiAudience)); status != http.StatusUnauthorized {
 		t.Errorf("metrics for the agent audience only, API server token: %d %q, want 401", status, body)
 	}
-	if status, body := get(t, c, strict+"/metrics", "agent"); status != http.StatusOK {
+	if status, body := get(t, c, strict+"/metrics", tok("agent", AgentAudience)); status != http.StatusOK {
 		t.Errorf("metrics for the agent audience only, agent token: %d %q, want 200", status, body)
 	}
 }
@@ -297,7 +298,7 @@ func TestReviewOutageAndCache(t *testing.T) {
 		{Path: "/metrics", Handler: http.HandlerFunc(ok), Audiences: []string{AgentAudience}}}})
 	c := insecureClient()
 	for range 3 {
-		if status, body := get(t, c, "https://"+addr+"/metrics", "agent"); status != 200 {
+		if status, body := get(t, c, "https://"+addr+"/metrics", tok("agent", AgentAudience)); status != 200 {
 			t.Fatalf("%d %s", status, body)
 		}
 	}
@@ -307,7 +308,7 @@ func TestReviewOutageAndCache(t *testing.T) {
 	tokens.mu.Lock()
 	tokens.failing = true
 	tokens.mu.Unlock()
-	if status, body := get(t, c, "https://"+addr+"/metrics", "new-token"); status != http.StatusServiceUnavailable {
+	if status, body := get(t, c, "https://"+addr+"/metrics", tok("new", AgentAudience)); status != http.StatusServiceUnavailable {
 		t.Errorf("TokenReview failing: %d %q, want 503", status, body)
 	}
 }
@@ -336,6 +337,7 @@ func TestLimits(t *testing.T) {
 	}})
 	base := "https://" + addr
 	c := insecureClient()
+	agentToken := tok("agent", AgentAudience) // one token: its review is cached
 	do := func(method, path string, header http.Header, body string) (int, error) {
 		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
 		if err != nil {
@@ -345,7 +347,7 @@ func TestLimits(t *testing.T) {
 		if req.Header == nil {
 			req.Header = http.Header{}
 		}
-		req.Header.Set("Authorization", "Bearer agent")
+		req.Header.Set("Authorization", "Bearer "+agentToken)
 		resp, err := c.Do(req)
 		if err != nil {
 			return 0, err

@@ -275,7 +275,7 @@ func TestRender(t *testing.T) {
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
 			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=true", "--kubelet-cgroup-root=/"},
-				"--metrics-bind-address=:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
+				"--metrics-bind-address=[$(HOST_IP)]:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
 			metricsAuth: true,
@@ -312,7 +312,7 @@ func TestRender(t *testing.T) {
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
 			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=true", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
-				"--metrics-bind-address=:9443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
+				"--metrics-bind-address=[$(HOST_IP)]:9443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=3"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9443}, {Name: "health", ContainerPort: 8081}},
 			metricsAuth: true,
@@ -397,6 +397,7 @@ func TestRender(t *testing.T) {
 				{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 				{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
 			}
 			if diff := cmp.Diff(wantEnv, c.Env); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)

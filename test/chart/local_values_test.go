@@ -20,7 +20,7 @@ func TestAPIServerAndBindAddress(t *testing.T) {
 		args      []string
 	}{
 		"defaults": {
-			args: []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081"},
+			args: []string{"--metrics-bind-address=[$(HOST_IP)]:8443", "--health-probe-bind-address=:8081"},
 		},
 		"local node": {
 			values: map[string]any{"bindAddress": "127.0.0.1", "apiServer": map[string]any{"host": "127.0.0.1", "port": 6443}},
@@ -40,7 +40,7 @@ func TestAPIServerAndBindAddress(t *testing.T) {
 			c := r.daemonSets[0].Spec.Template.Spec.Containers[0]
 			var extra []corev1.EnvVar
 			for _, e := range c.Env {
-				if e.Name != "NODE_NAME" && e.Name != "POD_NAMESPACE" {
+				if e.Name != "NODE_NAME" && e.Name != "POD_NAMESPACE" && e.Name != "HOST_IP" {
 					extra = append(extra, e)
 				}
 			}

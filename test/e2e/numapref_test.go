@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -576,6 +578,7 @@ spec:
 		agentCA, err = kubectl(ctx, "get", "configmap", "numapref-agent-ca", "-n", agentNamespace, "-o", `go-template={{index .data "ca.crt"}}`)
 		Expect(err).NotTo(HaveOccurred(), agentCA)
 		Expect(agentCA).To(ContainSubstring("BEGIN CERTIFICATE"))
+		agentAddr = agentAddress(ctx)
 		scrape := func(token string) (string, error) { return nodeShell(ctx, agentCurl(agentCA, token, "/metrics")) }
 		Eventually(func(g Gomega) {
 			body, err := scrape(scraper)
@@ -779,8 +782,32 @@ func labelsOf(sel string) map[string]string {
 }
 
 // agentServerName is the name the agents' certificate carries (the chart's agent Service,
-// release numapref); agentCurl dials the node's 127.0.0.1:8443 and verifies that name.
+// release numapref); agentCurl dials agentAddr:8443 on the node and verifies that name.
 const agentServerName = release + "-agent." + agentNamespace + ".svc"
+
+// agentAddr is where the agent of the primary node listens (agentAddress).
+var agentAddr string
+
+// agentAddress is the address the agent of the primary node listens on: the provider's
+// (127.0.0.1 on the local node, bindAddress), else the node's own IP, its pod's
+// status.hostIP, which the chart binds by default.
+func agentAddress(ctx context.Context) string {
+	GinkgoHelper()
+	if u := prov.agentURL(); u != "" {
+		parsed, err := url.Parse(u)
+		Expect(err).NotTo(HaveOccurred())
+		return parsed.Hostname()
+	}
+	out, err := kubectl(ctx, "get", "pods", "-n", agentNamespace, "--field-selector", "spec.nodeName="+primaryNode(),
+		"-o", "jsonpath={.items[0].status.hostIP}")
+	Expect(err).NotTo(HaveOccurred(), out)
+	ip := strings.TrimSpace(out)
+	Expect(net.ParseIP(ip)).NotTo(BeNil(), "the agent pod's hostIP %q", ip)
+	if strings.Contains(ip, ":") {
+		return "[" + ip + "]"
+	}
+	return ip
+}
 
 // agentCurl is a node shell script that GETs path from the agent on this node with token,
 // verifying its certificate with caPEM as agentServerName, and prints the body, then
@@ -789,8 +816,8 @@ func agentCurl(caPEM, token, path string) string {
 	return fmt.Sprintf(`ca=$(mktemp) && cat >"$ca" <<'EOF'
 %s
 EOF
-curl -s --cacert "$ca" --connect-to %[2]s:8443:127.0.0.1:8443 -w '\nHTTP %%{http_code}\n' -H "Authorization: Bearer %[3]s" https://%[2]s:8443%[4]s
-rc=$?; rm -f "$ca"; exit $rc`, strings.TrimSpace(caPEM), agentServerName, token, path)
+curl -s --cacert "$ca" --connect-to %[2]s:8443:%[5]s:8443 -w '\nHTTP %%{http_code}\n' -H "Authorization: Bearer %[3]s" https://%[2]s:8443%[4]s
+rc=$?; rm -f "$ca"; exit $rc`, strings.TrimSpace(caPEM), agentServerName, token, path, agentAddr)
 }
 
 // metricValue returns the value of the sample line starting with series, or -1.

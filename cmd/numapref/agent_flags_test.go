@@ -1,0 +1,35 @@
+package main
+
+import (
+	"flag"
+	"testing"
+)
+
+// The metrics port listens on the node's IP (HOST_IP) by default, on every address without
+// it, and wherever -metrics-bind-address says when given.
+func TestMetricsBindAddressDefault(t *testing.T) {
+	for name, tc := range map[string]struct {
+		hostIP string
+		args   []string
+		want   string
+	}{
+		"node IP":           {hostIP: "10.0.0.5", want: "10.0.0.5:8443"},
+		"node IPv6":         {hostIP: "fd00::5", want: "[fd00::5]:8443"},
+		"no HOST_IP":        {want: ":8443"},
+		"explicit override": {hostIP: "10.0.0.5", args: []string{"-metrics-bind-address=127.0.0.1:9443"}, want: "127.0.0.1:9443"},
+		"explicit all":      {hostIP: "10.0.0.5", args: []string{"-metrics-bind-address=:8443"}, want: ":8443"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("HOST_IP", tc.hostIP)
+			var f agentFlags
+			fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+			f.register(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if f.metricsAddr != tc.want {
+				t.Errorf("metrics bind address %q, want %q", f.metricsAddr, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,238 @@
+//go:build integration
+
+package serving
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/numapref/numapref/internal/testutil/testenv"
+)
+
+// A real kube-apiserver and etcd (envtest) for the integration tier, started by the first
+// test or benchmark that needs them.
+var (
+	envOnce  sync.Once
+	testEnv  *envtest.Environment
+	adminCfg *rest.Config
+	envErr   error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testEnv != nil {
+		if err := testEnv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+func apiServer(t testing.TB) (*rest.Config, kubernetes.Interface) {
+	t.Helper()
+	testenv.RequireEnvtest(t)
+	envOnce.Do(func() {
+		testEnv = &envtest.Environment{}
+		adminCfg, envErr = testEnv.Start()
+	})
+	if envErr != nil {
+		t.Fatalf("starting envtest: %v", envErr)
+	}
+	cs, err := kubernetes.NewForConfig(adminCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rest.CopyConfig(adminCfg), cs
+}
+
+// countingTokens counts the TokenReviews that reach the API server.
+type countingTokens struct {
+	TokenReviewer
+	n atomic.Int64
+}
+
+func (c *countingTokens) Create(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	c.n.Add(1)
+	return c.TokenReviewer.Create(ctx, tr, opts)
+}
+
+// serviceAccountToken creates service account users/name and a token of it for audiences
+// (none: the API server's own).
+func serviceAccountToken(t testing.TB, cs kubernetes.Interface, name string, audiences ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	const ns = "users"
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// mayGetPaths lets service account users/name get paths (non-resource URLs).
+func mayGetPaths(t *testing.T, cs kubernetes.Interface, name string, paths ...string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "get-" + name},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, NonResourceURLs: paths}}}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "get-" + name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "users", Name: name}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLearnTokenPolicyFromTheAPIServer: from an agent's own token (requested without
+// audiences, as kubelet projects it) the policy is the issuer and the API server's
+// audiences of the tokens the API server issues; from a credential that is no token (the
+// admin's client certificate) the issuer comes from the discovery document, and the
+// audiences are said to be unknown. Real tokens pass the learned policy.
+func TestLearnTokenPolicyFromTheAPIServer(t *testing.T) {
+	cfg, cs := apiServer(t)
+	ctx := context.Background()
+	agentToken := serviceAccountToken(t, cs, "agent")
+	agentCfg := rest.AnonymousClientConfig(cfg)
+	agentCfg.BearerToken = agentToken
+	agentCS, err := kubernetes.NewForConfig(agentCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, skipped := LearnTokenPolicy(ctx, agentCfg, agentCS.Discovery().RESTClient())
+	if p.Issuer == "" || len(p.APIAudiences) == 0 || len(skipped) != 0 {
+		t.Fatalf("from the agent's token: %+v, skipped %q; want issuer and API audiences", p, skipped)
+	}
+	now := time.Now()
+	if err := p.check(serviceAccountToken(t, cs, "alice", AgentAudience), AgentAudience, now); err != nil {
+		t.Errorf("a real agent-audience token: %v", err)
+	}
+	if err := p.check(serviceAccountToken(t, cs, "alice"), APIServerAudience, now); err != nil {
+		t.Errorf("a real API-server token: %v", err)
+	}
+
+	fromDiscovery, skipped := LearnTokenPolicy(ctx, cfg, cs.Discovery().RESTClient())
+	if fromDiscovery.Issuer != p.Issuer || fromDiscovery.APIAudiences != nil || len(skipped) != 1 || !strings.Contains(skipped[0], "audiences") {
+		t.Errorf("from the discovery document: %+v, skipped %q; want issuer %q and the audiences unknown", fromDiscovery, skipped, p.Issuer)
+	}
+}
+
+// TestJunkTokensMakeNoReviewOfTheAPIServer: the agent's server against a real API server.
+// Alice's token is reviewed once; 2,000 junk tokens made from the cluster's real claims
+// (expired, other audience, garbage, ...) make no TokenReview; 2,000 forged ones (right
+// claims, no valid signature) make the client's burst of reviews, then 429; Alice is then
+// still served, with no new review.
+func TestJunkTokensMakeNoReviewOfTheAPIServer(t *testing.T) {
+	cfg, cs := apiServer(t)
+	ctx := context.Background()
+	agentCfg := rest.AnonymousClientConfig(cfg)
+	agentCfg.BearerToken = serviceAccountToken(t, cs, "agent")
+	policy, skipped := LearnTokenPolicy(ctx, agentCfg, cs.Discovery().RESTClient())
+	if len(skipped) != 0 {
+		t.Fatalf("policy %+v: not learned: %q", policy, skipped)
+	}
+	tokens := &countingTokens{TokenReviewer: cs.AuthenticationV1().TokenReviews()}
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	auth, err := NewAuth(AuthOptions{Tokens: tokens, Access: cs.AuthorizationV1().SubjectAccessReviews(),
+		TTLs: DefaultCacheTTLs(), Policy: policy, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, Options{Auth: auth,
+		Routes: AgentRoutes(http.HandlerFunc(ok), "/inspect/", http.HandlerFunc(ok), false)})
+	mayGetPaths(t, cs, "alice", "/metrics")
+	alice := serviceAccountToken(t, cs, "alice", AgentAudience)
+	c := insecureClient()
+	base := "https://" + addr
+	aliceIsServed := func(when string) {
+		t.Helper()
+		if status, body := get(t, c, base+"/metrics", alice); status != http.StatusOK {
+			t.Fatalf("%s: alice: %d %q, want 200", when, status, body)
+		}
+	}
+	aliceIsServed("before the flood")
+	if n := tokens.n.Load(); n != 1 {
+		t.Fatalf("%d TokenReviews for alice, want 1", n)
+	}
+
+	for i, junk := range junkFlood(policy.Issuer, 2000) {
+		if status, body := get(t, c, base+"/metrics", junk); status != http.StatusUnauthorized {
+			t.Fatalf("junk token %d: %d %q, want 401", i, status, body)
+		}
+	}
+	if n := tokens.n.Load() - 1; n != 0 {
+		t.Errorf("2,000 junk tokens made %d TokenReviews, want none", n)
+	}
+
+	// Alice's first request spent a TokenReview and a SubjectAccessReview of the
+	// client's (127.0.0.1) burst; the clock stands still.
+	left := int64(DefaultReviewRate().Burst - 2)
+	limited := 0
+	for i := range 2000 {
+		forged := jwt(rs256, claimsOf(policy.Issuer, fmt.Sprintf("system:serviceaccount:users:forger-%d", i), AgentAudience))
+		switch status, body := get(t, c, base+"/metrics", forged); status {
+		case http.StatusTooManyRequests:
+			limited++
+		case http.StatusUnauthorized:
+		default:
+			t.Fatalf("forged token %d: %d %q, want 401 or 429", i, status, body)
+		}
+	}
+	if n := tokens.n.Load() - 1; n != left || limited != 2000-int(left) {
+		t.Errorf("2,000 forged tokens: %d TokenReviews and %d answers 429, want %d and %d", n, limited, left, 2000-left)
+	}
+	aliceIsServed("after the floods")
+	if n := tokens.n.Load() - 1 - left; n != 0 {
+		t.Errorf("alice's request after the floods made %d TokenReviews, want none (cached)", n)
+	}
+}
+
+// BenchmarkJunkTokenAPIServer: BenchmarkJunkToken against a real API server: review is
+// what every junk token cost before the local check.
+func BenchmarkJunkTokenAPIServer(b *testing.B) {
+	cfg, cs := apiServer(b)
+	agentCfg := rest.AnonymousClientConfig(cfg)
+	agentCfg.BearerToken = serviceAccountToken(b, cs, "agent")
+	policy, skipped := LearnTokenPolicy(context.Background(), agentCfg, cs.Discovery().RESTClient())
+	if len(skipped) != 0 {
+		b.Fatalf("policy %+v: not learned: %q", policy, skipped)
+	}
+	a, err := NewAuth(AuthOptions{Tokens: cs.AuthenticationV1().TokenReviews(), Access: cs.AuthorizationV1().SubjectAccessReviews(),
+		TTLs: DefaultCacheTTLs(), Policy: policy, ReviewRate: ReviewRate{PerSecond: 1e9, Burst: 1 << 30}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkJunkToken(b, a, junkTokensOf(policy.Issuer, 0)["expired"], func(i int) string {
+		return jwt(rs256, claimsOf(policy.Issuer, fmt.Sprintf("forger-%d", i), AgentAudience))
+	})
+}
