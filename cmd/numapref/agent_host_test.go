@@ -19,16 +19,7 @@ import (
 // controllers wait for their caches). Here nothing listens where the kubeconfig points.
 func TestAgentStartsWithoutTheAPI(t *testing.T) {
 	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := unreachableKubeconfig(t, dir)
 	health := freePort(t)
 	cmd := exec.Command(os.Args[0], "agent", "-node-name", "offline", "-kubeconfig", kubeconfig,
 		"-state-dir", filepath.Join(dir, "state"), "-cgroup-driver", "cgroupfs", "-fork-events=false", "-metrics-bind-address", "0",
@@ -92,4 +83,20 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+}
+
+// unreachableKubeconfig points at a port nothing listens on.
+func unreachableKubeconfig(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
