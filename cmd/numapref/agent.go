@@ -63,6 +63,7 @@ type agentFlags struct {
 	summaryQuiet      time.Duration
 	summaryMaxDelay   time.Duration
 	summaryPerNode    time.Duration
+	seccomp           bool
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -99,6 +100,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.summaryQuiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
 	fs.DurationVar(&f.summaryMaxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
 	fs.DurationVar(&f.summaryPerNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
+	fs.BoolVar(&f.seccomp, "seccomp", true, "once started, confine the agent with a seccomp filter of its own: ptrace, other processes' memory, signals to others and kernel changes fail with EPERM (SECURITY.md); false is an escape hatch")
 }
 
 // defaultMetricsAddr listens on the node's own IP, not on every address of a host-network
@@ -229,6 +231,9 @@ func runAgent(args []string) error {
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("agent: adding ready check: %w", err)
+	}
+	if err := sandboxAgent(&f); err != nil {
+		return err
 	}
 	return mgr.Start(ctx)
 }

@@ -117,16 +117,7 @@ func (a *agentProcess) healthy() bool {
 // state dir state and its log in dir/<name>.log; it is killed when the test ends.
 func startOfflineAgent(t *testing.T, dir, state, name string) *agentProcess {
 	t.Helper()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := unreachableKubeconfig(t, dir)
 	a := &agentProcess{health: freePort(t), logPath: filepath.Join(dir, name+".log"), exited: make(chan struct{})}
 	a.cmd = exec.Command(os.Args[0], "agent", "-node-name", "offline", "-kubeconfig", kubeconfig,
 		"-state-dir", state, "-cgroup-driver", "cgroupfs", "-fork-events=false", "-metrics-bind-address", "0",
@@ -159,4 +150,20 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+}
+
+// unreachableKubeconfig points at a port nothing listens on.
+func unreachableKubeconfig(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -1,0 +1,200 @@
+//go:build amd64 || arm64
+
+package sandbox
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// ruleKind says what a rule does with its call.
+type ruleKind int
+
+const (
+	// deny refuses the call whatever its arguments.
+	deny ruleKind = iota
+	// allowSelf allows the call only when its first argument names the agent's process.
+	allowSelf
+	// allowSelfOrZero is allowSelf that also takes 0, which means "the caller".
+	allowSelfOrZero
+	// denyArg refuses the call when its argument arg (its low 32 bits) is one of values.
+	denyArg
+)
+
+// rule is what the filter does with one call.
+type rule struct {
+	name   string
+	nr     uint32
+	kind   ruleKind
+	arg    int      // denyArg: the argument compared
+	values []uint32 // denyArg: the values refused
+}
+
+// Values the filter refuses as the command of fcntl and ioctl: each makes the kernel
+// send SIGIO (or another signal) to the process it names, which can be anyone's.
+const (
+	fioSetOwn = 0x8901 // FIOSETOWN
+	siocSPgrp = 0x8902 // SIOCSPGRP
+)
+
+// rules is the filter's table. What each group stands for is in SECURITY.md.
+func rules(opts Options) []rule {
+	r := []rule{
+		// Another task's memory, registers and descriptors.
+		{name: "ptrace", nr: unix.SYS_PTRACE},
+		{name: "process_vm_readv", nr: unix.SYS_PROCESS_VM_READV},
+		{name: "process_vm_writev", nr: unix.SYS_PROCESS_VM_WRITEV},
+		{name: "pidfd_getfd", nr: unix.SYS_PIDFD_GETFD},
+		{name: "process_madvise", nr: unix.SYS_PROCESS_MADVISE},
+		{name: "process_mrelease", nr: unix.SYS_PROCESS_MRELEASE},
+		{name: "get_robust_list", nr: unix.SYS_GET_ROBUST_LIST},
+		{name: "perf_event_open", nr: unix.SYS_PERF_EVENT_OPEN},
+		// Signals: only to the agent itself.
+		{name: "kill", nr: unix.SYS_KILL, kind: allowSelf},
+		{name: "tkill", nr: unix.SYS_TKILL, kind: allowSelf},
+		{name: "tgkill", nr: unix.SYS_TGKILL, kind: allowSelf},
+		{name: "rt_sigqueueinfo", nr: unix.SYS_RT_SIGQUEUEINFO, kind: allowSelf},
+		{name: "rt_tgsigqueueinfo", nr: unix.SYS_RT_TGSIGQUEUEINFO, kind: allowSelf},
+		{name: "pidfd_send_signal", nr: unix.SYS_PIDFD_SEND_SIGNAL},
+		{name: "fcntl", nr: unix.SYS_FCNTL, kind: denyArg, arg: 1, values: []uint32{unix.F_SETOWN, unix.F_SETOWN_EX}},
+		{name: "ioctl", nr: unix.SYS_IOCTL, kind: denyArg, arg: 1, values: []uint32{fioSetOwn, siocSPgrp}},
+		// Another task's scheduling, placement and limits.
+		{name: "sched_setaffinity", nr: unix.SYS_SCHED_SETAFFINITY, kind: allowSelfOrZero},
+		{name: "sched_setscheduler", nr: unix.SYS_SCHED_SETSCHEDULER, kind: allowSelfOrZero},
+		{name: "sched_setparam", nr: unix.SYS_SCHED_SETPARAM, kind: allowSelfOrZero},
+		{name: "sched_setattr", nr: unix.SYS_SCHED_SETATTR, kind: allowSelfOrZero},
+		{name: "prlimit64", nr: unix.SYS_PRLIMIT64, kind: allowSelfOrZero},
+		{name: "setpriority", nr: unix.SYS_SETPRIORITY},
+		{name: "ioprio_set", nr: unix.SYS_IOPRIO_SET},
+		{name: "migrate_pages", nr: unix.SYS_MIGRATE_PAGES},
+		{name: "move_pages", nr: unix.SYS_MOVE_PAGES},
+	}
+	if !opts.AllowKcmp {
+		r = append(r, rule{name: "kcmp", nr: unix.SYS_KCMP})
+	}
+	return append(r, kernelRules...)
+}
+
+// kernelRules refuse what changes the kernel or the host, or reaches the kernel's
+// riskiest interfaces; the agent needs none of it once started.
+var kernelRules = []rule{
+	{name: "init_module", nr: unix.SYS_INIT_MODULE},
+	{name: "finit_module", nr: unix.SYS_FINIT_MODULE},
+	{name: "delete_module", nr: unix.SYS_DELETE_MODULE},
+	{name: "kexec_load", nr: unix.SYS_KEXEC_LOAD},
+	{name: "kexec_file_load", nr: unix.SYS_KEXEC_FILE_LOAD},
+	{name: "reboot", nr: unix.SYS_REBOOT},
+	{name: "swapon", nr: unix.SYS_SWAPON},
+	{name: "swapoff", nr: unix.SYS_SWAPOFF},
+	{name: "mount", nr: unix.SYS_MOUNT},
+	{name: "umount2", nr: unix.SYS_UMOUNT2},
+	{name: "pivot_root", nr: unix.SYS_PIVOT_ROOT},
+	{name: "open_tree", nr: unix.SYS_OPEN_TREE},
+	{name: "move_mount", nr: unix.SYS_MOVE_MOUNT},
+	{name: "fsopen", nr: unix.SYS_FSOPEN},
+	{name: "fsconfig", nr: unix.SYS_FSCONFIG},
+	{name: "fsmount", nr: unix.SYS_FSMOUNT},
+	{name: "fspick", nr: unix.SYS_FSPICK},
+	{name: "mount_setattr", nr: unix.SYS_MOUNT_SETATTR},
+	{name: "setns", nr: unix.SYS_SETNS},
+	{name: "unshare", nr: unix.SYS_UNSHARE},
+	{name: "bpf", nr: unix.SYS_BPF},
+	{name: "keyctl", nr: unix.SYS_KEYCTL},
+	{name: "add_key", nr: unix.SYS_ADD_KEY},
+	{name: "request_key", nr: unix.SYS_REQUEST_KEY},
+	{name: "open_by_handle_at", nr: unix.SYS_OPEN_BY_HANDLE_AT},
+	{name: "userfaultfd", nr: unix.SYS_USERFAULTFD},
+	{name: "io_uring_setup", nr: unix.SYS_IO_URING_SETUP},
+	{name: "io_uring_enter", nr: unix.SYS_IO_URING_ENTER},
+	{name: "io_uring_register", nr: unix.SYS_IO_URING_REGISTER},
+}
+
+// Offsets in struct seccomp_data: int nr; __u32 arch; __u64 instruction_pointer;
+// __u64 args[6]. Both architectures are little-endian: an argument's low 32 bits come
+// first, and they are all the kernel reads of an int or unsigned int argument.
+const (
+	offNR   = 0
+	offArch = 4
+	offArgs = 16
+)
+
+const (
+	retAllow uint32 = unix.SECCOMP_RET_ALLOW
+	retDeny         = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	retKill  uint32 = unix.SECCOMP_RET_KILL_PROCESS
+)
+
+func stmt(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
+
+func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
+	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
+}
+
+const (
+	ldAbs = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	jge   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	ret   = unix.BPF_RET | unix.BPF_K
+)
+
+// assemble turns the rules into a BPF program for a process whose pid is self. Every
+// jump is local to its rule's block, so no offset nears the 255 a jump can hold.
+func assemble(rs []rule, self uint32) ([]unix.SockFilter, error) {
+	prog := []unix.SockFilter{
+		stmt(ldAbs, offArch),
+		jump(jeq, auditArch, 1, 0),
+		stmt(ret, retKill),
+		stmt(ldAbs, offNR),
+	}
+	if x32Bit != 0 {
+		prog = append(prog, jump(jge, x32Bit, 0, 1), stmt(ret, retDeny))
+	}
+	seen := map[uint32]string{}
+	for _, r := range rs {
+		if other, ok := seen[r.nr]; ok {
+			return nil, fmt.Errorf("sandbox: %s and %s are the same call (%d)", other, r.name, r.nr)
+		}
+		seen[r.nr] = r.name
+		block, err := r.block(self)
+		if err != nil {
+			return nil, err
+		}
+		prog = append(prog, block...)
+	}
+	prog = append(prog, stmt(ret, retAllow))
+	if len(prog) > unix.BPF_MAXINSNS {
+		return nil, fmt.Errorf("sandbox: the filter has %d instructions, more than the kernel's %d", len(prog), unix.BPF_MAXINSNS)
+	}
+	return prog, nil
+}
+
+// block is the rule's code. It starts with the call number in the accumulator; a call it
+// does not match falls through to the next block with the accumulator unchanged.
+func (r rule) block(self uint32) ([]unix.SockFilter, error) {
+	if r.kind == deny {
+		return []unix.SockFilter{jump(jeq, r.nr, 0, 1), stmt(ret, retDeny)}, nil
+	}
+	arg, values, onMatch, otherwise := 0, []uint32{self}, retAllow, retDeny
+	switch r.kind {
+	case allowSelf:
+	case allowSelfOrZero:
+		values = append(values, 0)
+	case denyArg:
+		arg, values, onMatch, otherwise = r.arg, r.values, retDeny, retAllow
+	default:
+		return nil, fmt.Errorf("sandbox: rule %s has an unknown kind %d", r.name, r.kind)
+	}
+	if arg < 0 || arg > 5 || len(values) == 0 || len(values) > 16 {
+		return nil, fmt.Errorf("sandbox: rule %s: argument %d with %d values", r.name, arg, len(values))
+	}
+	// Body: load the argument, one comparison per value (a match jumps to the last
+	// instruction), then the result for no match and the one for a match.
+	n := len(values)
+	body := []unix.SockFilter{stmt(ldAbs, uint32(offArgs+8*arg))}
+	for i, v := range values {
+		body = append(body, jump(jeq, v, uint8(n-i), 0))
+	}
+	body = append(body, stmt(ret, otherwise), stmt(ret, onMatch))
+	return append([]unix.SockFilter{jump(jeq, r.nr, 0, uint8(len(body)))}, body...), nil
+}
