@@ -17,6 +17,9 @@ func junkFlood(issuer string, n int) []string {
 	out := make([]string, 0, n)
 	for i := 0; len(out) < n; i++ {
 		kinds := junkTokensOf(issuer, i)
+		// A token Secret's passes the local check on /metrics (PodMonitors send them): it
+		// is left to the TokenReview, rate-limited like the forgeries below.
+		delete(kinds, "legacy secret token")
 		names := slices.Sorted(maps.Keys(kinds))
 		for _, name := range names[:min(len(names), n-len(out))] {
 			out = append(out, kinds[name])

@@ -142,6 +142,8 @@ func TestTokenCheck(t *testing.T) {
 		"issuer unknown: not checked":  {token: jwt(rs256, with(good, map[string]any{"iss": "https://elsewhere"})), audience: AgentAudience, policy: &TokenPolicy{APIAudiences: []string{apiAudience}}},
 		"API audiences unknown":        {token: tok("alice", "anything"), audience: APIServerAudience, policy: &TokenPolicy{Issuer: testIssuer}},
 		"agent audience, policy empty": {token: tok("alice", AgentAudience), audience: AgentAudience, policy: &TokenPolicy{}},
+		// A PodMonitor sends a token Secret's: /metrics leaves it to the TokenReview.
+		"legacy secret token, for the API server's": {token: jwt(rs256, with(good, map[string]any{"iss": legacyIssuer, "exp": nil, "aud": nil})), audience: APIServerAudience},
 	} {
 		t.Run("accepted: "+name, func(t *testing.T) {
 			p := testPolicy
