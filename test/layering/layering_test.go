@@ -18,7 +18,7 @@ const module = "github.com/numapref/numapref/"
 // layers lists every production package prefix, lowest first. A package that matches none
 // fails the test: a new package is placed in a layer on purpose.
 var layers = [][]string{
-	{"api/", "internal/fsutil"},
+	{"api/", "internal/fsutil", "internal/sandbox"},
 	{"internal/numa"},
 	{"internal/nodeagent/cgroups", "internal/inspect", "internal/serving"},
 	{"internal/nodeagent"},
