@@ -71,7 +71,7 @@ host: preflight-host ## Root: real cgroups, real processes, the proc connector, 
 
 .PHONY: integration
 integration: preflight-integration ## envtest: the controllers and the plugin on a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go test -count=1 -tags integration ./controllers/... ./cmd/...
+	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go test -count=1 -tags integration ./controllers/... ./cmd/... ./internal/serving/...
 
 .PHONY: chart-lint
 chart-lint: ## helm lint the chart; any warning fails.

@@ -36,10 +36,11 @@ var _ = Describe("Node restriction", Ordered, func() {
 	var agent client.Client
 
 	BeforeAll(func() {
+		// The namespace first: role.yaml holds the agent's Role in it (its own DaemonSet).
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}})).To(Succeed())
 		for _, f := range []string{"node_restriction_policy.yaml", "role.yaml"} {
 			createManifests(ctx, filepath.Join("..", "config", "rbac", f))
 		}
-		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}})).To(Succeed())
 		Expect(k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: agentSA}})).To(Succeed())
 		Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "numapref-agent-restriction-test"},

@@ -45,8 +45,9 @@ fi
 
 for g in "${groups[@]}"; do
   if [ "$g" = monitoring ]; then
-    command -v promtool >/dev/null && command -v prometheus >/dev/null ||
+    if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
       fail "promtool or prometheus is not on PATH although Debian's prometheus is installed"
+    fi
   fi
 done
 

@@ -72,7 +72,10 @@ func startAgentServer(t *testing.T, cfg *rest.Config, cs kubernetes.Interface, d
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := serving.NewAuth(serving.AuthOptions{Tokens: rcs.AuthenticationV1().TokenReviews(), Access: rcs.AuthorizationV1().SubjectAccessReviews()})
+	// Every user of this test comes from 127.0.0.1: the per-client review limit, tested in
+	// internal/serving, would make them wait for each other.
+	auth, err := serving.NewAuth(serving.AuthOptions{Tokens: rcs.AuthenticationV1().TokenReviews(), Access: rcs.AuthorizationV1().SubjectAccessReviews(),
+		ReviewRate: serving.ReviewRate{PerSecond: 1000, Burst: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +401,10 @@ func TestInspectThroughTheAgentsAuth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		auth, err := serving.NewAuth(serving.AuthOptions{Tokens: rcs.AuthenticationV1().TokenReviews(), Access: rcs.AuthorizationV1().SubjectAccessReviews()})
+		// Every user of this test comes from 127.0.0.1: the per-client review limit, tested in
+		// internal/serving, would make them wait for each other.
+		auth, err := serving.NewAuth(serving.AuthOptions{Tokens: rcs.AuthenticationV1().TokenReviews(), Access: rcs.AuthorizationV1().SubjectAccessReviews(),
+			ReviewRate: serving.ReviewRate{PerSecond: 1000, Burst: 1000}})
 		if err != nil {
 			t.Fatal(err)
 		}

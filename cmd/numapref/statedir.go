@@ -121,3 +121,29 @@ func removeState(dir string) {
 	}
 	log.Info("Removed the state dir")
 }
+
+// adoptState moves the state files of an earlier version's state dir from into stateDir,
+// under stateDir's lock, when stateDir has no ledger yet: an upgrade from a release whose
+// agents kept their state in the shared /var/lib/numapref then still undoes what they set.
+// The first agent to hold its lock takes them; "" adopts nothing.
+func adoptState(from, stateDir string) error {
+	if from == "" || filepath.Clean(from) == filepath.Clean(stateDir) {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(stateDir, "ledger.json")); !errors.Is(err, fs.ErrNotExist) {
+		return nil // this dir has its own ledger (or an unreadable one the engine reports)
+	}
+	// The ledger last: a crash before it leaves this dir without one, so the next start
+	// adopts the rest.
+	for _, name := range []string{"choices.json", "desired.json", "ledger.json"} {
+		err := os.Rename(filepath.Join(from, name), filepath.Join(stateDir, name))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return fmt.Errorf("agent: adopting %s from %s: %w", name, from, err)
+		default:
+			ctrl.Log.WithName("agent").Info("Adopted an earlier version's state file", "file", name, "from", from)
+		}
+	}
+	return nil
+}

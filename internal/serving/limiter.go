@@ -24,8 +24,10 @@ type ReviewRate struct {
 }
 
 // DefaultReviewRate: a scrape costs two reviews a minute and an inspection three, so a
-// client stays far below it unless it sends new tokens all the time.
-func DefaultReviewRate() ReviewRate { return ReviewRate{PerSecond: 1, Burst: 10} }
+// client stays far below it unless it sends new tokens all the time. It leaves room for
+// several users behind one address (a NAT, a bastion, the node itself): what it bounds is a
+// flood of forged tokens, which pass the local check.
+func DefaultReviewRate() ReviewRate { return ReviewRate{PerSecond: 5, Burst: 50} }
 
 // maxClients bounds the limiters kept; past it the least recently seen client's goes.
 const maxClients = 4096

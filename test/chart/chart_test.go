@@ -254,6 +254,7 @@ func TestRender(t *testing.T) {
 	commonTail := []string{
 		"--cgroup-root=/host/sys/fs/cgroup",
 		"--state-dir=/var/lib/numapref/" + namespace + "_" + release,
+		"--adopt-state-from=/var/lib/numapref",
 		"--emulator-state-dir=/run/numapref/emulator",
 	}
 	args := func(head []string, tail ...string) []string {
