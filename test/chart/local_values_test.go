@@ -40,7 +40,7 @@ func TestAPIServerAndBindAddress(t *testing.T) {
 			c := r.daemonSets[0].Spec.Template.Spec.Containers[0]
 			var extra []corev1.EnvVar
 			for _, e := range c.Env {
-				if e.Name != "NODE_NAME" && e.Name != "POD_NAMESPACE" && e.Name != "HOST_IP" {
+				if e.Name != "NODE_NAME" && e.Name != "POD_NAMESPACE" && e.Name != "POD_NAME" && e.Name != "HOST_IP" {
 					extra = append(extra, e)
 				}
 			}
