@@ -129,7 +129,8 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
+	// Closing the lock file is what releases it; the kernel drops the lock at exit anyway.
+	defer func() { _ = lock.Release() }()
 
 	kernel, support, err := openKernel(&f)
 	if err != nil {
