@@ -95,14 +95,9 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 	})
 })
 
-// startRealAgent runs the whole agent for node against the apiserver at c: the real engine
-// on lab cgroups of this host, fork events, the emulated kernel.
-func startRealAgent(c *rest.Config, node string) (*hostlab.Lab, *emulator.Emulator) {
-	GinkgoHelper()
-	return startRealAgentOn(c, node, "")
-}
-
-// startRealAgentOn is startRealAgent on the NUMA topology of sysRoot ("" for this host's).
+// startRealAgentOn runs the whole agent for node against the apiserver at c: the real
+// engine on lab cgroups of this host, fork events, the emulated kernel, on the NUMA
+// topology of sysRoot ("" for this host's).
 func startRealAgentOn(c *rest.Config, node, sysRoot string) (*hostlab.Lab, *emulator.Emulator) {
 	GinkgoHelper()
 	h := newRealHost(node, sysRoot)

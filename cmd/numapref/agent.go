@@ -131,7 +131,8 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
+	// Closing the lock file is what releases it; the kernel drops the lock at exit anyway.
+	defer func() { _ = lock.Release() }()
 	if err := adoptState(f.adoptStateFrom, f.stateDir); err != nil {
 		return err
 	}

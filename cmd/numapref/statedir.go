@@ -78,7 +78,9 @@ func serveProbes(addr string) (stop func()) {
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx)
+		if err := srv.Shutdown(ctx); err != nil {
+			ctrl.Log.WithName("agent").Error(err, "Stopping the health probes served while waiting for the state dir")
+		}
 		<-done
 	}
 }

@@ -37,7 +37,7 @@ func TestTryLock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock after Release: %v", err)
 	}
-	again.Release()
+	release(t, again)
 }
 
 // A waiter says at once that it waits, and whom for, then every Report; it takes the lock
@@ -84,13 +84,13 @@ func TestWaitLock(t *testing.T) {
 	if r := <-reports; r.waited != 30*time.Second {
 		t.Errorf("second report %+v, want after 30s", r)
 	}
-	held.Release()
+	release(t, held)
 	step(time.Second)
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	defer r.l.Release()
+	defer release(t, r.l)
 	data, _ := os.ReadFile(path)
 	if strings.TrimSpace(string(data)) != strconv.Itoa(os.Getpid()) {
 		t.Errorf("lock file holds %q after the handover", data)
@@ -120,8 +120,8 @@ func TestTryLockAfterTheFileWasRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock on a new file: %v", err)
 	}
-	l.Release()
-	held.Release()
+	release(t, l)
+	release(t, held)
 }
 
 func TestWaitLockEndsWithItsContext(t *testing.T) {
@@ -130,10 +130,18 @@ func TestWaitLockEndsWithItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Release()
+	defer release(t, held)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := WaitLock(ctx, path, WaitOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("WaitLock with an ended context = %v, want context.Canceled", err)
+	}
+}
+
+// release releases l and fails the test if that fails.
+func release(t *testing.T, l *Lock) {
+	t.Helper()
+	if err := l.Release(); err != nil {
+		t.Errorf("Release: %v", err)
 	}
 }

@@ -77,7 +77,7 @@ func (e *Engine) writeAheadAndSet(p *pass, sets []pendingSet) bool {
 	if e.cfg.hooks.afterWriteAhead != nil {
 		e.cfg.hooks.afterWriteAhead()
 	}
-	e.applySets(p.ids, sets, p.results, p.fork)
+	e.applySets(sets, p.results, p.fork)
 	return true
 }
 
@@ -98,13 +98,13 @@ func (e *Engine) record(key ContainerKey, c *entryChange) {
 // applySets issues the planned SETs, bracketed one container at a time (see setBatch), and
 // settles the ledger with their outcome. fork, when not nil, is the fork event the pass
 // runs for: the SET of its new task reports the lag.
-func (e *Engine) applySets(ids *identifier, sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
+func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
 	for len(sets) > 0 {
 		n := 1 // planContainer appends a container's SETs together
 		for n < len(sets) && sets[n].key == sets[0].key {
 			n++
 		}
-		e.applyContainer(ids, sets[:n], results, fork)
+		e.applyContainer(sets[:n], results, fork)
 		sets = sets[n:]
 	}
 	for key, r := range results {
@@ -117,7 +117,7 @@ func (e *Engine) applySets(ids *identifier, sets []pendingSet, results map[Conta
 }
 
 // applyContainer issues the SETs of one container.
-func (e *Engine) applyContainer(ids *identifier, sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
+func (e *Engine) applyContainer(sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
 	key := sets[0].key
 	r := results[key]
 	tasks := e.ledger[key].Tasks

@@ -22,7 +22,7 @@ func TestEngineRacedSetIsPutBack(t *testing.T) {
 	m := NewMetrics()
 	e := h.engine(EngineConfig{Metrics: m, hooks: engineHooks{beforeSet: func(tid int) {
 		if tid == 101 && h.hasTask(101) {
-			h.replaceTask(101, -1, false) // outside the container, with a value of its own
+			h.replaceTask(-1, false) // outside the container, with a value of its own
 		}
 	}}})
 	e.SetDesired([]Desire{fakeDesire(1)})
@@ -54,8 +54,8 @@ func TestEngineSetsNoRecycledID(t *testing.T) {
 		change   func(h *fakeHost)
 		wantNext int
 	}{
-		"stranger outside the container":  {func(h *fakeHost) { h.replaceTask(101, -1, false) }, -1},
-		"new task inside the container":   {func(h *fakeHost) { h.replaceTask(101, -1, true) }, 1},
+		"stranger outside the container":  {func(h *fakeHost) { h.replaceTask(-1, false) }, -1},
+		"new task inside the container":   {func(h *fakeHost) { h.replaceTask(-1, true) }, 1},
 		"task moved out of the container": {func(h *fakeHost) { h.moveOut(101) }, -1},
 	}
 	for name, tc := range tests {
@@ -121,7 +121,7 @@ func TestEngineRacedUndoIsNotPutBack(t *testing.T) {
 	var undoing bool
 	e := h.engine(EngineConfig{Metrics: m, hooks: engineHooks{beforeSet: func(tid int) {
 		if undoing && tid == 101 && h.hasTask(101) {
-			h.replaceTask(101, 0, false)
+			h.replaceTask(0, false)
 		}
 	}}})
 	e.SetDesired([]Desire{fakeDesire(1)})

@@ -66,7 +66,9 @@ func startChurn(t *testing.T, attach func(pid int) error, n int) (wait func() er
 			t.Fatal(err)
 		}
 	}
-	io.WriteString(in, "go\n")
+	if _, err := io.WriteString(in, "go\n"); err != nil {
+		t.Fatal(err)
+	}
 	in.Close()
 	return cmd.Wait, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Process.Kill() }
 }
@@ -104,7 +106,7 @@ func TestEngineChurnNeverMisapplies(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	go func() { e.Start(ctx); close(stopped) }()
+	go func() { runEngine(t, ctx, e); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 	e.SetDesired([]Desire{a.desire, b.desire})
 	waitFor(t, "a's workload holds node 0 and b's node 1", func() bool {

@@ -413,7 +413,7 @@ func TestEngineRecoversFromGarbageLedgers(t *testing.T) {
 				t.Errorf("NewEngine error = %v, want damaged: %v", err, c.damaged)
 			}
 			e.SetDesired([]Desire{d})
-			if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
+			if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 				t.Fatalf("not applied: %v", v)
 			}
 			if l, err := readLedger(el.ledger); err != nil || l[d.Key()] == nil {

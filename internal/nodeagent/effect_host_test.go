@@ -27,7 +27,7 @@ func TestEffectCollectorRealProcessesNumaMaps(t *testing.T) {
 	}
 	e := el.engine(t, nil)
 	e.SetDesired([]Desire{d})
-	el.settle(t, e, 0, w.Pid(), shell, forked)
+	el.settle(t, e, w.Pid(), shell, forked)
 
 	managed := e.Managed()
 	if len(managed) != 1 {

@@ -220,7 +220,7 @@ func (pb *passBench) run(b *testing.B, kernel numa.PreferredNode) {
 		passNs = report(b, total)
 	})
 	b.Run("loop=BareFloor", func(b *testing.B) {
-		fl := pb.floor(b)
+		fl := pb.floor()
 		for b.Loop() {
 			if n := fl.run(kernel); n != total {
 				b.Fatalf("bare floor: %d tasks at node 0, want %d", n, total)
@@ -275,7 +275,7 @@ type floorLoop struct {
 	ids            []int
 }
 
-func (pb *passBench) floor(b *testing.B) *floorLoop {
+func (pb *passBench) floor() *floorLoop {
 	threadsFile := "tasks"
 	if pb.resolver.Layout().Version == 2 {
 		threadsFile = "cgroup.threads"
@@ -377,7 +377,7 @@ func benchForkToApplied(b *testing.B, events bool, rescan time.Duration, ledgerO
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	go func() { e.Start(ctx); close(stopped) }()
+	go func() { runEngine(b, ctx, e); close(stopped) }()
 	defer func() { cancel(); <-stopped }() // before the emulator closes (b.Cleanup)
 	e.SetDesired(pb.desires)
 	atNode := func(tids ...int) bool {

@@ -157,14 +157,14 @@ func (el *engineLab) values(t *testing.T, pids ...int) map[int]int {
 	return out
 }
 
-// settle runs passes until every task of pids has node, as rescans would: a thread the
+// settle runs passes until every task of pids has node 0, as rescans would: a thread the
 // Go runtime starts while a pass runs is only caught by the next one (without events).
-func (el *engineLab) settle(t *testing.T, e *Engine, node int, pids ...int) map[int]int {
+func (el *engineLab) settle(t *testing.T, e *Engine, pids ...int) map[int]int {
 	t.Helper()
 	var v map[int]int
 	for range 20 {
 		e.Pass()
-		if v = el.values(t, pids...); allEqual(v, node) {
+		if v = el.values(t, pids...); allEqual(v, 0) {
 			break
 		}
 	}
@@ -192,7 +192,7 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	}
 	e := el.engineWith(t, EngineConfig{Metrics: m})
 	e.SetDesired([]Desire{d})
-	got := el.settle(t, e, 0, w.Pid())
+	got := el.settle(t, e, w.Pid())
 	if !allEqual(got, 0) || len(got) < 7 {
 		t.Fatalf("after apply, tasks have %v; want every one of at least 7 at node 0", got)
 	}
@@ -252,7 +252,7 @@ func TestEngineUndoLeavesTheApplicationsOwnValue(t *testing.T) {
 	w, _, d := el.container(t, "a", 0, 3)
 	e := el.engine(t, nil)
 	e.SetDesired([]Desire{d})
-	el.settle(t, e, 0, w.Pid())
+	el.settle(t, e, w.Pid())
 
 	tids, err := w.TIDs()
 	if err != nil {
@@ -281,7 +281,7 @@ func TestEngineUndoesAfterRestart(t *testing.T) {
 	w, _, d := el.container(t, "a", 0, 3)
 	first := el.engine(t, nil)
 	first.SetDesired([]Desire{d})
-	if v := el.settle(t, first, 0, w.Pid()); !allEqual(v, 0) {
+	if v := el.settle(t, first, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("not applied: %v", v)
 	}
 
@@ -426,7 +426,7 @@ func TestEngineForkPassReadsOnlyNewTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.SetDesired([]Desire{d})
-	if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
+	if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("not applied: %v", v)
 	}
 	e.Pass() // a pass that lists every task settled: the baseline for the fork passes
@@ -493,7 +493,7 @@ func TestEngineHonoursCpusetPinning(t *testing.T) {
 
 	d.Node = 0
 	e.SetDesired([]Desire{d})
-	v := el.settle(t, e, 0, w.Pid())
+	v := el.settle(t, e, w.Pid())
 	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonApplied {
 		t.Errorf("node 0 in a cpuset.mems=0 container: reason %q (%s), want Applied", r.Reason, r.Message)
 	}
@@ -512,7 +512,7 @@ func TestEngineRecoversFromADamagedLedger(t *testing.T) {
 		t.Error("NewEngine said nothing about a damaged ledger")
 	}
 	e.SetDesired([]Desire{d})
-	if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
+	if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("not applied after a damaged ledger: %v", v)
 	}
 	if l, err := readLedger(el.ledger); err != nil || len(l) != 1 {
@@ -568,7 +568,7 @@ func TestEngineFollowsARestartedContainer(t *testing.T) {
 	old, _, d := el.container(t, "a", 0, 2)
 	e := el.engine(t, nil)
 	e.SetDesired([]Desire{d})
-	el.settle(t, e, 0, old.Pid())
+	el.settle(t, e, old.Pid())
 
 	// The kubelet restarts the container: same pod and name, a new container ID and cgroup.
 	old.Stop()
@@ -582,7 +582,7 @@ func TestEngineFollowsARestartedContainer(t *testing.T) {
 	}
 	d.Ref.ContainerID = c.ContainerID
 	e.SetDesired([]Desire{d})
-	if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
+	if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("restarted container not applied: %v", v)
 	}
 	e.SetDesired(nil)

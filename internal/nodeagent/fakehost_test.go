@@ -74,10 +74,11 @@ func (h *fakeHost) addTask(tid, value int) {
 	h.values[tid] = value
 }
 
-// replaceTask ends task tid and gives its id to a new task (a later start time) holding
+// replaceTask ends task 101 and gives its id to a new task (a later start time) holding
 // value, inside the container or outside it.
-func (h *fakeHost) replaceTask(tid, value int, inside bool) {
+func (h *fakeHost) replaceTask(value int, inside bool) {
 	h.t.Helper()
+	const tid = 101
 	stat := fmt.Sprintf("%d (stranger) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", tid, tid, tid, 5000+tid)
 	writeFile(h.t, filepath.Join(h.proc, fmt.Sprint(tid), "stat"), stat)
 	h.mu.Lock()

@@ -37,8 +37,16 @@ func startEngine(t testing.TB, e *Engine) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	go func() { e.Start(ctx); close(stopped) }()
+	go func() { runEngine(t, ctx, e); close(stopped) }()
 	t.Cleanup(func() { cancel(); <-stopped }) // before the cleanups registered earlier (an emulator)
+}
+
+// runEngine runs e's apply loop until ctx ends; it is for a goroutine of its own, so it
+// fails the test with Error, not Fatal.
+func runEngine(t testing.TB, ctx context.Context, e *Engine) {
+	if err := e.Start(ctx); err != nil {
+		t.Errorf("engine: %v", err)
+	}
 }
 
 type histStats struct {

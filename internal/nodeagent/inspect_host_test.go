@@ -54,7 +54,7 @@ func TestInspectPodOnRealHost(t *testing.T) {
 
 	e := el.engine(t, nil)
 	e.SetDesired([]Desire{d})
-	el.settle(t, e, 0, db.Pid())
+	el.settle(t, e, db.Pid())
 	// Every thread of the pass's listing still runs, so the threads running now include
 	// them all; any thread not among them is born after the pass. Start threads until
 	// there is one (the Go runtime may run a locked goroutine on an idle thread).

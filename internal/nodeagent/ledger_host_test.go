@@ -96,7 +96,7 @@ func TestEngineLedgerOnAFullOrReadOnlyDisk(t *testing.T) {
 			}
 
 			tc.mend(t, dir)
-			if v := el.settle(t, e, 0, w.Pid()); !allEqual(v, 0) {
+			if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 				t.Fatalf("after the disk took writes again, tasks hold %v; want all 0", v)
 			}
 			if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonApplied {

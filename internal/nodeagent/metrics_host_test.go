@@ -36,7 +36,7 @@ func TestEngineReportsTasksAndBalancing(t *testing.T) {
 		t.Errorf("numapref_numa_balancing{mode=%q} after NewEngine = %v, want 1", mode.Label(), v)
 	}
 	e.SetDesired([]Desire{d, dp})
-	el.settle(t, e, 0, w.Pid())
+	el.settle(t, e, w.Pid())
 	e.Pass() // settle may stop right after a pass that caught late threads: count them all
 	applied, err := w.TIDs()
 	if err != nil {
@@ -112,7 +112,7 @@ func TestEngineManagedView(t *testing.T) {
 		t.Fatalf("Managed() before any pass = %+v, want none", got)
 	}
 	e.SetDesired([]Desire{missing, d})
-	el.settle(t, e, 0, w.Pid())
+	el.settle(t, e, w.Pid())
 	e.Pass()
 
 	got := e.Managed()

@@ -32,7 +32,7 @@ func TestUndoRestoresReusedTIDThatInherited(t *testing.T) {
 			e.SetDesired([]Desire{fakeDesire(1)})
 			e.Pass()
 			old := e.ledger[key].Tasks[101]
-			h.replaceTask(101, 1, true) // a new thread took tid 101 and inherited node 1
+			h.replaceTask(1, true) // a new thread took tid 101 and inherited node 1
 			if tc.event != nil {
 				e.onProcEvent(*tc.event)
 			} else {

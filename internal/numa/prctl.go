@@ -1,7 +1,6 @@
 package numa
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -149,6 +148,3 @@ func (p *Prctl) call(cmd, pid, nid int, ptr UserPointer) (int, error) {
 
 // SchedNUMA reads procRoot/<tid>/sched.
 func (p *Prctl) SchedNUMA(tid int) (SchedNUMA, error) { return ReadSchedNUMA(p.procRoot, tid) }
-
-// errNotLinux is what the system calls return on other systems.
-var errNotLinux = errors.New("not supported on this operating system")

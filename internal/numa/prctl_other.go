@@ -2,6 +2,12 @@
 
 package numa
 
-import "unsafe"
+import (
+	"errors"
+	"unsafe"
+)
+
+// errNotLinux is what the system calls return on other systems.
+var errNotLinux = errors.New("not supported on this operating system")
 
 func rawPrctl(int, uintptr, uintptr, uintptr, unsafe.Pointer) error { return errNotLinux }

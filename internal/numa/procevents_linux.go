@@ -79,7 +79,8 @@ func (c *ProcConn) subscribe() error {
 	if err := c.f.SetReadDeadline(time.Now().Add(subscribeTimeout)); err != nil {
 		return fmt.Errorf("subscribing to proc events: %w", err)
 	}
-	defer c.f.SetReadDeadline(time.Time{})
+	// It can only fail on a closed file (the deadline above was taken), whose reads fail anyway.
+	defer func() { _ = c.f.SetReadDeadline(time.Time{}) }()
 	for {
 		events, err := c.read(nil)
 		if errors.Is(err, os.ErrDeadlineExceeded) {

@@ -401,7 +401,9 @@ func TestLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(12 * time.Second))
+		if err := c.SetDeadline(time.Now().Add(12 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		return c
 	}
 	t.Run("a header that never ends: closed", func(t *testing.T) {
@@ -423,7 +425,9 @@ func TestLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 		start := time.Now()
 		if _, err := r.ReadByte(); err == nil {

@@ -58,8 +58,8 @@ func monitoringSpecs() bool {
 			// dials the pod IP its pod discovery gives (the host network's: the node's).
 			installAgent(ctx, "bindAddress=")
 			DeferCleanup(func(ctx SpecContext) {
-				kubectl(ctx, "delete", "namespace", mns, "--wait=true", "--timeout=90s")
-				kubectl(ctx, "delete", "clusterrolebinding", "e2e-prometheus", "--ignore-not-found")
+				_, _ = kubectl(ctx, "delete", "namespace", mns, "--wait=true", "--timeout=90s")
+				_, _ = kubectl(ctx, "delete", "clusterrolebinding", "e2e-prometheus", "--ignore-not-found")
 				uninstallAgent(ctx)
 			}, NodeTimeout(3*time.Minute))
 			for _, args := range [][]string{
@@ -331,11 +331,13 @@ func (p *prometheus) stop() error {
 		return fmt.Errorf("stopping prometheus (pid %d): %w", p.cmd.Process.Pid, err)
 	}
 	select {
-	case <-p.exited:
+	case err := <-p.exited:
+		_ = err // how it exited after SIGTERM, which asked it to
 		return nil
 	case <-time.After(20 * time.Second):
 		p.cmd.Process.Kill()
-		<-p.exited
+		err := <-p.exited
+		_ = err // "signal: killed": the error below says why
 		return fmt.Errorf("prometheus (pid %d) ignored SIGTERM for 20 s", p.cmd.Process.Pid)
 	}
 }

@@ -28,8 +28,8 @@ var _ = Describe("helm uninstall", Ordered, func() {
 	})
 
 	AfterAll(func(ctx SpecContext) {
-		kubectl(ctx, "delete", "numapref", "e2e-undo", "-n", ns, "--ignore-not-found", "--wait=true")
-		kubectl(ctx, "delete", "pod", "undo", "-n", ns, "--ignore-not-found", "--grace-period=1", "--wait=true")
+		_, _ = kubectl(ctx, "delete", "numapref", "e2e-undo", "-n", ns, "--ignore-not-found", "--wait=true")
+		_, _ = kubectl(ctx, "delete", "pod", "undo", "-n", ns, "--ignore-not-found", "--grace-period=1", "--wait=true")
 		// Installed still if a spec failed before the uninstall.
 		if out, err := helm(ctx, "status", release, "-n", agentNamespace); err == nil {
 			logf("uninstalling after a failed spec:\n%s", out)

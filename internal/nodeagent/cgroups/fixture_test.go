@@ -177,12 +177,12 @@ func fixtureTree(c fixtureCombo) []fixtureCgroup {
 			}
 		case "BestEffort":
 			threads := ints(600, 601, 602, 603, 604, 605, 606, 607, 608, 609)
-			switch {
-			case c == fixtureCombo{2, DriverSystemd, RuntimeCRIO}:
+			switch c {
+			case fixtureCombo{2, DriverSystemd, RuntimeCRIO}:
 				tree = append(tree,
 					shared(ctr, nil, nil),
 					shared(ctr+"/container", ints(600), threads))
-			case c == fixtureCombo{2, DriverCgroupfs, RuntimeDocker}:
+			case fixtureCombo{2, DriverCgroupfs, RuntimeDocker}:
 				tree = append(tree, cg(ctr, ints(600), threads, "", ""))
 			default:
 				tree = append(tree, shared(ctr, ints(600), threads))
@@ -314,7 +314,7 @@ func readFixtureFiles(t testing.TB, dir string) map[string]string {
 		files[filepath.ToSlash(rel)] = string(data)
 		return err
 	})
-	if err != nil && !(os.IsNotExist(err) && *updateFixtures) {
+	if err != nil && (!os.IsNotExist(err) || !*updateFixtures) {
 		t.Fatalf("reading fixtures: %v", err)
 	}
 	return files

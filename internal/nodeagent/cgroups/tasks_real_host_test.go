@@ -181,9 +181,9 @@ func newCgroupTree(t testing.TB) *cgroupTree {
 	return tr
 }
 
-// mkdir makes dir; in a v1 cpuset hierarchy it first gives it cpus and mems (a new v1
-// cpuset is empty and takes no task), by default its parent's.
-func (tr *cgroupTree) mkdir(dir, cpus, mems string) {
+// mkdir makes dir; in a v1 cpuset hierarchy it first gives it cpus (by default its
+// parent's) and its parent's mems (a new v1 cpuset is empty and takes no task).
+func (tr *cgroupTree) mkdir(dir, cpus string) {
 	tr.t.Helper()
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		if len(tr.dirs) == 0 && (errors.Is(err, syscall.EROFS) || errors.Is(err, os.ErrPermission)) {
@@ -199,9 +199,7 @@ func (tr *cgroupTree) mkdir(dir, cpus, mems string) {
 	if cpus == "" {
 		cpus = readTrimmed(tr.t, filepath.Join(parent, "cpuset.effective_cpus"))
 	}
-	if mems == "" {
-		mems = readTrimmed(tr.t, filepath.Join(parent, "cpuset.effective_mems"))
-	}
+	mems := readTrimmed(tr.t, filepath.Join(parent, "cpuset.effective_mems"))
 	for file, v := range map[string]string{"cpuset.cpus": cpus, "cpuset.mems": mems} {
 		if err := writeCgroupFile(filepath.Join(dir, file), v); err != nil {
 			tr.t.Fatal(err)
@@ -307,7 +305,7 @@ func sweepStaleTestCgroups() {
 		entries, _ := os.ReadDir(base)
 		for _, e := range entries {
 			name := e.Name()
-			if !e.IsDir() || !(strings.HasPrefix(name, "numapref-test-") || strings.HasPrefix(name, "numapreftest")) {
+			if !e.IsDir() || !strings.HasPrefix(name, "numapref-test-") && !strings.HasPrefix(name, "numapreftest") {
 				continue
 			}
 			if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < 10*time.Minute {
@@ -413,12 +411,12 @@ func testRealCgroupTasks(t *testing.T, tc realLayout) {
 	ctrDir := func(h, sub string) string { return filepath.Join(root(h), ctrPath, sub) }
 	for _, h := range tc.hierarchies {
 		if tc.version == 2 {
-			tree.mkdir(root(h), "", "")
+			tree.mkdir(root(h), "")
 		}
 		prefix := ""
 		for _, part := range strings.Split(podPath, "/") {
 			prefix = filepath.Join(prefix, part)
-			tree.mkdir(filepath.Join(root(h), prefix), "", "")
+			tree.mkdir(filepath.Join(root(h), prefix), "")
 		}
 		cpus := ""
 		if h == "cpuset" {
@@ -429,12 +427,12 @@ func testRealCgroupTasks(t *testing.T, tc realLayout) {
 			lastCPU = strconv.Itoa(all[len(all)-1])
 			cpus = lastCPU
 		}
-		tree.mkdir(ctrDir(h, ""), cpus, "")
+		tree.mkdir(ctrDir(h, ""), cpus)
 		for _, s := range siblings {
-			tree.mkdir(filepath.Join(root(h), podPath, s), "", "")
+			tree.mkdir(filepath.Join(root(h), podPath, s), "")
 		}
 		for _, s := range subs {
-			tree.mkdir(ctrDir(h, s), "", "")
+			tree.mkdir(ctrDir(h, s), "")
 			if tc.version == 2 && s != "ephemeral" {
 				if err := writeCgroupFile(filepath.Join(ctrDir(h, s), "cgroup.type"), "threaded"); err != nil {
 					t.Fatal(err)
@@ -601,23 +599,23 @@ func BenchmarkRealResolveAndList(b *testing.B) {
 			opts := ResolverOptions{KubeletCgroupRoot: top}
 			if hierarchy != "pids" {
 				root = filepath.Join(root, top)
-				tree.mkdir(root, "", "")
+				tree.mkdir(root, "")
 				opts = ResolverOptions{CgroupRoot: root, Version: 2}
 			} else {
-				tree.mkdir(filepath.Join(root, top), "", "")
+				tree.mkdir(filepath.Join(root, top), "")
 				root = filepath.Join(root, top)
 				opts.Version = 1
 			}
-			tree.mkdir(filepath.Join(root, "kubepods"), "", "")
-			tree.mkdir(filepath.Join(root, "kubepods", "burstable"), "", "")
+			tree.mkdir(filepath.Join(root, "kubepods"), "")
+			tree.mkdir(filepath.Join(root, "kubepods", "burstable"), "")
 			var refs []ContainerRef
 			want := 0
 			for i := range containers {
 				uid := fmt.Sprintf("7e570000-0000-4000-8000-%012d", i)
 				id := randomHex(b, 32)
 				pod := filepath.Join(root, "kubepods", "burstable", "pod"+uid)
-				tree.mkdir(pod, "", "")
-				tree.mkdir(filepath.Join(pod, id), "", "")
+				tree.mkdir(pod, "")
+				tree.mkdir(filepath.Join(pod, id), "")
 				h := startTaskHelper(b, threads)
 				if err := writeCgroupFile(filepath.Join(pod, id, "cgroup.procs"), strconv.Itoa(h.pid)); err != nil {
 					b.Fatal(err)

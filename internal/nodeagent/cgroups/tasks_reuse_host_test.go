@@ -53,11 +53,11 @@ func TestRealPIDReuse(t *testing.T) {
 	uid := "7e57" + randomHex(t, 2) + "-0000-4000-8000-" + randomHex(t, 6)
 	id := randomHex(t, 32)
 	tree := newCgroupTree(t)
-	tree.mkdir(root, "", "")
+	tree.mkdir(root, "")
 	ctrDir := root
 	for _, part := range []string{"kubepods", "besteffort", "pod" + uid, id} {
 		ctrDir = filepath.Join(ctrDir, part)
-		tree.mkdir(ctrDir, "", "")
+		tree.mkdir(ctrDir, "")
 	}
 	r, err := NewResolver("/", ResolverOptions{CgroupRoot: root})
 	if err != nil {
