@@ -20,6 +20,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -83,8 +84,13 @@ func monitoringSpecs() bool {
 			Expect(cl.Create(ctx, workloadPodOn(primaryNode(), mns, "mon-work", map[string]string{"app": "e2e-mon"}, nil, "work"))).To(Succeed())
 			containerIDs(ctx, cl, mns, "mon-work")
 
+			var target agentTarget
+			Eventually(func() (err error) {
+				target, err = findAgentTarget(ctx, cl, primaryNode())
+				return err
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 			prom = startPrometheus(ctx, GinkgoT().TempDir(), scrapeConfig{
-				job: job, caPEM: caPEM, serverName: serverName, token: token, kubeconfig: kubeconfig, namespace: agentNamespace,
+				job: job, caPEM: caPEM, serverName: serverName, token: token, target: target,
 			})
 			DeferCleanup(func() { Expect(prom.stop()).To(Succeed()) })
 		}, NodeTimeout(5*time.Minute))
@@ -235,7 +241,40 @@ func alertRules() map[string]string {
 // scrapeConfig is what Prometheus needs to scrape the agents: the chart's PodMonitor, or the
 // hand-written config of its NOTES.
 type scrapeConfig struct {
-	job, caPEM, serverName, token, kubeconfig, namespace string
+	job, caPEM, serverName, token string
+	// target is the agent pod as the PodMonitor's pod discovery finds it: its address
+	// (host network: the node's) and metrics port, and the labels its relabelings add.
+	target agentTarget
+}
+
+// agentTarget is one agent pod as a scrape target.
+type agentTarget struct {
+	address, namespace, pod, container, node string
+}
+
+// findAgentTarget is what the PodMonitor's pod discovery and relabelings make of the agent
+// on node: Debian's prometheus is built without Kubernetes service discovery, so the spec
+// resolves the pod itself and hands Prometheus the same target with the same labels.
+func findAgentTarget(ctx context.Context, cl client.Client, node string) (agentTarget, error) {
+	var pods corev1.PodList
+	if err := cl.List(ctx, &pods, client.InNamespace(agentNamespace), client.MatchingLabels{
+		"app.kubernetes.io/instance": release, "app.kubernetes.io/component": "agent"}); err != nil {
+		return agentTarget{}, err
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != node || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			for _, port := range c.Ports {
+				if port.Name == "metrics" {
+					return agentTarget{address: net.JoinHostPort(p.Status.PodIP, fmt.Sprint(port.ContainerPort)),
+						namespace: p.Namespace, pod: p.Name, container: c.Name, node: node}, nil
+				}
+			}
+		}
+	}
+	return agentTarget{}, fmt.Errorf("no running agent pod with a metrics port on node %s", node)
 }
 
 // prometheus is a Prometheus server this suite started.
@@ -271,19 +310,11 @@ scrape_configs:
     honor_labels: true
     tls_config: {ca_file: %q, server_name: %q}
     authorization: {credentials_file: %q}
-    kubernetes_sd_configs:
-      - role: pod
-        kubeconfig_file: %q
-        namespaces: {names: [%q]}
-    relabel_configs:
-      - source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_instance, __meta_kubernetes_pod_label_app_kubernetes_io_component, __meta_kubernetes_pod_container_port_name]
-        regex: numapref;agent;metrics
-        action: keep
-      - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
-      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
-      - {source_labels: [__meta_kubernetes_pod_container_name], target_label: container}
-      - {source_labels: [__meta_kubernetes_pod_node_name], target_label: node}
-`, rules, c.job, filepath.Join(dir, "ca.crt"), c.serverName, filepath.Join(dir, "token"), c.kubeconfig, c.namespace), nil
+    static_configs:
+      - targets: [%q]
+        labels: {namespace: %q, pod: %q, container: %q, node: %q}
+`, rules, c.job, filepath.Join(dir, "ca.crt"), c.serverName, filepath.Join(dir, "token"),
+		c.target.address, c.target.namespace, c.target.pod, c.target.container, c.target.node), nil
 }
 
 // startPrometheus starts Debian's prometheus on a free loopback port with c, and waits until
