@@ -26,6 +26,9 @@ sets=(
   "cert-manager|--set certManager.enabled=true --api-versions cert-manager.io/v1"
   # The opt-in tune-balancing init container, the chart's only privileged container: its
   # one exception (container-security-context-privileged) is added only with it.
+  # The monitoring objects (PodMonitor, PrometheusRule, dashboard ConfigMap), each off by
+  # default; kube-score scores what it knows of them and the rest of the chart beside them.
+  "monitoring|--set metrics.podMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.dashboard.enabled=true --api-versions monitoring.coreos.com/v1/PodMonitor --api-versions monitoring.coreos.com/v1/PrometheusRule"
   "tune-balancing|--set numaBalancing.tune=true --set numaBalancing.scanDelayMs=4294967295 --set numaBalancing.scanPeriodMinMs=4294967295 --set numaBalancing.scanPeriodMaxMs=4294967295"
 )
 failed=0
