@@ -48,7 +48,9 @@ func monitoringSpecs() bool {
 			cl    client.Client
 			prom  *prometheus
 			token string // the scraper's token
-			caPEM string
+			// target is the agent as Prometheus scrapes it: on the node's address here.
+			target agentTarget
+			caPEM  string
 		)
 
 		BeforeAll(func(ctx SpecContext) {
@@ -84,7 +86,6 @@ func monitoringSpecs() bool {
 			Expect(cl.Create(ctx, workloadPodOn(primaryNode(), mns, "mon-work", map[string]string{"app": "e2e-mon"}, nil, "work"))).To(Succeed())
 			containerIDs(ctx, cl, mns, "mon-work")
 
-			var target agentTarget
 			Eventually(func() (err error) {
 				target, err = findAgentTarget(ctx, cl, primaryNode())
 				return err
@@ -173,7 +174,9 @@ func monitoringSpecs() bool {
 		}, SpecTimeout(2*time.Minute))
 
 		It("serves metrics that promtool check metrics finds clean", func(ctx SpecContext) {
-			body, err := nodeShell(ctx, agentCurl(caPEM, token, "/metrics"))
+			host, _, err := net.SplitHostPort(target.address)
+			Expect(err).NotTo(HaveOccurred())
+			body, err := nodeShell(ctx, agentCurlAt(host, caPEM, token, "/metrics"))
 			Expect(err).NotTo(HaveOccurred(), body)
 			body, status, _ := strings.Cut(body, "\nHTTP ")
 			Expect(strings.TrimSpace(status)).To(Equal("200"))

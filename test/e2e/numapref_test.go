@@ -813,11 +813,16 @@ func agentAddress(ctx context.Context) string {
 // verifying its certificate with caPEM as agentServerName, and prints the body, then
 // "HTTP <status>".
 func agentCurl(caPEM, token, path string) string {
+	return agentCurlAt(agentAddr, caPEM, token, path)
+}
+
+// agentCurlAt is agentCurl for an agent listening on addr (port 8443).
+func agentCurlAt(addr, caPEM, token, path string) string {
 	return fmt.Sprintf(`ca=$(mktemp) && cat >"$ca" <<'EOF'
 %s
 EOF
 curl -s --cacert "$ca" --connect-to %[2]s:8443:%[5]s:8443 -w '\nHTTP %%{http_code}\n' -H "Authorization: Bearer %[3]s" https://%[2]s:8443%[4]s
-rc=$?; rm -f "$ca"; exit $rc`, strings.TrimSpace(caPEM), agentServerName, token, path, agentAddr)
+rc=$?; rm -f "$ca"; exit $rc`, strings.TrimSpace(caPEM), agentServerName, token, path, addr)
 }
 
 // metricValue returns the value of the sample line starting with series, or -1.
