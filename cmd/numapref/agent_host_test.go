@@ -93,16 +93,48 @@ func lockHolder(stateDir string) int {
 	return pid
 }
 
-// agentProcess is a numapref agent run by a test.
-type agentProcess struct {
+// agentRun is a numapref agent process a test started: its command, its log, its exit.
+type agentRun struct {
 	cmd     *exec.Cmd
 	logPath string
-	health  string
 	exited  chan struct{}
-	waitErr error
+	waitErr error // set once exited is closed
 }
 
-func (a *agentProcess) log() string { data, _ := os.ReadFile(a.logPath); return string(data) }
+func (a *agentRun) log() string { data, _ := os.ReadFile(a.logPath); return string(data) }
+
+// startAgentRun runs this test binary as the agent with args, its output in logPath. It is
+// killed and waited for when the test ends, and its log shown if the test failed.
+func startAgentRun(t *testing.T, logPath string, args ...string) *agentRun {
+	t.Helper()
+	a := &agentRun{cmd: exec.Command(os.Args[0], append([]string{"agent"}, args...)...), logPath: logPath, exited: make(chan struct{})}
+	a.cmd.Env = append(os.Environ(), "NUMAPREF_RUN_MAIN=1")
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { out.Close() })
+	a.cmd.Stdout, a.cmd.Stderr = out, out
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { a.waitErr = a.cmd.Wait(); close(a.exited) }()
+	t.Cleanup(func() {
+		_ = a.cmd.Process.Kill()
+		<-a.exited
+		if t.Failed() {
+			t.Logf("agent log (%s):\n%s", logPath, a.log())
+		}
+	})
+	return a
+}
+
+// agentProcess is an agent without the API, with its health probe.
+type agentProcess struct {
+	*agentRun
+	health string
+}
 
 func (a *agentProcess) healthy() bool {
 	resp, err := http.Get("http://" + a.health + "/healthz")
@@ -117,28 +149,11 @@ func (a *agentProcess) healthy() bool {
 // state dir state and its log in dir/<name>.log; it is killed when the test ends.
 func startOfflineAgent(t *testing.T, dir, state, name string) *agentProcess {
 	t.Helper()
-	kubeconfig := unreachableKubeconfig(t, dir)
-	a := &agentProcess{health: freePort(t), logPath: filepath.Join(dir, name+".log"), exited: make(chan struct{})}
-	a.cmd = exec.Command(os.Args[0], "agent", "-node-name", "offline", "-kubeconfig", kubeconfig,
+	health := freePort(t)
+	return &agentProcess{health: health, agentRun: startAgentRun(t, filepath.Join(dir, name+".log"),
+		"-node-name", "offline", "-kubeconfig", unreachableKubeconfig(t, dir),
 		"-state-dir", state, "-cgroup-driver", "cgroupfs", "-fork-events=false", "-metrics-bind-address", "0",
-		"-health-probe-bind-address", a.health, "-leader-election-namespace", "numapref-system", "-pod-name", "")
-	a.cmd.Env = append(os.Environ(), "NUMAPREF_RUN_MAIN=1")
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := os.Create(a.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { out.Close() })
-	a.cmd.Stdout, a.cmd.Stderr = out, out
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { a.waitErr = a.cmd.Wait(); close(a.exited) }()
-	t.Cleanup(func() {
-		a.cmd.Process.Kill()
-		<-a.exited
-	})
-	return a
+		"-health-probe-bind-address", health, "-leader-election-namespace", "numapref-system", "-pod-name", "")}
 }
 
 // freePort returns a local address nothing listens on now.

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -71,14 +69,10 @@ func TestAgentSandboxesItself(t *testing.T) {
 }
 
 type sandboxedAgent struct {
-	cmd      *exec.Cmd
-	logPath  string
-	exited   chan struct{}
+	*agentRun
 	workload *hostlab.Workload
 	emuDir   string
 }
-
-func (a *sandboxedAgent) log() string { data, _ := os.ReadFile(a.logPath); return string(data) }
 
 // placed checks that every task of the workload holds node in the emulated kernel.
 func (a *sandboxedAgent) placed(node int) error {
@@ -125,32 +119,12 @@ func startSandboxedAgent(t *testing.T, extraArgs ...string) *sandboxedAgent {
 		Ref:  cgroups.ContainerRef{PodUID: uid, QOS: corev1.PodQOSGuaranteed, ContainerID: c.ContainerID},
 		Node: 0,
 	})
-	a := &sandboxedAgent{logPath: filepath.Join(dir, "agent.log"), exited: make(chan struct{}), workload: w,
-		emuDir: filepath.Join(dir, "emulator")}
-	args := append([]string{"agent", "-node-name", "sandboxed", "-kubeconfig", unreachableKubeconfig(t, dir),
+	a := &sandboxedAgent{workload: w, emuDir: filepath.Join(dir, "emulator")}
+	args := append([]string{"-node-name", "sandboxed", "-kubeconfig", unreachableKubeconfig(t, dir),
 		"-kernel", "emulated", "-emulator-state-dir", a.emuDir, "-state-dir", stateDir,
 		"-cgroup-driver", "cgroupfs", "-kubelet-cgroup-root", lab.KubeletCgroupRoot(), "-rescan-interval", "1s",
 		"-metrics-bind-address", "0", "-health-probe-bind-address", freePort(t), "-leader-elect=false"}, extraArgs...)
-	a.cmd = exec.Command(os.Args[0], args...)
-	a.cmd.Env = append(os.Environ(), "NUMAPREF_RUN_MAIN=1")
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := os.Create(a.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { out.Close() })
-	a.cmd.Stdout, a.cmd.Stderr = out, out
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { a.cmd.Wait(); close(a.exited) }()
-	t.Cleanup(func() {
-		a.cmd.Process.Kill()
-		<-a.exited
-		if t.Failed() {
-			t.Logf("agent log:\n%s", a.log())
-		}
-	})
+	a.agentRun = startAgentRun(t, filepath.Join(dir, "agent.log"), args...)
 	return a
 }
 
