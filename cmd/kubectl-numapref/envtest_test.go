@@ -4,10 +4,7 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,45 +19,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/numapref/numapref/internal/testutil/poll"
-	"github.com/numapref/numapref/internal/testutil/testenv"
+	"github.com/numapref/numapref/internal/testutil/sharedenv"
 )
 
 // A real kube-apiserver and etcd (envtest), started by the first test that needs them: the
 // integration tier (build tag integration). The binaries come from hack/k8s-binaries.sh
 // through KUBEBUILDER_ASSETS (make integration sets it).
-var (
-	envOnce  sync.Once
-	testEnv  *envtest.Environment
-	adminCfg *rest.Config
-	envErr   error
-)
+var env = &sharedenv.Env{Environment: envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if testEnv != nil {
-		if err := testEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { env.Main(m) }
 
 // apiServer returns an admin config and client of the shared envtest API server.
 func apiServer(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
-	testenv.RequireEnvtest(t)
-	envOnce.Do(func() {
-		testEnv = &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-		adminCfg, envErr = testEnv.Start()
-	})
-	if envErr != nil {
-		t.Fatalf("starting envtest: %v", envErr)
-	}
-	cs, err := kubernetes.NewForConfig(adminCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rest.CopyConfig(adminCfg), cs
+	return env.Start(t)
 }
 
 func ensureNamespace(t *testing.T, cs kubernetes.Interface, name string) {

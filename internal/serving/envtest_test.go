@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,45 +19,20 @@ import (
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/numapref/numapref/internal/testutil/testenv"
+	"github.com/numapref/numapref/internal/testutil/sharedenv"
 )
 
 // A real kube-apiserver and etcd (envtest) for the integration tier, started by the first
 // test or benchmark that needs them.
-var (
-	envOnce  sync.Once
-	testEnv  *envtest.Environment
-	adminCfg *rest.Config
-	envErr   error
-)
+var env = &sharedenv.Env{}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if testEnv != nil {
-		if err := testEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { env.Main(m) }
 
+// apiServer returns an admin config and client of the shared envtest API server.
 func apiServer(t testing.TB) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
-	testenv.RequireEnvtest(t)
-	envOnce.Do(func() {
-		testEnv = &envtest.Environment{}
-		adminCfg, envErr = testEnv.Start()
-	})
-	if envErr != nil {
-		t.Fatalf("starting envtest: %v", envErr)
-	}
-	cs, err := kubernetes.NewForConfig(adminCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rest.CopyConfig(adminCfg), cs
+	return env.Start(t)
 }
 
 // countingTokens counts the TokenReviews that reach the API server.
