@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/numapref/numapref/internal/testutil/plot"
 	"github.com/numapref/numapref/test/monitoring/dashboard"
 )
 
@@ -201,20 +203,36 @@ func monitoringSpecs() bool {
 			Expect(facts).NotTo(BeEmpty())
 		}, SpecTimeout(time.Minute))
 
-		It("leaves a picture of the graphs when E2E_SCREENSHOT names a file", func(ctx SpecContext) {
+		It("draws the dashboard's main panels from a real run when E2E_SCREENSHOT names a file", func(ctx SpecContext) {
 			shot := os.Getenv("E2E_SCREENSHOT")
 			if shot == "" {
 				return // the picture is made by hand (README, "Operate"), not in every run
 			}
-			// Enough history for a graph: the agent scraped for the window the page shows.
+			// Four minutes of history, with something happening: the workload forks every
+			// poll, and a new selected pod starts every fourth.
+			id := containerIDs(ctx, cl, mns, "mon-work")["work"]
+			polls := 0
 			Eventually(func(g Gomega) {
+				polls++
+				signalWorkload(ctx, id, "USR1")
+				if polls%4 == 0 && polls <= 16 {
+					name := fmt.Sprintf("mon-extra-%d", polls/4)
+					g.Expect(cl.Create(ctx, workloadPodOn(primaryNode(), mns, name, map[string]string{"app": "e2e-mon"}, nil, "work"))).To(Succeed())
+				}
 				res, err := prom.query(ctx, `count_over_time(up{job="numapref-agent"}[4m])`)
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(res).NotTo(BeEmpty())
 				g.Expect(res[0].Value).To(Equal(fmt.Sprint(4 * 60 / 2)))
-			}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(10 * time.Second).Should(Succeed())
-			Expect(prom.screenshot(ctx, shot, mns)).To(Succeed())
-		}, SpecTimeout(7*time.Minute))
+			}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(10 * time.Second).Should(Succeed())
+			panels, err := prom.dashboardPanels(ctx, mns, 4*time.Minute, pictured...)
+			Expect(err).NotTo(HaveOccurred())
+			f, err := os.Create(shot)
+			Expect(err).NotTo(HaveOccurred())
+			defer f.Close()
+			Expect(plot.Render(f, "numapref dashboard, one node (make e2e, local node, emulated kernel): namespace "+mns, panels, 2)).To(Succeed())
+			Expect(f.Close()).To(Succeed())
+			logf("dashboard picture: %s", shot)
+		}, SpecTimeout(8*time.Minute))
 	})
 }
 
@@ -486,37 +504,102 @@ func (p *prometheus) alerts(ctx context.Context) ([]alert, error) {
 	return data.Alerts, err
 }
 
-// screenshot renders Prometheus' graph page of the main dashboard queries with headless
-// Chromium (Debian's chromium) into file.
-func (p *prometheus) screenshot(ctx context.Context, file, namespace string) error {
-	exprs := []string{
-		fmt.Sprintf(`sum by (pod, numa_node) (numapref_container_memory_bytes{namespace=%q})`, namespace),
-		`sum by (result) (rate(numapref_task_sets_total[1m]))`,
-		`sum by (reason) (numapref_containers)`,
+// pictured are the dashboard panels of the README's picture.
+var pictured = []string{
+	"Selected containers by reason", "Tasks by state", "SET results", "Fork to applied",
+	"Memory by NUMA node", "Memory locality", "CPU", "Resident memory",
+}
+
+// dashboardPanels runs the queries of the dashboard panels named titles over the last
+// span, with the dashboard's variables set to every node and pod of namespace, and returns
+// them as plot panels, named and labelled as the dashboard's legends and units say.
+func (p *prometheus) dashboardPanels(ctx context.Context, namespace string, span time.Duration, titles ...string) ([]plot.Panel, error) {
+	data, err := os.ReadFile("../../charts/numapref/files/dashboard.json")
+	if err != nil {
+		return nil, err
+	}
+	vars := map[string]string{"node": ".*", "namespace": namespace, "pod": ".*", "__rate_interval": "30s"}
+	queries, err := dashboard.Queries(data, vars)
+	if err != nil {
+		return nil, err
+	}
+	end := time.Now()
+	var out []plot.Panel
+	for _, title := range titles {
+		panel := plot.Panel{Title: title}
+		for _, q := range queries {
+			if q.Panel != title {
+				continue
+			}
+			panel.Unit = plotUnit(q.Unit)
+			series, err := p.queryRange(ctx, q.Expr, end.Add(-span), end, 5*time.Second)
+			if err != nil {
+				return nil, fmt.Errorf("panel %q: %w", title, err)
+			}
+			for _, s := range series {
+				panel.Series = append(panel.Series, plot.Series{Name: q.Name(s.labels), Points: s.points})
+			}
+		}
+		if panel.Series == nil {
+			return nil, fmt.Errorf("panel %q: no data (or no such panel)", title)
+		}
+		out = append(out, panel)
+	}
+	return out, nil
+}
+
+// plotUnit is the plot unit of a Grafana unit.
+func plotUnit(grafana string) plot.Unit {
+	switch grafana {
+	case "bytes":
+		return plot.Bytes
+	case "s":
+		return plot.Seconds
+	case "ops", "reqps":
+		return plot.PerSecond
+	case "percentunit":
+		return plot.Ratio
+	}
+	return plot.Plain
+}
+
+type rangeSeries struct {
+	labels map[string]string
+	points []plot.Point
+}
+
+// queryRange runs a range query from start to end at step.
+func (p *prometheus) queryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]rangeSeries, error) {
+	var data struct {
+		Result []struct {
+			Metric map[string]string `json:"metric"`
+			Values [][2]any          `json:"values"`
+		} `json:"result"`
 	}
 	q := url.Values{}
-	for i, e := range exprs {
-		q.Set(fmt.Sprintf("g%d.expr", i), e)
-		q.Set(fmt.Sprintf("g%d.tab", i), "0")
-		q.Set(fmt.Sprintf("g%d.range_input", i), "5m")
+	q.Set("query", expr)
+	q.Set("start", strconv.FormatInt(start.Unix(), 10))
+	q.Set("end", strconv.FormatInt(end.Unix(), 10))
+	q.Set("step", strconv.Itoa(int(step.Seconds())))
+	if err := p.get(ctx, "/api/v1/query_range?"+q.Encode(), &data); err != nil {
+		return nil, err
 	}
-	abs, err := filepath.Abs(file)
-	if err != nil {
-		return err
+	var out []rangeSeries
+	for _, r := range data.Result {
+		s := rangeSeries{labels: r.Metric}
+		for _, v := range r.Values {
+			at, ok := v[0].(float64)
+			text, ok2 := v[1].(string)
+			if !ok || !ok2 {
+				return nil, fmt.Errorf("range query %s: a sample %v is not [time, \"value\"]", expr, v)
+			}
+			val, err := strconv.ParseFloat(text, 64)
+			if err != nil {
+				return nil, fmt.Errorf("range query %s: %w", expr, err)
+			}
+			s.points = append(s.points, plot.Point{T: time.Unix(0, int64(at*1e9)), V: val})
+		}
+		out = append(out, s)
 	}
-	profile, err := os.MkdirTemp("", "e2e-chromium-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(profile)
-	// No background connections: this machine reaches no network but its own.
-	out, err := exec.CommandContext(ctx, "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
-		"--no-first-run", "--user-data-dir="+profile,
-		"--virtual-time-budget=15000", "--window-size=1600,1500", "--screenshot="+abs, p.url+"/graph?"+q.Encode()).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("chromium: %w: %s", err, out)
-	}
-	logf("screenshot: %s", abs)
-	return nil
+	return out, nil
 }

@@ -6,6 +6,7 @@ package dashboard
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -14,6 +15,10 @@ import (
 type Query struct {
 	Panel string
 	Expr  string
+	// Legend is the target's legendFormat ("{{label}}" for a label's value), Unit the
+	// panel's Grafana unit ("bytes", "s", "ops", "percentunit", ...); either may be empty.
+	Legend string
+	Unit   string
 }
 
 // SampleVars fill the dashboard's variables with values that match every series: every
@@ -21,10 +26,16 @@ type Query struct {
 var SampleVars = map[string]string{"node": ".*", "namespace": "default", "pod": ".*", "__rate_interval": "1m"}
 
 type panel struct {
-	Title   string  `json:"title"`
-	Panels  []panel `json:"panels"`
+	Title       string  `json:"title"`
+	Panels      []panel `json:"panels"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
 	Targets []struct {
-		Expr string `json:"expr"`
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
 	} `json:"targets"`
 }
 
@@ -47,7 +58,7 @@ func Queries(data []byte, vars map[string]string) ([]Query, error) {
 				if err != nil {
 					return fmt.Errorf("panel %q: %w", p.Title, err)
 				}
-				out = append(out, Query{Panel: p.Title, Expr: expr})
+				out = append(out, Query{Panel: p.Title, Expr: expr, Legend: t.LegendFormat, Unit: p.FieldConfig.Defaults.Unit})
 			}
 			if err := walk(p.Panels); err != nil {
 				return err
@@ -82,4 +93,33 @@ func expand(expr string, vars map[string]string) (string, error) {
 		return "", fmt.Errorf("unknown variable in %q", expr[i:])
 	}
 	return expr, nil
+}
+
+// legendLabel is one "{{ name }}" of a legendFormat.
+var legendLabel = regexp.MustCompile(`{{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*}}`)
+
+// Name names one series as Grafana would: the query's legendFormat with each
+// {{label}} replaced by the series' value of it, or the series' labels when the query has
+// no legendFormat.
+func (q Query) Name(labels map[string]string) string {
+	if q.Legend != "" {
+		return legendLabel.ReplaceAllStringFunc(q.Legend, func(m string) string {
+			return labels[legendLabel.FindStringSubmatch(m)[1]]
+		})
+	}
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		if k != "__name__" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+labels[k])
+	}
+	if len(parts) == 0 {
+		return q.Expr
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }

@@ -70,3 +70,27 @@ func TestQueries(t *testing.T) {
 		})
 	}
 }
+
+func TestQueryName(t *testing.T) {
+	labels := map[string]string{"__name__": "m", "node": "n1", "numa_node": "0", "pod": "p"}
+	tests := map[string]struct {
+		q    Query
+		want string
+	}{
+		"legendFormat":             {Query{Expr: "m", Legend: "NUMA node {{numa_node}} on {{ node }}"}, "NUMA node 0 on n1"},
+		"a label the series lacks": {Query{Expr: "m", Legend: "{{reason}}!"}, "!"},
+		"no legendFormat":          {Query{Expr: "m"}, "{node=n1, numa_node=0, pod=p}"},
+		"no labels at all":         {Query{Expr: "sum(m)"}, "sum(m)"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := tc.q.Name(labels)
+			if name == "no labels at all" {
+				got = tc.q.Name(nil)
+			}
+			if got != tc.want {
+				t.Errorf("Name = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
