@@ -161,13 +161,15 @@ func runAgent(args []string) error {
 	log.Info("Starting", "node", f.nodeName, "kernel", support, "numaNodes", topo.Online, "cgroups", resolver.Layout())
 
 	var events <-chan numa.ProcEvent
+	var forkFilter interface{ FilterForks(numa.ForkFilter) error }
 	if f.forkEvents {
-		pe, err := numa.OpenProcEvents()
+		// Forks only: the engine acts on nothing else, and the kernel drops the rest.
+		pe, err := numa.OpenProcEvents(numa.ProcEventFork)
 		if err != nil {
 			log.Error(err, "Fork events unavailable; new processes are caught by rescans only", "rescanInterval", f.rescanInterval)
 		} else {
 			defer pe.Close()
-			events = pe.Events()
+			events, forkFilter = pe.Events(), pe
 		}
 	}
 	metrics := nodeagent.NewMetrics()
@@ -184,7 +186,7 @@ func runAgent(args []string) error {
 		CPUNode:     topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
 		Topology:       func() (numa.Online, error) { return numa.ReadOnline(sysRoot) }, // node and CPU hotplug
 		RescanInterval: f.rescanInterval,
-		ProcEvents:     events, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
+		ProcEvents:     events, ForkFilter: forkFilter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
 	var ledgerDamaged error
 	if errors.Is(err, nodeagent.ErrLedgerDamaged) {

@@ -52,6 +52,9 @@ type EngineConfig struct {
 	RescanInterval time.Duration
 	// ProcEvents, when not nil, delivers fork events so new tasks are handled at once.
 	ProcEvents <-chan numa.ProcEvent
+	// ForkFilter, when not nil, is the filter of the socket behind ProcEvents: the engine
+	// narrows it to the forks it may act on (forkfilter.go).
+	ForkFilter forkFilterer
 	// ForkRetryDelays are the looks a fork pass takes again when it did not list the new
 	// task (see DefaultForkRetryDelays); nil means the default.
 	ForkRetryDelays []time.Duration
@@ -114,6 +117,7 @@ type Engine struct {
 	changes chan struct{}
 	kick    chan struct{}
 	retries chan forkRetry // fork passes to run again (retryUnlisted)
+	markDue chan struct{}  // a reading for the fork filter's mark is due (armForkMark)
 	// ledgerRetry is set while a pass is scheduled to retry a failed ledger write.
 	ledgerRetry atomic.Bool
 	// draining is set by Drain: from then on the engine places nothing.
@@ -138,6 +142,8 @@ type Engine struct {
 	// automatic container's node as the last full pass chose it (placement.go).
 	choices  map[choiceKey]choice
 	resolved map[ContainerKey]resolution
+	// forkWatch is what the kernel's filter of fork events holds.
+	forkWatch forkWatch
 }
 
 // containerListing is the cgroup and tasks a pass found for a container it acted on.
@@ -185,6 +191,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		changes:  make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
 		retries:  make(chan forkRetry, 64),
+		markDue:  make(chan struct{}, 1),
 		tgids:    make(map[int]ContainerKey),
 		listing:  make(map[ContainerKey]containerListing),
 		forkSets: make(map[int]setMark),
@@ -255,6 +262,8 @@ func (e *Engine) Start(ctx context.Context) error {
 				continue
 			}
 			e.onProcEvent(ev)
+		case <-e.markDue:
+			e.markForks()
 		case r := <-e.retries:
 			e.forkPass(r.key, r.fork)
 			e.retryUnlisted(r.key, r.fork, r.attempt)

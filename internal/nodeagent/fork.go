@@ -50,6 +50,9 @@ func (e *Engine) onProcEvent(ev numa.ProcEvent) {
 		delete(e.forkSets, ev.ChildTID)
 		e.cfg.Metrics.reportForkLag(fork, set, false)
 	}
+	if !ok {
+		e.armForkMark() // the filter passed it for nothing: a young process's
+	}
 	e.passMu.Unlock()
 	if ok {
 		e.forkPass(key, fork)

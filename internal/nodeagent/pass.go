@@ -101,6 +101,7 @@ func (e *Engine) finish(p *pass, pl plan, choicesDirty bool) {
 	}
 	e.apply(p, pl)
 	e.tgids, e.listing = p.tgids, p.listing
+	e.filterForks()
 	e.mu.Lock()
 	changed := !maps.EqualFunc(p.results, e.results, resultEqual)
 	e.results = p.results

@@ -86,9 +86,11 @@ var errShortMessage = errors.New("short proc connector message")
 
 // parseProcMessages decodes the netlink datagram buf into proc connector events. Unknown
 // event kinds and messages for other connector users are skipped.
-func parseProcMessages(buf []byte) ([]ProcEvent, error) {
+func parseProcMessages(buf []byte) ([]ProcEvent, error) { return appendProcMessages(nil, buf) }
+
+// appendProcMessages is parseProcMessages appending to events.
+func appendProcMessages(events []ProcEvent, buf []byte) ([]ProcEvent, error) {
 	ne := binary.NativeEndian
-	var events []ProcEvent
 	for len(buf) > 0 {
 		if len(buf) < nlmsgHdrLen {
 			return events, errShortMessage

@@ -5,6 +5,7 @@ package numa
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,4 +51,75 @@ func TestOpenProcEvents(t *testing.T) {
 	}
 	for range pe.Events() { // drains, then ends: the channel is closed
 	}
+}
+
+// A connector socket dialed for forks gets no exec or exit event, and once narrowed by
+// FilterForks no fork of a process older than its mark that it does not name; a young
+// process's forks still come. Each check waits for a later event that must come (the
+// kernel sends a child's exit before its parent's wait returns).
+func TestProcConnFilters(t *testing.T) {
+	c, err := DialProcConnector(ProcEventFork)
+	testenv.RequireNoError(t, err, "the proc connector (CAP_NET_ADMIN, CONFIG_PROC_EVENTS)", "sudo make host")
+	defer c.Close()
+	testenv.RequireFile(t, "/bin/sh", "a system with /bin/sh")
+	run := func(name string, args ...string) int {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("running %s: %v", name, err)
+		}
+		return cmd.Process.Pid
+	}
+	// until reads events until one satisfies last, and returns those of pids before it.
+	until := func(last func(ProcEvent) bool, pids ...int) []ProcEvent {
+		t.Helper()
+		if err := c.f.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		var seen []ProcEvent
+		for {
+			events, err := c.Read(nil)
+			if err != nil {
+				t.Fatalf("reading events (seen %v): %v", seen, err)
+			}
+			for _, ev := range events {
+				if last(ev) {
+					return seen
+				}
+				if slices.Contains(pids, ev.ChildTGID) {
+					seen = append(seen, ev)
+				}
+			}
+		}
+	}
+
+	first := run("/bin/true")
+	second := run("/bin/true")
+	seen := until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ChildTGID == second }, first)
+	if len(seen) != 1 || seen[0].Kind != ProcEventFork {
+		t.Errorf("for a child that forked, exec'd and exited the socket got %v; want its fork only", seen)
+	}
+
+	mark, err := ReadLastPid("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FilterForks(ForkFilter{Above: mark}); err != nil {
+		t.Fatal(err)
+	}
+	old := run("/bin/true") // a fork of this process, born before the mark
+	shell := exec.Command("/bin/sh", "-c", "/bin/true; /bin/true")
+	if err := shell.Run(); err != nil {
+		t.Fatal(err)
+	}
+	seen = until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ParentTGID == shell.Process.Pid }, old, shell.Process.Pid)
+	if len(seen) > 0 {
+		t.Errorf("forks of this process, older than the mark %d, reached the socket: %v", mark, seen)
+	}
+
+	if err := c.FilterForks(ForkFilter{Above: mark, TGIDs: []int{os.Getpid()}}); err != nil {
+		t.Fatal(err)
+	}
+	named := run("/bin/true")
+	until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ChildTGID == named })
 }

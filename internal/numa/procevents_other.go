@@ -6,7 +6,10 @@ package numa
 type ProcEvents struct{}
 
 // OpenProcEvents fails: the proc connector is Linux's.
-func OpenProcEvents() (*ProcEvents, error) { return nil, errNotLinux }
+func OpenProcEvents(...ProcEventKind) (*ProcEvents, error) { return nil, errNotLinux }
+
+// FilterForks fails: the proc connector is Linux's.
+func (p *ProcEvents) FilterForks(ForkFilter) error { return errNotLinux }
 
 // Events returns a closed channel.
 func (p *ProcEvents) Events() <-chan ProcEvent {

@@ -1,0 +1,92 @@
+package nodeagent
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// forkFilterer narrows the fork events the kernel delivers (numa.ProcEvents).
+type forkFilterer interface {
+	FilterForks(numa.ForkFilter) error
+}
+
+// forkMarkEvery is how long after a fork the filter passed for nothing the engine reads
+// the last pid again for the filter's mark.
+const forkMarkEvery = 100 * time.Millisecond
+
+// forkWatch keeps the kernel's filter of fork events in step with the listings, so that an
+// unrelated fork does not wake the agent. onProcEvent acts on a fork whose creator is a
+// listed process (tgids); the filter passes those, and every fork of a process born after
+// the mark: a child of a selected process that no pass has listed yet (its own fork event
+// still on its way) may fork in turn. The mark is the last pid as read at the reading
+// before the last one. A reading is taken forkMarkEvery after a fork the filter passed
+// for nothing (a young process's), so the mark follows the pids while young processes
+// fork, and an idle host costs no reading. It moves only when no fork event waits, so
+// every process born by then in a selected container had its fork event handled and its
+// fork pass list it, or a full pass listed it (a child the fork pass's looks missed waits
+// for the rescan, as its own forks always did). When pids wrap around, or the last pid
+// cannot be read, every fork passes until two readings made a mark again.
+type forkWatch struct {
+	marks    [2]int // the last pid at the last two readings, older first
+	set      numa.ForkFilter
+	attached bool // set is the socket's filter
+	armed    bool // a reading is on its way
+}
+
+// armForkMark schedules a reading of the last pid, after a fork the filter passed for
+// nothing. The caller holds passMu.
+func (e *Engine) armForkMark() {
+	w := &e.forkWatch
+	if e.cfg.ForkFilter == nil || w.armed {
+		return
+	}
+	w.armed = true
+	e.cfg.Clock.AfterFunc(forkMarkEvery, func() { signal(e.markDue) })
+}
+
+// markForks takes a reading of the last pid and moves the filter's mark, unless fork
+// events wait in the queue (then the next passed fork schedules another).
+func (e *Engine) markForks() {
+	e.passMu.Lock()
+	defer e.passMu.Unlock()
+	w := &e.forkWatch
+	w.armed = false
+	if len(e.cfg.ProcEvents) > 0 {
+		return
+	}
+	pid, _ := numa.ReadLastPid(e.cfg.ProcRoot) // 0: unknown
+	if pid == 0 || pid < w.marks[1] {
+		w.marks = [2]int{0, pid} // unknown, or wrapped around: no mark holds
+	} else {
+		w.marks = [2]int{w.marks[1], pid}
+	}
+	e.filterForks()
+}
+
+// filterForks gives the socket the filter of the current listings and mark, if it
+// changed. The caller holds passMu.
+func (e *Engine) filterForks() {
+	if e.cfg.ForkFilter == nil {
+		return
+	}
+	w := &e.forkWatch
+	f := numa.ForkFilter{Above: w.marks[0]}
+	if f.All() || len(e.tgids) > numa.MaxFilterTGIDs {
+		f = numa.ForkFilter{}
+	} else {
+		f.TGIDs = slices.Sorted(maps.Keys(e.tgids))
+	}
+	if w.attached && f.Equal(w.set) {
+		return
+	}
+	err := e.cfg.ForkFilter.FilterForks(f)
+	if err != nil {
+		e.cfg.Log.Error(err, "Filtering fork events in the kernel; every fork is delivered", "processes", len(f.TGIDs))
+		f = numa.ForkFilter{}
+		err = e.cfg.ForkFilter.FilterForks(f)
+	}
+	w.set, w.attached = f, err == nil
+}

@@ -1,0 +1,92 @@
+package nodeagent
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// filterRecorder is the socket's filter, as the engine sets it.
+type filterRecorder struct {
+	set      []numa.ForkFilter
+	failSome bool // refuse every filter that does not pass all forks
+}
+
+func (r *filterRecorder) FilterForks(f numa.ForkFilter) error {
+	if r.failSome && !f.All() {
+		return errors.New("refused")
+	}
+	r.set = append(r.set, f)
+	return nil
+}
+
+// The engine narrows the kernel's fork filter to its listed processes and a mark that
+// follows the last pid one reading behind; it passes every fork until two readings, after
+// the pids wrap around, when the last pid is unreadable, and when the narrow filter is
+// refused. A fork it has no container for schedules one reading, not one per fork.
+func TestForkWatch(t *testing.T) {
+	h := newFakeHost(t)
+	h.addTask(100, -1)
+	h.addTask(101, -1)
+	rec := &filterRecorder{}
+	fc := clocktesting.NewFakeClock(time.Now())
+	e := h.engine(EngineConfig{ForkFilter: rec, Clock: fc})
+	e.SetDesired([]Desire{fakeDesire(0)})
+	lastPid := filepath.Join(h.proc, "sys", "kernel", "ns_last_pid")
+	mark := func(pid string) {
+		t.Helper()
+		if pid == "" {
+			if err := os.Remove(lastPid); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			writeFile(t, lastPid, pid+"\n")
+		}
+		e.markForks()
+	}
+	every := numa.ForkFilter{}
+	narrow := func(above int) numa.ForkFilter { return numa.ForkFilter{Above: above, TGIDs: []int{100}} }
+	steps := []struct {
+		name string
+		do   func()
+		want []numa.ForkFilter
+	}{
+		{"the first pass", e.Pass, []numa.ForkFilter{every}},
+		{"one reading", func() { mark("500") }, nil},
+		{"two readings", func() { mark("600") }, []numa.ForkFilter{narrow(500)}},
+		{"a pass that lists the same", e.Pass, nil},
+		{"a third reading", func() { mark("700") }, []numa.ForkFilter{narrow(600)}},
+		{"the pids wrapped", func() { mark("50") }, []numa.ForkFilter{every}},
+		{"one reading after the wrap", func() { mark("80") }, []numa.ForkFilter{narrow(50)}},
+		{"the last pid unreadable", func() { mark("") }, []numa.ForkFilter{every}},
+		{"two readings again, the narrow filter refused", func() { rec.failSome = true; mark("900"); mark("950") }, []numa.ForkFilter{every}},
+	}
+	for _, s := range steps {
+		before := len(rec.set)
+		s.do()
+		if diff := cmp.Diff(s.want, rec.set[before:], cmpopts.EquateEmpty(), cmp.Comparer(func(a, b numa.ForkFilter) bool { return a.Equal(b) })); diff != "" {
+			t.Errorf("%s: filters set (-want +got):\n%s", s.name, diff)
+		}
+	}
+
+	for range 3 {
+		e.onProcEvent(numa.ProcEvent{Kind: numa.ProcEventFork, ParentTGID: 4000, ParentTID: 4000, ChildTID: 4001, ChildTGID: 4001})
+	}
+	if n := fc.Waiters(); n != 1 {
+		t.Fatalf("%d timers after three unrelated forks, want one reading", n)
+	}
+	fc.Step(forkMarkEvery)
+	select {
+	case <-e.markDue:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reading due after forkMarkEvery")
+	}
+}
