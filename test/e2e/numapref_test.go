@@ -241,16 +241,6 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		return containerIDs(ctx, cl, ns, name)
 	}
 
-	signalWorkload := func(ctx context.Context, containerID, sig string) {
-		GinkgoHelper()
-		tasks, err := containerTasks(ctx, containerID)
-		Expect(err).NotTo(HaveOccurred())
-		// The container's first process is the workload itself (pid 1 in its namespace).
-		main := slices.Min(processes(tasks))
-		out, err := nodeShell(ctx, fmt.Sprintf("kill -%s %d", sig, main))
-		Expect(err).NotTo(HaveOccurred(), out)
-	}
-
 	BeforeAll(func(ctx SpecContext) {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		Expect(err).NotTo(HaveOccurred())
@@ -836,4 +826,16 @@ func metricValue(body, series string) float64 {
 		}
 	}
 	return -1
+}
+
+// signalWorkload sends signal sig (a kill(1) name) to the workload process of the local
+// node's container containerID.
+func signalWorkload(ctx context.Context, containerID, sig string) {
+	GinkgoHelper()
+	tasks, err := containerTasks(ctx, containerID)
+	Expect(err).NotTo(HaveOccurred())
+	// The container's first process is the workload itself (pid 1 in its namespace).
+	main := slices.Min(processes(tasks))
+	out, err := nodeShell(ctx, fmt.Sprintf("kill -%s %d", sig, main))
+	Expect(err).NotTo(HaveOccurred(), out)
 }
