@@ -126,12 +126,20 @@ func drawPanel(img *image.RGBA, r image.Rectangle, p Panel) {
 	}
 	for i, s := range p.Series {
 		c := Color(i)
-		for j := 1; j < len(s.Points); j++ {
-			a, b := s.Points[j-1], s.Points[j]
-			line(img, x(a.T), y(a.V), x(b.T), y(b.V), c)
-		}
-		if len(s.Points) == 1 {
-			dot(img, x(s.Points[0].T), y(s.Points[0].V), c)
+		// A value that is not a number (a quantile of no samples) breaks the line.
+		var prev *Point
+		for j := range s.Points {
+			pt := &s.Points[j]
+			if !finite(pt.V) {
+				prev = nil
+				continue
+			}
+			if prev != nil {
+				line(img, x(prev.T), y(prev.V), x(pt.T), y(pt.V), c)
+			} else {
+				dot(img, x(pt.T), y(pt.V), c)
+			}
+			prev = pt
 		}
 	}
 	legend(img, image.Pt(r.Min.X+10, plotArea.Max.Y+axisH+12), r.Dx()-20, p.Series)
@@ -161,7 +169,7 @@ func bounds(series []Series) (t0, t1 time.Time, lo, hi float64, ok bool) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, s := range series {
 		for _, pt := range s.Points {
-			if math.IsNaN(pt.V) || math.IsInf(pt.V, 0) {
+			if !finite(pt.V) {
 				continue
 			}
 			if !ok || pt.T.Before(t0) {
@@ -224,6 +232,8 @@ func scaled(v, base float64, suffixes []string) string {
 	}
 	return fmt.Sprintf("%.2g%s", v, suffixes[i])
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func text(img *image.RGBA, x, y int, s string, c color.Color) {
 	d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}

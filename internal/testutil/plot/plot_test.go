@@ -18,8 +18,21 @@ func TestRenderDrawsEachSeriesInItsColor(t *testing.T) {
 		ramp.Points = append(ramp.Points, Point{T: at, V: float64(i) * 1024 * 1024})
 		flat.Points = append(flat.Points, Point{T: at, V: 5 * 1024 * 1024})
 	}
+	// Prometheus answers NaN for a quantile of no samples: such points break the line.
+	gaps := Series{Name: "gaps"}
+	for i := 0; i < 60; i++ {
+		v := float64(i % 7)
+		if i%5 == 0 {
+			v = math.NaN()
+		}
+		if i == 31 {
+			v = math.Inf(1)
+		}
+		gaps.Points = append(gaps.Points, Point{T: t0.Add(time.Duration(i) * 2 * time.Second), V: v})
+	}
 	panels := []Panel{
 		{Title: "memory", Unit: Bytes, Series: []Series{ramp, flat}},
+		{Title: "gaps", Unit: Seconds, Series: []Series{gaps}},
 		{Title: "empty", Unit: Ratio},
 		{Title: "nan only", Series: []Series{{Name: "x", Points: []Point{{T: t0, V: math.NaN()}}}}},
 	}
@@ -41,9 +54,13 @@ func TestRenderDrawsEachSeriesInItsColor(t *testing.T) {
 			t.Errorf("series %q: %d pixels of its color in the panel, want a line (≥ 200)", s.Name, n)
 		}
 	}
-	// The empty panels draw no line.
 	second := image.Rect(panelW, titleH+margin, 2*panelW, titleH+margin+panelH)
-	if n := pixels(img, second, Color(0)); n != 0 {
+	if n := pixels(img, second, Color(0)); n < 100 {
+		t.Errorf("the series with gaps: %d pixels of its color, want its segments (≥ 100)", n)
+	}
+	// The empty panel draws no line.
+	third := image.Rect(0, titleH+margin+panelH, panelW, titleH+margin+2*panelH)
+	if n := pixels(img, third, Color(0)); n != 0 {
 		t.Errorf("the empty panel has %d pixels of a line's color", n)
 	}
 }
