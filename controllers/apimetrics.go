@@ -23,9 +23,25 @@ var reportWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Writes of this node's NumaNodeReport, by result (ok, error).",
 }, []string{"result"})
 
+// nodeRestrictionMissing is 1 while the node restriction check finds that the API accepts
+// this agent's writes outside its own node (noderestriction.go), 0 once it found them
+// refused. The alert NumaprefNodeRestrictionMissing fires on it.
+var nodeRestrictionMissing = prometheus.NewGauge(prometheus.GaugeOpts{
+	Namespace: "numapref", Name: "node_restriction_missing",
+	Help: "1 when the API accepted this agent's dry-run writes of another node's report or of a foreign label on its own Node, which the node restriction policy refuses; 0 when it refused them.",
+})
+
+func reportRestrictionMissing(missing bool) {
+	v := 0.0
+	if missing {
+		v = 1
+	}
+	nodeRestrictionMissing.Set(v)
+}
+
 // RegisterMetrics registers the controllers' metrics in reg.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{apiRequests, reportWrites} {
+	for _, c := range []prometheus.Collector{apiRequests, reportWrites, nodeRestrictionMissing} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -8,13 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -37,6 +42,7 @@ var _ = Describe("Node restriction", Ordered, func() {
 	ctx := context.Background()
 	const agentNS, agentSA = "numapref-system", "numapref-agent"
 	var agent client.Client
+	var agentCfg *rest.Config
 
 	BeforeAll(func() {
 		// The namespace first: role.yaml holds the agent's Role in it (its own DaemonSet).
@@ -51,7 +57,8 @@ var _ = Describe("Node restriction", Ordered, func() {
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: agentNS, Name: agentSA}},
 		})).To(Succeed())
 		createNodes(ctx, "restrict-a", "restrict-b")
-		agent = clientOf(agentConfig(ctx, agentNS, agentSA, "restrict-a"))
+		agentCfg = agentConfig(ctx, agentNS, agentSA, "restrict-a")
+		agent = clientOf(agentCfg)
 	})
 
 	It("refuses another node's report, and allows the agent's own", func() {
@@ -107,7 +114,60 @@ var _ = Describe("Node restriction", Ordered, func() {
 		Expect(node.Finalizers).To(BeEmpty())
 		Expect(node.OwnerReferences).To(BeEmpty())
 	})
+
+	// Last: it deletes the policy's binding.
+	It("lets the agent prove the restriction, and report NodeRestrictionMissing once the binding is gone", func() {
+		opts := testAgentOptions
+		opts.NodeRestrictionCheck = 200 * time.Millisecond
+		startAgent("restrict-a", newScriptedEngine(nil), withConfig(agentCfg), withOptions(opts))
+		Eventually(func(g Gomega) {
+			g.Expect(restrictedCondition(g, ctx, "restrict-a")).To(And(
+				HaveField("Status", metav1.ConditionTrue), HaveField("Reason", numav1.ReasonNodeRestrictionEnforced)))
+		}).Should(Succeed())
+		Expect(testutil.ToFloat64(nodeRestrictionMissing)).To(BeZero())
+		Expect(nodeEvents(ctx, "restrict-a", numav1.ReasonNodeRestrictionMissing)).To(BeEmpty())
+
+		Expect(k8sClient.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "numapref-agent-node-restriction"}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(testutil.ToFloat64(nodeRestrictionMissing)).To(Equal(1.0))
+			g.Expect(restrictedCondition(g, ctx, "restrict-a")).To(And(
+				HaveField("Status", metav1.ConditionFalse), HaveField("Reason", numav1.ReasonNodeRestrictionMissing),
+				HaveField("Message", ContainSubstring("NumaNodeReport numapref-restriction-check of another node and label "+restrictionProbeLabel))))
+			g.Expect(nodeEvents(ctx, "restrict-a", numav1.ReasonNodeRestrictionMissing)).To(ConsistOf(
+				HaveField("Type", corev1.EventTypeWarning)))
+		}).Should(Succeed())
+
+		// The check's writes were dry runs: nothing of them is stored.
+		err := k8sClient.Get(ctx, client.ObjectKey{Name: probeReportName("restrict-a")}, &numav1.NumaNodeReport{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the check's report: %v", err)
+		node := &corev1.Node{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "restrict-a"}, node)).To(Succeed())
+		Expect(node.Labels).NotTo(HaveKey(restrictionProbeLabel))
+	})
 })
+
+// restrictedCondition is the NodeRestricted condition of node's report.
+func restrictedCondition(g Gomega, ctx context.Context, node string) metav1.Condition {
+	rep := &numav1.NumaNodeReport{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: node}, rep)).To(Succeed())
+	c := meta.FindStatusCondition(rep.Status.Conditions, numav1.ConditionNodeRestricted)
+	g.Expect(c).NotTo(BeNil(), "report %s has no %s condition", node, numav1.ConditionNodeRestricted)
+	return *c
+}
+
+// nodeEvents lists the Events of reason about node.
+func nodeEvents(ctx context.Context, node, reason string) []eventsv1.Event {
+	GinkgoHelper()
+	var list eventsv1.EventList
+	Expect(k8sClient.List(ctx, &list)).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
 // config/default under an overlay that renames its namespace and prefixes every name, as
 // `kubectl kustomize` renders it: the renamed agent is held by the renamed policy.
