@@ -1,14 +1,22 @@
 package controllers
 
 import (
+	"bytes"
 	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 )
@@ -74,6 +82,48 @@ func TestProbeReportNameIsNeverTheNode(t *testing.T) {
 	for _, node := range []string{"n1", probeReportName("n1"), probeReportName(probeReportName("n1"))} {
 		if probeReportName(node) == node {
 			t.Errorf("probeReportName(%q) is the node's own name", node)
+		}
+	}
+}
+
+// The policy's agentLabels name the labels the agent publishes, and take every value it
+// writes: a label added here without its row in the policy would be refused on every node.
+func TestPolicyAllowsThePublishedLabels(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "config", "rbac", "node_restriction_policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy admissionv1.ValidatingAdmissionPolicy
+	if err := yaml.Unmarshal(bytes.Split(data, []byte("\n---"))[0], &policy); err != nil {
+		t.Fatalf("decoding the policy: %v", err)
+	}
+	patterns := map[string]*regexp.Regexp{}
+	for _, v := range policy.Spec.Variables {
+		if v.Name != "agentLabels" {
+			continue
+		}
+		for _, m := range regexp.MustCompile(`'([^']+)':\s*'([^']+)'`).FindAllStringSubmatch(v.Expression, -1) {
+			patterns[m[1]] = regexp.MustCompile(m[2])
+		}
+	}
+	published := map[string][]string{
+		LabelKernelSupport: {"prctl", "emulator", "unsupported"},
+		LabelNUMABalancing: {"disabled", "normal", "memory-tiering", "normal-memory-tiering", "unknown"},
+		LabelNUMANodes:     {"1", "8", "1024"},
+	}
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(published)), slices.Sorted(maps.Keys(patterns))); diff != "" {
+		t.Errorf("agentLabels keys (-published +policy):\n%s", diff)
+	}
+	for label, values := range published {
+		for _, v := range values {
+			if re := patterns[label]; re == nil || !re.MatchString(v) {
+				t.Errorf("the policy refuses %s=%s, which the agent publishes", label, v)
+			}
+		}
+	}
+	for label, v := range map[string]string{LabelNUMANodes: "lots", LabelKernelSupport: "prctl2", LabelNUMABalancing: ""} {
+		if re := patterns[label]; re != nil && re.MatchString(v) {
+			t.Errorf("the policy allows %s=%q, which the agent never publishes", label, v)
 		}
 	}
 }
