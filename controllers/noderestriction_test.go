@@ -119,13 +119,18 @@ var _ = Describe("Node restriction", Ordered, func() {
 	It("lets the agent prove the restriction, and report NodeRestrictionMissing once the binding is gone", func() {
 		opts := testAgentOptions
 		opts.NodeRestrictionCheck = 200 * time.Millisecond
-		startAgent("restrict-a", newScriptedEngine(nil), withConfig(agentCfg), withOptions(opts))
+		startAgent("restrict-a", newScriptedEngine(appliedWithTasks(3)), withConfig(agentCfg), withOptions(opts), withSummarizer())
+		ns := newNamespace(ctx)
+		createRunning(ctx, builders.MakePod(ns, "db-0").Node("restrict-a").Labels(map[string]string{"app": "db"}).Containers("db").Obj())
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "db").Selector("app", "db").Node(0).Obj())).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(restrictedCondition(g, ctx, "restrict-a")).To(And(
 				HaveField("Status", metav1.ConditionTrue), HaveField("Reason", numav1.ReasonNodeRestrictionEnforced)))
+			g.Expect(condition(getPreference(ctx, ns, "db")(g), numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 		}).Should(Succeed())
 		Expect(testutil.ToFloat64(nodeRestrictionMissing)).To(BeZero())
 		Expect(nodeEvents(ctx, "restrict-a", numav1.ReasonNodeRestrictionMissing)).To(BeEmpty())
+		Expect(condition(getPreference(ctx, ns, "db")(Default), numav1.ConditionNodeRestricted).Type).To(BeEmpty())
 
 		Expect(k8sClient.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "numapref-agent-node-restriction"}})).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -135,6 +140,10 @@ var _ = Describe("Node restriction", Ordered, func() {
 				HaveField("Message", ContainSubstring("NumaNodeReport numapref-restriction-check of another node and label "+restrictionProbeLabel))))
 			g.Expect(nodeEvents(ctx, "restrict-a", numav1.ReasonNodeRestrictionMissing)).To(ConsistOf(
 				HaveField("Type", corev1.EventTypeWarning)))
+			// The summarizer carries it into the status of the preference the node reports.
+			g.Expect(condition(getPreference(ctx, ns, "db")(g), numav1.ConditionNodeRestricted)).To(And(
+				HaveField("Status", metav1.ConditionFalse), HaveField("Reason", numav1.ReasonNodeRestrictionMissing),
+				HaveField("Message", ContainSubstring("nodes restrict-a:"))))
 		}).Should(Succeed())
 
 		// The check's writes were dry runs: nothing of them is stored.
