@@ -59,7 +59,8 @@ func probeReportName(node string) string {
 // means the answers said neither refused nor accepted.
 func probeRestriction(ctx context.Context, c client.Client, node string) (restrictionVerdict, error) {
 	other := probeReportName(node)
-	owner := client.FieldOwner(AgentFieldManager(node) + "/restriction-check")
+	// Not AgentFieldManager(node): a field manager has at most 128 characters, a node name 253.
+	owner := client.FieldOwner("numapref-agent-restriction-check")
 	err := c.Create(ctx, &numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: other}}, client.DryRunAll, owner)
 	reportRefused, err := refused(err)
 	if err != nil {
