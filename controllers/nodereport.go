@@ -45,6 +45,7 @@ func (r *NodeAgentReconciler) report(ctx context.Context, plans []podPlan, prefs
 	want := r.reportStatus(plans, prefs, results, facts)
 	var have numav1.NumaNodeReport
 	err := r.client.Get(ctx, client.ObjectKey{Name: r.nodeName}, &have)
+	want.Conditions = restrictionConditions(have.Status.Conditions, r.restrictionVerdict(), r.opts.Clock.Now())
 	switch {
 	case err == nil && equality.Semantic.DeepEqual(want, have.Status):
 		return reconcile.Result{}, nil

@@ -20,6 +20,7 @@ type tally struct {
 	pending, behind               int32 // containers not running yet; nodes on an older generation
 	nodes                         []numav1.NodeProblem
 	ineffectiveNodes              []string
+	unrestrictedNodes             []string // their reports say the node restriction is missing
 }
 
 func tallyReports(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) tally {
@@ -29,6 +30,9 @@ func tallyReports(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) 
 		e, ok := findEntry(rep, pref.Namespace, pref.Name)
 		if !ok {
 			continue
+		}
+		if restrictionMissing(rep) {
+			t.unrestrictedNodes = append(t.unrestrictedNodes, rep.Name)
 		}
 		if e.Pods > 0 {
 			t.summary.Nodes++
@@ -137,6 +141,14 @@ func summarize(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) num
 	meta.SetStatusCondition(&st.Conditions, conflict)
 
 	meta.SetStatusCondition(&st.Conditions, effective(t, gen))
+	if len(t.unrestrictedNodes) > 0 {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: numav1.ConditionNodeRestricted, ObservedGeneration: gen,
+			Status: metav1.ConditionFalse, Reason: numav1.ReasonNodeRestrictionMissing,
+			Message: fmt.Sprintf("the node restriction policy does not hold the agents of nodes %s: any agent could have written the reports this status adds up (see their Nodes' events)",
+				someNodes(t.unrestrictedNodes))})
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, numav1.ConditionNodeRestricted)
+	}
 	return st
 }
 
@@ -154,19 +166,22 @@ func effective(t tally, gen int64) metav1.Condition {
 		c.Message = "no container is placed yet"
 	case ineffective > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, topReason(t.noEffect)
-		nodes := t.ineffectiveNodes
-		slices.Sort(nodes)
-		more := ""
-		if len(nodes) > 3 {
-			nodes, more = nodes[:3], fmt.Sprintf(" and %d more", len(t.ineffectiveNodes)-3)
-		}
-		c.Message = fmt.Sprintf("%d of %d placed containers run where kernel.numa_balancing is disabled, so the kernel ignores their preferred node (nodes %s%s)",
-			ineffective, t.summary.Containers, strings.Join(nodes, ", "), more)
+		c.Message = fmt.Sprintf("%d of %d placed containers run where kernel.numa_balancing is disabled, so the kernel ignores their preferred node (nodes %s)",
+			ineffective, t.summary.Containers, someNodes(t.ineffectiveNodes))
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, numav1.ReasonNumaBalancingEnabled
 		c.Message = fmt.Sprintf("NUMA balancing is enabled where the %d placed containers run", t.summary.Containers)
 	}
 	return c
+}
+
+// someNodes names the first three nodes by name, and counts the rest.
+func someNodes(nodes []string) string {
+	nodes = slices.Sorted(slices.Values(nodes))
+	if len(nodes) > 3 {
+		return fmt.Sprintf("%s and %d more", strings.Join(nodes[:3], ", "), len(nodes)-3)
+	}
+	return strings.Join(nodes, ", ")
 }
 
 // problemNodes keeps the MaxProblemNodes nodes with the most problems, most first, ties by name.

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -95,6 +96,20 @@ func TestSummarize(t *testing.T) {
 				{numav1.ConditionEffective, "False", numav1.ReasonNumaBalancingDisabled},
 			},
 		},
+		"a node without the node restriction": {
+			reports: []numav1.NumaNodeReport{
+				unrestricted(report("a", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 3}, "normal")),
+				report("b", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 3}, "normal"),
+			},
+			wantSummary: numav1.Summary{Nodes: 2, Pods: 2, Containers: 2, Tasks: 6},
+			want: []cond{
+				{numav1.ConditionReady, "True", numav1.ReasonApplied},
+				{numav1.ConditionDegraded, "False", numav1.ReasonNoProblems},
+				{numav1.ConditionConflict, "False", numav1.ReasonNoConflict},
+				{numav1.ConditionEffective, "True", numav1.ReasonNumaBalancingEnabled},
+				{numav1.ConditionNodeRestricted, "False", numav1.ReasonNodeRestrictionMissing},
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -160,4 +175,42 @@ func TestSummarizeKeepsTransitionTimeWhenStatusHolds(t *testing.T) {
 	if diff := cmp.Diff(first, second); diff != "" {
 		t.Errorf("a second summary of the same state differs (-first +second):\n%s", diff)
 	}
+}
+
+// unrestricted gives rep the condition of an agent that found the node restriction missing.
+func unrestricted(rep numav1.NumaNodeReport) numav1.NumaNodeReport {
+	rep.Status.Conditions = []metav1.Condition{{Type: numav1.ConditionNodeRestricted, Status: metav1.ConditionFalse,
+		Reason: numav1.ReasonNodeRestrictionMissing, Message: "accepted"}}
+	return rep
+}
+
+// NodeRestricted names the nodes that found the restriction missing, and goes once none does.
+func TestSummarizeNodeRestricted(t *testing.T) {
+	p := builders.MakePreference("ns", "p").Generation(3).Node(1).Obj()
+	entry := numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 3}
+	reports := []numav1.NumaNodeReport{unrestricted(report("b", entry, "normal")), report("c", entry, "normal")}
+	for _, n := range []string{"e", "a", "d", "f"} {
+		reports = append(reports, unrestricted(report(n, entry, "normal")))
+	}
+	p.Status = summarize(p, reports)
+	c := condition(p, numav1.ConditionNodeRestricted)
+	if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "nodes a, b, d and 2 more:") {
+		t.Errorf("NodeRestricted = %s %q, want False naming a, b, d and 2 more", c.Status, c.Message)
+	}
+	enforced := report("a", entry, "normal")
+	enforced.Status.Conditions = []metav1.Condition{{Type: numav1.ConditionNodeRestricted, Status: metav1.ConditionTrue, Reason: numav1.ReasonNodeRestrictionEnforced}}
+	p.Status = summarize(p, []numav1.NumaNodeReport{enforced, report("c", entry, "normal")})
+	if c := condition(p, numav1.ConditionNodeRestricted); c.Type != "" {
+		t.Errorf("NodeRestricted = %+v once every node holds, want none", c)
+	}
+}
+
+// condition is p's condition of type typ, or a zero one.
+func condition(p *numav1.NumaPreference, typ string) metav1.Condition {
+	for _, c := range p.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
 }

@@ -303,8 +303,9 @@ func changedEntries(old, cur *numav1.NumaNodeReport) map[types.NamespacedName]bo
 			out[k] = true
 		}
 	}
-	// The balancing fact changes every entry's effect.
-	if old != nil && cur != nil && old.Status.NumaBalancing != cur.Status.NumaBalancing {
+	// The balancing fact changes every entry's effect, the restriction verdict every
+	// preference's NodeRestricted condition.
+	if old != nil && cur != nil && (old.Status.NumaBalancing != cur.Status.NumaBalancing || restrictionMissing(old) != restrictionMissing(cur)) {
 		for k := range b {
 			out[k] = true
 		}

@@ -28,6 +28,15 @@ type NumaNodeReport struct {
 	Status NumaNodeReportStatus `json:"status,omitempty"`
 }
 
+// ConditionNodeRestricted says whether the node restriction policy (a
+// ValidatingAdmissionPolicy) holds the agents to their own node. On a NumaNodeReport it is
+// the agent's last check: True (NodeRestrictionEnforced) when the API refused its dry-run
+// writes of another node's report and of a foreign label on its own Node, False
+// (NodeRestrictionMissing) when it accepted either. On a NumaPreference it is present, and
+// False, only while some node that reports the preference says False: any agent could then
+// have written what the status adds up.
+const ConditionNodeRestricted = "NodeRestricted"
+
 // NumaNodeReportStatus is one node's report.
 type NumaNodeReportStatus struct {
 	// kernelSupport says whether the node's kernel can set a preferred node: prctl,
@@ -51,6 +60,14 @@ type NumaNodeReportStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	LedgerDamaged int32 `json:"ledgerDamaged,omitempty"`
+
+	// conditions: NodeRestricted, the verdict of the agent's last check that the node
+	// restriction policy holds it to its own node (absent until its first answer).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// totals adds up preferences.
 	// +optional

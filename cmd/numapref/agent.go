@@ -61,6 +61,7 @@ type agentFlags struct {
 	renewDeadline     time.Duration
 	retryPeriod       time.Duration
 	reportInterval    time.Duration
+	restrictionCheck  time.Duration
 	summaryQuiet      time.Duration
 	summaryMaxDelay   time.Duration
 	summaryPerNode    time.Duration
@@ -99,6 +100,8 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 45*time.Second, "how long the leader keeps trying to renew before it gives up")
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
 	fs.DurationVar(&f.reportInterval, "report-interval", 5*time.Second, "least time between two writes of this node's NumaNodeReport")
+	fs.DurationVar(&f.restrictionCheck, "node-restriction-check-interval", 10*time.Minute, "how often the agent proves, with two dry-run writes, that the node restriction policy refuses its writes outside its own node (at start, then this often); "+
+		"if the API accepts them it reports NodeRestrictionMissing (SECURITY.md); 0 never checks")
 	fs.DurationVar(&f.summaryQuiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
 	fs.DurationVar(&f.summaryMaxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
 	fs.DurationVar(&f.summaryPerNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
@@ -217,7 +220,9 @@ func runAgent(args []string) error {
 		}
 		return controllers.NodeFacts{KernelSupport: kernelLabel(support), NUMABalancing: label, NUMANodes: len(topo.Online)}
 	}
-	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, controllers.NodeAgentOptions{Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ledgerDamaged}); err != nil {
+	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, controllers.NodeAgentOptions{
+		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
+	}); err != nil {
 		return err
 	}
 	if err := setupDrain(mgr, &f, engine); err != nil {

@@ -128,15 +128,7 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 		services:            map[string]corev1.Service{},
 		other:               map[string]map[string]any{},
 	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("splitting helm output: %v", err)
-		}
+	for _, doc := range documents(t, out) {
 		var meta struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
@@ -206,6 +198,23 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 		}
 	}
 	return r
+}
+
+// documents splits helm's output into its YAML documents.
+func documents(t *testing.T, out string) [][]byte {
+	t.Helper()
+	var docs [][]byte
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatalf("splitting helm output: %v", err)
+		}
+		docs = append(docs, doc)
+	}
 }
 
 // generatedRules are the agent's rules as controller-gen wrote them: the ClusterRole's, and

@@ -2,6 +2,10 @@
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+)
+
 // NumaNodeReportStatusApplyConfiguration represents a declarative configuration of the NumaNodeReportStatus type for use
 // with apply.
 //
@@ -20,6 +24,9 @@ type NumaNodeReportStatusApplyConfiguration struct {
 	// LedgerDamaged): 1 means the values the agent had recorded before are lost, and may
 	// never be undone. 0 again after an agent starts with an intact ledger.
 	LedgerDamaged *int32 `json:"ledgerDamaged,omitempty"`
+	// conditions: NodeRestricted, the verdict of the agent's last check that the node
+	// restriction policy holds it to its own node (absent until its first answer).
+	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// totals adds up preferences.
 	Totals *ReportTotalsApplyConfiguration `json:"totals,omitempty"`
 	// preferences has one entry per NumaPreference that selects pods on this node.
@@ -61,6 +68,19 @@ func (b *NumaNodeReportStatusApplyConfiguration) WithNumaNodes(value int32) *Num
 // If called multiple times, the LedgerDamaged field is set to the value of the last call.
 func (b *NumaNodeReportStatusApplyConfiguration) WithLedgerDamaged(value int32) *NumaNodeReportStatusApplyConfiguration {
 	b.LedgerDamaged = &value
+	return b
+}
+
+// WithConditions adds the given value to the Conditions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Conditions field.
+func (b *NumaNodeReportStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *NumaNodeReportStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithConditions")
+		}
+		b.Conditions = append(b.Conditions, *values[i])
+	}
 	return b
 }
 
