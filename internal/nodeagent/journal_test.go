@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 )
 
@@ -302,5 +303,41 @@ func TestEngineNoticesAReplacedLedger(t *testing.T) {
 	e.Pass()
 	if v := h.value(101); v != -1 {
 		t.Errorf("task 101 holds %d: set though its ledger entry went to a journal no snapshot continues", v)
+	}
+}
+
+// The snapshot and the journal together stay within the ledger's bound: an append that
+// would pass it compacts instead, and a ledger that does not fit even compacted is refused
+// (the pass sets nothing).
+func TestLedgerJournalKeepsTheBound(t *testing.T) {
+	h := newFakeHost(t)
+	path := filepath.Join(t.TempDir(), "ledger.json")
+	const limit = 1500
+	e := h.engine(EngineConfig{LedgerPath: path, ledgerLimit: limit, journalCompactAt: 1 << 20})
+	e.SetDesired([]Desire{fakeDesire(1)})
+	compactions, refused := 0, false
+	for tid := 100; tid < 130 && !refused; tid++ {
+		snap, _ := os.Stat(path)
+		h.addTask(tid, -1)
+		e.Pass()
+		if e.Results()[fakeDesire(1).Key()].Reason != numav1.ReasonApplied {
+			refused = true
+			if v := h.value(tid); v != -1 {
+				t.Errorf("task %d holds %d though its ledger entry was refused", tid, v)
+			}
+			break
+		}
+		if st := stat(t, path); snap != nil && !os.SameFile(snap, st) {
+			compactions++
+		}
+		if total := stat(t, path).Size() + stat(t, journalPath(path)).Size(); total > limit {
+			t.Fatalf("task %d: the ledger's files hold %d bytes, past the bound of %d", tid, total, limit)
+		}
+		if l, err := readLedger(path); err != nil || !cmp.Equal(e.ledger, l) {
+			t.Fatalf("task %d: the files say %v, %v; want the engine's ledger", tid, l, err)
+		}
+	}
+	if compactions == 0 || !refused {
+		t.Errorf("%d compactions, refused %v: want the bound to compact, then refuse", compactions, refused)
 	}
 }

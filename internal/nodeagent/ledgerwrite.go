@@ -155,18 +155,18 @@ func (e *Engine) compactLedger() error {
 	if err != nil {
 		return err
 	}
-	if len(data) > e.cfg.ledgerLimit {
+	header, err := encodeFrame(journalRecord{Gen: gen})
+	if err != nil {
+		return err
+	}
+	if len(data)+len(header) > e.cfg.ledgerLimit { // the bound is of both files
 		return fmt.Errorf("writing ledger %s: %d bytes for %d containers, refused: %w of %d bytes",
-			e.cfg.LedgerPath, len(data), len(f.Containers), errLedgerFull, e.cfg.ledgerLimit)
+			e.cfg.LedgerPath, len(data)+len(header), len(f.Containers), errLedgerFull, e.cfg.ledgerLimit)
 	}
 	if err := fsutil.WriteFileAtomic(e.cfg.LedgerPath, data, 0o600); err != nil {
 		return fmt.Errorf("writing ledger: %w", err)
 	}
 	e.journalStep("snapshot", nil)
-	header, err := encodeFrame(journalRecord{Gen: gen})
-	if err != nil {
-		return err
-	}
 	path := journalPath(e.cfg.LedgerPath)
 	if err := fsutil.WriteFileAtomic(path, header, 0o600); err != nil {
 		return fmt.Errorf("writing ledger journal: %w", err)
