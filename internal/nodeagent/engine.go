@@ -71,6 +71,9 @@ type EngineConfig struct {
 
 	// ledgerLimit bounds the ledger file (default defaultLedgerLimit); tests make it small.
 	ledgerLimit int
+	// journalCompactAt is the journal's size past which a full pass compacts it, unless
+	// the snapshot is larger (default journalCompactMin); tests make it small.
+	journalCompactAt int
 	// handles opens the pidfds that identify tasks around their SETs (default openPIDFD;
 	// tests of fake tasks have none).
 	handles pidfdOpener
@@ -131,6 +134,7 @@ type Engine struct {
 	passMu      sync.Mutex // one pass at a time; guards the fields below
 	ledger      ledger
 	ledgerDirty bool                 // changed since the last write
+	journal     ledgerJournal        // the ledger's files (ledgerwrite.go)
 	tgids       map[int]ContainerKey // process → container, from the last listing
 	listing     map[ContainerKey]containerListing
 	// forkSets holds when fork passes set tasks other than the one their event named:
@@ -172,6 +176,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	if cfg.ledgerLimit <= 0 {
 		cfg.ledgerLimit = defaultLedgerLimit
+	}
+	if cfg.journalCompactAt <= 0 {
+		cfg.journalCompactAt = journalCompactMin
 	}
 	if cfg.handles == nil {
 		cfg.handles = openPIDFD
