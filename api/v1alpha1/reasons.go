@@ -32,6 +32,9 @@ const (
 	// ReasonMirrorAnnotationIgnored: a pod carries the mirror-pod annotation but is not
 	// owned by its Node, as the kubelet's mirror pods are; its own UID names its cgroup.
 	ReasonMirrorAnnotationIgnored = "MirrorAnnotationIgnored"
+	// ReasonTooManyTasks: the container has more tasks than its share of what the node's
+	// agent keeps per task (ledger entries, pidfds): it alone is not placed.
+	ReasonTooManyTasks = "TooManyTasks"
 )
 
 // ReasonInfo says what a reason means to those who count it and those who tell users.
@@ -97,6 +100,8 @@ var reasonTable = map[string]ReasonInfo{
 		Meaning: "the agent found its ledger damaged, oversized or unreadable at start: values it set before may stay (a Warning Event on the Node)"},
 	ReasonMirrorAnnotationIgnored: {Problem: true, Warning: true,
 		Meaning: "the pod carries the mirror-pod annotation but its Node does not own it, so the annotation does not choose its cgroup"},
+	ReasonTooManyTasks: {Problem: true, Warning: true,
+		Meaning: "the container has more tasks than one container may have placed on a node (the agent's --max-tasks-per-container): it alone is not placed, and the node's other containers keep the ledger and pidfds they share"},
 }
 
 // unknownReason is what a reason without a row means: a problem with a Warning. A reason

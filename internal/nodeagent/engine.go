@@ -66,6 +66,12 @@ type EngineConfig struct {
 	Monotonic func() (uint64, bool)
 	Log       logr.Logger
 
+	// MaxTasksPerContainer is one container's share of what the agent keeps per task for
+	// the whole node (ledger entries, pidfds): a container with more tasks gets
+	// TooManyTasks and nothing else, so it cannot starve the node's other containers. 0
+	// means DefaultMaxTasksPerContainer; it is never more than the ledger can hold.
+	MaxTasksPerContainer int
+
 	// ledgerLimit bounds the ledger file (default defaultLedgerLimit); tests make it small.
 	ledgerLimit int
 	// handles opens the pidfds that identify tasks around their SETs (default openPIDFD;
@@ -167,6 +173,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.ledgerLimit <= 0 {
 		cfg.ledgerLimit = defaultLedgerLimit
 	}
+	cfg.MaxTasksPerContainer = taskShare(cfg.MaxTasksPerContainer, cfg.ledgerLimit)
 	if cfg.handles == nil {
 		cfg.handles = openPIDFD
 	}
