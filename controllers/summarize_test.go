@@ -1,11 +1,13 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/testutil/builders"
@@ -159,5 +161,68 @@ func TestSummarizeKeepsTransitionTimeWhenStatusHolds(t *testing.T) {
 	second := summarize(p, nil)
 	if diff := cmp.Diff(first, second); diff != "" {
 		t.Errorf("a second summary of the same state differs (-first +second):\n%s", diff)
+	}
+}
+
+// A full report (omittedPreferences) that has no entry for the preference may have left it
+// out: the summary says that node's state is unknown rather than count it as a node where
+// the preference selects nothing, unless an entry kept after it in its namespace proves it
+// was not left out (the agent keeps each namespace's entries in name order).
+func TestSummarizeReadsFullReports(t *testing.T) {
+	p := builders.MakePreference("ns", "p").Generation(3).Node(1).Obj()
+	full := func(node string, omitted int32, names ...string) numav1.NumaNodeReport {
+		rep := numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: node},
+			Status: numav1.NumaNodeReportStatus{NumaBalancing: "normal", OmittedPreferences: omitted}}
+		for _, n := range names {
+			rep.Status.Preferences = append(rep.Status.Preferences, numav1.PreferenceReport{Namespace: "ns", Name: n, Pods: 1, Generation: 3})
+		}
+		return rep
+	}
+	placed := report("c", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 2}, "normal")
+	for name, tc := range map[string]struct {
+		reports     []numav1.NumaNodeReport
+		wantReason  string
+		wantMessage string
+	}{
+		"full, and it sorts after the last kept entry: unknown": {
+			reports:    []numav1.NumaNodeReport{full("a", 2, "a", "o"), placed},
+			wantReason: numav1.ReasonPartiallyApplied, wantMessage: "1 containers placed; 1 nodes' reports are full and may leave this preference out (omittedPreferences)"},
+		"full, but an entry named after it was kept: not left out": {
+			reports:    []numav1.NumaNodeReport{full("b", 2, "a", "z"), placed},
+			wantReason: numav1.ReasonApplied},
+		"not full: the preference selects nothing there": {
+			reports:    []numav1.NumaNodeReport{full("a", 0, "a", "o"), placed},
+			wantReason: numav1.ReasonApplied},
+		"only a full report: unknown, not NoMatchingPods": {
+			reports:    []numav1.NumaNodeReport{full("a", 1)},
+			wantReason: numav1.ReasonPartiallyApplied, wantMessage: "0 containers placed; 1 nodes' reports are full and may leave this preference out (omittedPreferences)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ready := summarize(p, tc.reports).Conditions[0]
+			if ready.Reason != tc.wantReason || tc.wantMessage != "" && ready.Message != tc.wantMessage {
+				t.Errorf("Ready: %s %q; want %s %q", ready.Reason, ready.Message, tc.wantReason, tc.wantMessage)
+			}
+		})
+	}
+}
+
+// The summarizer finds the full reports of a preference without an entry for it (the
+// index's fullReports key), and a change of what a full report may have left out enqueues
+// the preferences it concerns.
+func TestFullReportsAreFoundAndEnqueued(t *testing.T) {
+	rep := numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Status: numav1.NumaNodeReportStatus{OmittedPreferences: 1, Preferences: []numav1.PreferenceReport{{Namespace: "ns", Name: "m"}}}}
+	if diff := cmp.Diff([]string{"ns/m", fullReports}, reportPreferenceKeys(&rep)); diff != "" {
+		t.Errorf("index keys of a full report (-want +got):\n%s", diff)
+	}
+	r := NewSummaryReconciler(fakeAPI(t, builders.MakePreference("ns", "a").Obj(), builders.MakePreference("ns", "z").Obj()), SummaryOptions{})
+	notFull := rep.DeepCopy()
+	notFull.Status.OmittedPreferences = 0
+	want := map[types.NamespacedName]bool{{Namespace: "ns", Name: "z"}: true} // ns/a sorts before the kept ns/m
+	if diff := cmp.Diff(want, r.omissionsChanged(context.Background(), notFull, &rep)); diff != "" {
+		t.Errorf("preferences enqueued when the report fills up (-want +got):\n%s", diff)
+	}
+	if got := r.omissionsChanged(context.Background(), notFull, notFull); len(got) != 0 {
+		t.Errorf("reports that left nothing out enqueued %v", got)
 	}
 }

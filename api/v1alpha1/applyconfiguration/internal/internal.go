@@ -104,6 +104,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: numaNodes
       type:
         scalar: numeric
+    - name: omittedPreferences
+      type:
+        scalar: numeric
     - name: preferences
       type:
         list:
