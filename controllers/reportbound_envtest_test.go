@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
@@ -28,6 +29,9 @@ var _ = Describe("A node report past the CRD's bound", func() {
 		small := podPlan{plan: nodeagent.PodPlan{Namespace: "small", Selected: []string{"q"}}}
 		st := r.reportStatus([]podPlan{big, small}, nil, nil, testAgentOptions.Facts())
 		Expect(r.applyReport(ctx, st)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, &numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: node}}))).To(Succeed())
+		})
 
 		var got numav1.NumaNodeReport
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: node}, &got)).To(Succeed())

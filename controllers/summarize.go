@@ -94,20 +94,26 @@ func withoutEffect(node map[string]int32) bool {
 }
 
 // mayHaveOmitted says whether report rep, which has no entry for the preference
-// namespace/name, may have left it out: the report is full (omittedPreferences), and no
-// entry it kept of that namespace is named after it. The agent keeps each namespace's
-// entries in name order (nodeagent.BoundReports), so a preference named before one it kept
-// would have been kept: it selects nothing on that node.
+// namespace/name, may have left it out. The agent takes each namespace's entries in turn,
+// one a round, in name order (nodeagent.BoundReports), until the report is full: in the
+// last round, R, some namespaces got their R-th entry and the others stopped at R-1. A
+// namespace with fewer than R-1 entries kept had no more, and within a namespace a name
+// before one kept would have been kept: both select nothing on that node. So one
+// namespace's thousand preferences leave the others' summaries as they were.
 func mayHaveOmitted(rep *numav1.NumaNodeReport, namespace, name string) bool {
 	if rep.Status.OmittedPreferences <= 0 {
 		return false
 	}
+	kept := map[string]int{}
+	rounds := 0
 	for _, e := range rep.Status.Preferences {
 		if e.Namespace == namespace && e.Name > name {
 			return false
 		}
+		kept[e.Namespace]++
+		rounds = max(rounds, kept[e.Namespace])
 	}
-	return true
+	return kept[namespace] >= rounds-1
 }
 
 func findEntry(rep *numav1.NumaNodeReport, namespace, name string) (numav1.PreferenceReport, bool) {

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -166,35 +167,47 @@ func TestSummarizeKeepsTransitionTimeWhenStatusHolds(t *testing.T) {
 
 // A full report (omittedPreferences) that has no entry for the preference may have left it
 // out: the summary says that node's state is unknown rather than count it as a node where
-// the preference selects nothing, unless an entry kept after it in its namespace proves it
-// was not left out (the agent keeps each namespace's entries in name order).
+// the preference selects nothing, unless the entries kept prove it was not left out (the
+// agent keeps each namespace's entries in turn, in name order): one named after it in its
+// namespace, or its namespace stopped short of the last rounds.
 func TestSummarizeReadsFullReports(t *testing.T) {
 	p := builders.MakePreference("ns", "p").Generation(3).Node(1).Obj()
-	full := func(node string, omitted int32, names ...string) numav1.NumaNodeReport {
+	full := func(node string, omitted int32, keys ...string) numav1.NumaNodeReport {
 		rep := numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: node},
 			Status: numav1.NumaNodeReportStatus{NumaBalancing: "normal", OmittedPreferences: omitted}}
-		for _, n := range names {
-			rep.Status.Preferences = append(rep.Status.Preferences, numav1.PreferenceReport{Namespace: "ns", Name: n, Pods: 1, Generation: 3})
+		for _, k := range keys {
+			ns, name, _ := strings.Cut(k, "/")
+			rep.Status.Preferences = append(rep.Status.Preferences, numav1.PreferenceReport{Namespace: ns, Name: name, Pods: 1, Generation: 3})
 		}
 		return rep
 	}
 	placed := report("c", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 2}, "normal")
+	unknown := "1 containers placed; 1 nodes' reports are full and may leave this preference out (omittedPreferences)"
 	for name, tc := range map[string]struct {
 		reports     []numav1.NumaNodeReport
 		wantReason  string
 		wantMessage string
 	}{
-		"full, and it sorts after the last kept entry: unknown": {
-			reports:    []numav1.NumaNodeReport{full("a", 2, "a", "o"), placed},
-			wantReason: numav1.ReasonPartiallyApplied, wantMessage: "1 containers placed; 1 nodes' reports are full and may leave this preference out (omittedPreferences)"},
+		"full, and it sorts after its namespace's last kept entry: unknown": {
+			reports:    []numav1.NumaNodeReport{full("a", 2, "ns/a", "ns/o", "x/a", "x/b"), placed},
+			wantReason: numav1.ReasonPartiallyApplied, wantMessage: unknown},
 		"full, but an entry named after it was kept: not left out": {
-			reports:    []numav1.NumaNodeReport{full("b", 2, "a", "z"), placed},
+			reports:    []numav1.NumaNodeReport{full("b", 2, "ns/a", "ns/z"), placed},
 			wantReason: numav1.ReasonApplied},
+		"full of another namespace's entries, its own stopped short: not left out": {
+			reports:    []numav1.NumaNodeReport{full("b", 9, "ns/a", "x/a", "x/b", "x/c"), placed},
+			wantReason: numav1.ReasonApplied},
+		"full of another namespace's entries, its own absent: not left out": {
+			reports:    []numav1.NumaNodeReport{full("b", 9, "x/a", "x/b", "y/a"), placed},
+			wantReason: numav1.ReasonApplied},
+		"one entry per namespace, its own absent: unknown": {
+			reports:    []numav1.NumaNodeReport{full("b", 9, "x/a", "y/a"), placed},
+			wantReason: numav1.ReasonPartiallyApplied, wantMessage: unknown},
 		"not full: the preference selects nothing there": {
-			reports:    []numav1.NumaNodeReport{full("a", 0, "a", "o"), placed},
+			reports:    []numav1.NumaNodeReport{full("a", 0, "ns/a", "ns/o"), placed},
 			wantReason: numav1.ReasonApplied},
 		"only a full report: unknown, not NoMatchingPods": {
-			reports:    []numav1.NumaNodeReport{full("a", 1)},
+			reports:    []numav1.NumaNodeReport{full("a", 1, "ns/a")},
 			wantReason: numav1.ReasonPartiallyApplied, wantMessage: "0 containers placed; 1 nodes' reports are full and may leave this preference out (omittedPreferences)"},
 	} {
 		t.Run(name, func(t *testing.T) {
