@@ -144,7 +144,7 @@ func (pl *planner) admit(key ContainerKey, d Desire, r *ContainerResult) (*cgrou
 	}
 	if len(tids) > pl.maxTasks {
 		r.SkippedTasks = len(tids)
-		return nil, nil, numav1.ReasonTooManyTasks, tooManyTasks(len(tids), pl.maxTasks)
+		return nil, nil, numav1.ReasonTooManyTasks, tooManyTasks(pl.maxTasks)
 	}
 	return cg, tids, "", ""
 }

@@ -22,9 +22,11 @@ func taskShare(share, ledgerLimit int) int {
 	return max(1, min(share, ledgerTaskCapacity(ledgerLimit)))
 }
 
-// tooManyTasks is the message of a container with n tasks, past its share.
-func tooManyTasks(n, share int) string {
-	return fmt.Sprintf("the container has %d tasks, more than the %d one container may have placed on this node "+
+// tooManyTasks is the message of a container past its share. It leaves out how many tasks
+// the container has (SkippedTasks and the metrics have it): a message that changed with
+// every thread would make every pass a change of the node's results.
+func tooManyTasks(share int) string {
+	return fmt.Sprintf("the container has more than the %d tasks one container may have placed on this node "+
 		"(the agent's --max-tasks-per-container): the ledger and the pidfds the agent keeps per task are shared by "+
-		"every container of the node, so this one alone is not placed", n, share)
+		"every container of the node, so this one alone is not placed", share)
 }

@@ -117,9 +117,17 @@ func TestTooManyTasksRefusesOnlyThatContainer(t *testing.T) {
 	e.Pass()
 	wantReasons(t, e, n, map[string]string{"small": numav1.ReasonApplied, "big": numav1.ReasonTooManyTasks})
 	r := e.Results()[n.desire("big", 1).Key()]
-	if !strings.Contains(r.Message, "5 tasks") || !strings.Contains(r.Message, "--max-tasks-per-container") || r.SkippedTasks != 5 {
-		t.Errorf("big's result: %q (skipped %d), want the count, the share's flag and 5 skipped tasks", r.Message, r.SkippedTasks)
+	if !strings.Contains(r.Message, "more than the 4 tasks") || !strings.Contains(r.Message, "--max-tasks-per-container") || r.SkippedTasks != 5 {
+		t.Errorf("big's result: %q (skipped %d), want the share, its flag and 5 skipped tasks", r.Message, r.SkippedTasks)
 	}
+	// One more thread is no change of the node's results (no report or Event churn).
+	before := e.Results()
+	big.addTask(205, -1)
+	e.Pass()
+	if !resultEqual(before[r.Desire.Key()], e.Results()[r.Desire.Key()]) {
+		t.Errorf("a new thread of a container past its share changed its result: %+v -> %+v", before[r.Desire.Key()], e.Results()[r.Desire.Key()])
+	}
+	big.moveOut(205)
 	for tid := 200; tid < 205; tid++ {
 		if n.wasIdentified(tid) {
 			t.Errorf("task %d of big was identified: a container past its share must hold no pidfd", tid)
