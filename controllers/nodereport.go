@@ -96,6 +96,11 @@ func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaP
 			}
 		}
 	}
+	// Past the CRD's bound the whole report would be refused: it keeps what fits and counts
+	// the rest (the totals above still add up every entry).
+	var omitted int
+	st.Preferences, omitted = nodeagent.BoundReports(st.Preferences, numav1.MaxReportPreferences)
+	st.OmittedPreferences = int32(omitted)
 	if len(st.Preferences) == 0 {
 		st.Preferences = nil
 	}

@@ -39,6 +39,9 @@ const (
 	// ReasonNodeRestrictionEnforced: the API refused the agent's dry-run writes that the
 	// policy refuses (ConditionNodeRestricted True on the node's report).
 	ReasonNodeRestrictionEnforced = "NodeRestrictionEnforced"
+	// ReasonTooManyTasks: the container has more tasks than its share of what the node's
+	// agent keeps per task (ledger entries, pidfds): it alone is not placed.
+	ReasonTooManyTasks = "TooManyTasks"
 )
 
 // ReasonInfo says what a reason means to those who count it and those who tell users.
@@ -107,6 +110,8 @@ var reasonTable = map[string]ReasonInfo{
 	ReasonNodeRestrictionMissing: {Problem: true, Warning: true,
 		Meaning: "the API accepted a write of another node's report or of a foreign label that the node restriction policy refuses: an agent could write other nodes' reports and labels (a Warning Event on the Node)"},
 	ReasonNodeRestrictionEnforced: {Meaning: "NodeRestricted is True on the node's report: the API refused the agent's writes outside its own node"},
+	ReasonTooManyTasks: {Problem: true, Warning: true,
+		Meaning: "the container has more tasks than one container may have placed on a node (the agent's --max-tasks-per-container): it alone is not placed, and the node's other containers keep the ledger and pidfds they share"},
 }
 
 // unknownReason is what a reason without a row means: a problem with a Warning. A reason

@@ -45,6 +45,7 @@ type agentFlags struct {
 	podNamespace      string
 	emulatorStateDir  string
 	rescanInterval    time.Duration
+	maxTasks          int
 	forkEvents        bool
 	cgroupVersion     int
 	cgroupDriver      string
@@ -80,6 +81,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "this agent's pod's namespace (downward API: POD_NAMESPACE)")
 	fs.StringVar(&f.emulatorStateDir, "emulator-state-dir", "/run/numapref/emulator", "state of the emulated kernel; tmpfs, like the kernel's state it is lost at reboot")
 	fs.DurationVar(&f.rescanInterval, "rescan-interval", 10*time.Second, "how often every selected container is checked again")
+	fs.IntVar(&f.maxTasks, "max-tasks-per-container", nodeagent.DefaultMaxTasksPerContainer, "one container's share of what the agent keeps per task for the node (ledger entries, pidfds): a container with more tasks is not placed (reason TooManyTasks), the others are; at most what the ledger holds (about 300,000)")
 	fs.BoolVar(&f.forkEvents, "fork-events", true, "react to fork events from the proc connector (needs CAP_NET_ADMIN and the host network)")
 	fs.IntVar(&f.cgroupVersion, "cgroup-version", 0, "cgroup version (1 or 2); 0 probes")
 	fs.StringVar(&f.cgroupDriver, "cgroup-driver", "", `cgroup driver ("systemd" or "cgroupfs"); empty probes`)
@@ -127,6 +129,9 @@ func runAgent(args []string) error {
 	log := ctrl.Log.WithName("agent")
 	if f.nodeName == "" {
 		return errors.New("agent: -node-name (or NODE_NAME) is required")
+	}
+	if f.maxTasks < 1 {
+		return fmt.Errorf("agent: -max-tasks-per-container must be at least 1, not %d", f.maxTasks)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	// Before anything that reads the state dir, or starts a kernel emulator on this host.
@@ -188,8 +193,8 @@ func runAgent(args []string) error {
 		DesiredPath: filepath.Join(f.stateDir, "desired.json"),
 		CPUNode:     topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
 		Topology:       func() (numa.Online, error) { return numa.ReadOnline(sysRoot) }, // node and CPU hotplug
-		RescanInterval: f.rescanInterval,
-		ProcEvents:     events, ForkFilter: forkFilter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
+		RescanInterval: f.rescanInterval, MaxTasksPerContainer: f.maxTasks,
+		ProcEvents: events, ForkFilter: forkFilter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
 	var ledgerDamaged error
 	if errors.Is(err, nodeagent.ErrLedgerDamaged) {

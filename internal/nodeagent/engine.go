@@ -69,6 +69,12 @@ type EngineConfig struct {
 	Monotonic func() (uint64, bool)
 	Log       logr.Logger
 
+	// MaxTasksPerContainer is one container's share of what the agent keeps per task for
+	// the whole node (ledger entries, pidfds): a container with more tasks gets
+	// TooManyTasks and nothing else, so it cannot starve the node's other containers. 0
+	// means DefaultMaxTasksPerContainer; it is never more than the ledger can hold.
+	MaxTasksPerContainer int
+
 	// ledgerLimit bounds the ledger file (default defaultLedgerLimit); tests make it small.
 	ledgerLimit int
 	// journalCompactAt is the journal's size past which a full pass compacts it, unless
@@ -180,6 +186,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.journalCompactAt <= 0 {
 		cfg.journalCompactAt = journalCompactMin
 	}
+	cfg.MaxTasksPerContainer = taskShare(cfg.MaxTasksPerContainer, cfg.ledgerLimit)
 	if cfg.handles == nil {
 		cfg.handles = openPIDFD
 	}

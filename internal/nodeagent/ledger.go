@@ -47,6 +47,10 @@ var ErrLedgerDamaged = errors.New("the ledger is damaged")
 // files on every pass, and reads no larger file.
 const stateFileLimit = 16 << 20
 
+// ledgerTaskCapacity is about how many task entries a ledger of limit bytes holds (about
+// 56 bytes each, as JSON).
+func ledgerTaskCapacity(limit int) int { return limit / 56 }
+
 // defaultLedgerLimit is the ledger's bound unless a test sets another.
 const defaultLedgerLimit = stateFileLimit
 

@@ -112,6 +112,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: numaNodes
       type:
         scalar: numeric
+    - name: omittedPreferences
+      type:
+        scalar: numeric
     - name: preferences
       type:
         list:
