@@ -13,7 +13,7 @@ import (
 // are bounded: HTTP methods and the resources this agent's RBAC allows.
 var apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: "numapref", Name: "api_requests_total",
-	Help: "Requests the agent sent to the API server, by HTTP method and resource[/subresource]; watches count once when opened.",
+	Help: "Requests the agent sent to the API server, by HTTP method (POST-dryrun, PATCH-dryrun: dry runs, which store nothing) and resource[/subresource]; watches count once when opened.",
 }, []string{"method", "resource"})
 
 // reportWrites counts the node agent's writes of its NumaNodeReport by result (ok, error):
@@ -23,9 +23,25 @@ var reportWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Writes of this node's NumaNodeReport, by result (ok, error).",
 }, []string{"result"})
 
+// nodeRestrictionMissing is 1 while the node restriction check finds that the API accepts
+// this agent's writes outside its own node (noderestriction.go), 0 once it found them
+// refused. The alert NumaprefNodeRestrictionMissing fires on it.
+var nodeRestrictionMissing = prometheus.NewGauge(prometheus.GaugeOpts{
+	Namespace: "numapref", Name: "node_restriction_missing",
+	Help: "1 when the API accepted this agent's dry-run writes of another node's report or of a foreign label on its own Node, which the node restriction policy refuses; 0 when it refused them.",
+})
+
+func reportRestrictionMissing(missing bool) {
+	v := 0.0
+	if missing {
+		v = 1
+	}
+	nodeRestrictionMissing.Set(v)
+}
+
 // RegisterMetrics registers the controllers' metrics in reg.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{apiRequests, reportWrites} {
+	for _, c := range []prometheus.Collector{apiRequests, reportWrites, nodeRestrictionMissing} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -37,10 +53,19 @@ func RegisterMetrics(reg prometheus.Registerer) error {
 func InstrumentAPI(cfg *rest.Config) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			apiRequests.WithLabelValues(req.Method, APIResource(req.URL.Path)).Inc()
+			apiRequests.WithLabelValues(apiMethod(req), APIResource(req.URL.Path)).Inc()
 			return rt.RoundTrip(req)
 		})
 	})
+}
+
+// apiMethod is the request's HTTP method, with "-dryrun" for a dry run (the node
+// restriction check's): the API stores nothing of it, so it is not a write.
+func apiMethod(req *http.Request) string {
+	if req.URL.Query().Has("dryRun") {
+		return req.Method + "-dryrun"
+	}
+	return req.Method
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -1,6 +1,9 @@
 package controllers
 
-import "testing"
+import (
+	"net/http"
+	"testing"
+)
 
 func TestAPIResource(t *testing.T) {
 	for path, want := range map[string]string{
@@ -20,6 +23,21 @@ func TestAPIResource(t *testing.T) {
 	} {
 		if got := APIResource(path); got != want {
 			t.Errorf("APIResource(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+func TestAPIMethodTellsDryRuns(t *testing.T) {
+	for url, want := range map[string]string{
+		"https://api/apis/numa.numapref.io/v1alpha1/numanodereports?dryRun=All":     "POST-dryrun",
+		"https://api/apis/numa.numapref.io/v1alpha1/numanodereports?fieldManager=x": "POST",
+	} {
+		req, err := http.NewRequest(http.MethodPost, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := apiMethod(req); got != want {
+			t.Errorf("apiMethod(POST %s) = %q, want %q", url, got, want)
 		}
 	}
 }

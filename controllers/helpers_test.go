@@ -40,15 +40,6 @@ func getPreference(ctx context.Context, ns, name string) func(Gomega) *numav1.Nu
 	}
 }
 
-func condition(p *numav1.NumaPreference, t string) metav1.Condition {
-	for _, c := range p.Status.Conditions {
-		if c.Type == t {
-			return c
-		}
-	}
-	return metav1.Condition{}
-}
-
 func keyOf(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -49,6 +50,10 @@ type NodeAgentReconciler struct {
 	mirrorIgnored map[types.UID]bool
 	// ledgerWarned is set once the Node has its LedgerDamaged Event.
 	ledgerWarned bool
+	// restriction is the node restriction check's last verdict (nil: no check runs);
+	// restrictionWarned is set while the Node has its NodeRestrictionMissing Event.
+	restriction       func() restrictionVerdict
+	restrictionWarned bool
 }
 
 // NodeAgentOptions tunes the node agent controller.
@@ -63,6 +68,10 @@ type NodeAgentOptions struct {
 	// LedgerDamaged is why the engine found its ledger damaged at start (nil: intact);
 	// it is reported on the Node (nodeagent_ledger.go).
 	LedgerDamaged error
+	// NodeRestrictionCheck is how often the agent proves that the node restriction policy
+	// refuses its writes outside its own node (noderestriction.go), the first time at
+	// start; 0 never checks.
+	NodeRestrictionCheck time.Duration
 }
 
 func (o *NodeAgentOptions) defaults() {
@@ -116,6 +125,7 @@ func (r *NodeAgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	facts := r.opts.Facts()
 	r.recordEvents(plans, results, facts)
 	r.warnLedgerDamaged(ctx)
+	r.warnRestrictionMissing(ctx, r.restrictionVerdict())
 	if err := r.publishLabels(ctx, facts); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -157,6 +167,15 @@ func planPods(pods []corev1.Pod, prefs []numav1.NumaPreference) []podPlan {
 		}
 	}
 	return out
+}
+
+// restrictionVerdict is the node restriction check's last verdict: Unknown when none runs
+// or before its first answer.
+func (r *NodeAgentReconciler) restrictionVerdict() restrictionVerdict {
+	if r.restriction == nil {
+		return restrictionVerdict{Status: metav1.ConditionUnknown}
+	}
+	return r.restriction()
 }
 
 // AgentFieldManager is the server-side-apply field manager of the agent on node.

@@ -45,6 +45,7 @@ func (r *NodeAgentReconciler) report(ctx context.Context, plans []podPlan, prefs
 	want := r.reportStatus(plans, prefs, results, facts)
 	var have numav1.NumaNodeReport
 	err := r.client.Get(ctx, client.ObjectKey{Name: r.nodeName}, &have)
+	want.Conditions = restrictionConditions(have.Status.Conditions, r.restrictionVerdict(), r.opts.Clock.Now())
 	switch {
 	case err == nil && equality.Semantic.DeepEqual(want, have.Status):
 		return reconcile.Result{}, nil
@@ -95,6 +96,11 @@ func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaP
 			}
 		}
 	}
+	// Past the CRD's bound the whole report would be refused: it keeps what fits and counts
+	// the rest (the totals above still add up every entry).
+	var omitted int
+	st.Preferences, omitted = nodeagent.BoundReports(st.Preferences, numav1.MaxReportPreferences)
+	st.OmittedPreferences = int32(omitted)
 	if len(st.Preferences) == 0 {
 		st.Preferences = nil
 	}

@@ -43,6 +43,13 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine, opts NodeA
 	if err := mgr.Add(forwardChanges(engine.Changes(), changes, nodeName)); err != nil {
 		return fmt.Errorf("adding engine change forwarder: %w", err)
 	}
+	if opts.NodeRestrictionCheck > 0 {
+		check := newRestrictionCheck(mgr.GetClient(), nodeName, opts.NodeRestrictionCheck, changes)
+		if err := mgr.Add(check); err != nil {
+			return fmt.Errorf("adding the node restriction check: %w", err)
+		}
+		r.restriction = check.Verdict
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("nodeagent").
 		WithOptions(controller.Options{

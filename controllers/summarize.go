@@ -18,8 +18,12 @@ type tally struct {
 	summary                       numav1.Summary
 	problems, conflicts, noEffect map[string]int32
 	pending, behind               int32 // containers not running yet; nodes on an older generation
-	nodes                         []numav1.NodeProblem
-	ineffectiveNodes              []string
+	// unreported counts the nodes whose report is full and may have left the preference
+	// out (mayHaveOmitted): what they did for it is unknown.
+	unreported        int32
+	nodes             []numav1.NodeProblem
+	ineffectiveNodes  []string
+	unrestrictedNodes []string // their reports say the node restriction is missing
 }
 
 func tallyReports(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) tally {
@@ -28,7 +32,13 @@ func tallyReports(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) 
 		rep := &reports[i]
 		e, ok := findEntry(rep, pref.Namespace, pref.Name)
 		if !ok {
+			if mayHaveOmitted(rep, pref.Namespace, pref.Name) {
+				t.unreported++
+			}
 			continue
+		}
+		if restrictionMissing(rep) {
+			t.unrestrictedNodes = append(t.unrestrictedNodes, rep.Name)
 		}
 		if e.Pods > 0 {
 			t.summary.Nodes++
@@ -87,6 +97,29 @@ func withoutEffect(node map[string]int32) bool {
 	return false
 }
 
+// mayHaveOmitted says whether report rep, which has no entry for the preference
+// namespace/name, may have left it out. The agent takes each namespace's entries in turn,
+// one a round, in name order (nodeagent.BoundReports), until the report is full: in the
+// last round, R, some namespaces got their R-th entry and the others stopped at R-1. A
+// namespace with fewer than R-1 entries kept had no more, and within a namespace a name
+// before one kept would have been kept: both select nothing on that node. So one
+// namespace's thousand preferences leave the others' summaries as they were.
+func mayHaveOmitted(rep *numav1.NumaNodeReport, namespace, name string) bool {
+	if rep.Status.OmittedPreferences <= 0 {
+		return false
+	}
+	kept := map[string]int{}
+	rounds := 0
+	for _, e := range rep.Status.Preferences {
+		if e.Namespace == namespace && e.Name > name {
+			return false
+		}
+		kept[e.Namespace]++
+		rounds = max(rounds, kept[e.Namespace])
+	}
+	return kept[namespace] >= rounds-1
+}
+
 func findEntry(rep *numav1.NumaNodeReport, namespace, name string) (numav1.PreferenceReport, bool) {
 	for _, e := range rep.Status.Preferences {
 		if e.Namespace == namespace && e.Name == name {
@@ -107,12 +140,12 @@ func summarize(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) num
 	gen := pref.Generation
 	ready := metav1.Condition{Type: numav1.ConditionReady, ObservedGeneration: gen}
 	switch {
-	case t.summary.Pods == 0:
+	case t.summary.Pods == 0 && t.unreported == 0:
 		ready.Status, ready.Reason = metav1.ConditionFalse, numav1.ReasonNoMatchingPods
 		ready.Message = "no pod governed by this preference runs on a node with an agent"
-	case len(t.problems) > 0 || t.pending > 0 || t.behind > 0:
+	case len(t.problems) > 0 || t.pending > 0 || t.behind > 0 || t.unreported > 0:
 		ready.Status, ready.Reason = metav1.ConditionFalse, numav1.ReasonPartiallyApplied
-		ready.Message = fmt.Sprintf("%d containers placed; %s", t.summary.Containers, describeCounts(t.problems, t.pending, t.behind))
+		ready.Message = fmt.Sprintf("%d containers placed; %s", t.summary.Containers, describeCounts(t.problems, t.pending, t.behind, t.unreported))
 	default:
 		ready.Status, ready.Reason = metav1.ConditionTrue, numav1.ReasonApplied
 		ready.Message = fmt.Sprintf("%d containers (%d tasks) on %d nodes prefer %s",
@@ -124,7 +157,7 @@ func summarize(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) num
 		Status: metav1.ConditionFalse, Reason: numav1.ReasonNoProblems, Message: "no container was refused"}
 	if len(t.problems) > 0 {
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, topReason(t.problems)
-		degraded.Message = describeCounts(t.problems, 0, 0) + " (kubectl numapref status lists the nodes)"
+		degraded.Message = describeCounts(t.problems, 0, 0, 0) + " (kubectl numapref status lists the nodes)"
 	}
 	meta.SetStatusCondition(&st.Conditions, degraded)
 
@@ -132,11 +165,19 @@ func summarize(pref *numav1.NumaPreference, reports []numav1.NumaNodeReport) num
 		Status: metav1.ConditionFalse, Reason: numav1.ReasonNoConflict, Message: "no selected container follows another source"}
 	if len(t.conflicts) > 0 {
 		conflict.Status, conflict.Reason = metav1.ConditionTrue, topReason(t.conflicts)
-		conflict.Message = describeCounts(t.conflicts, 0, 0) + " (see the pods' Conflict events)"
+		conflict.Message = describeCounts(t.conflicts, 0, 0, 0) + " (see the pods' Conflict events)"
 	}
 	meta.SetStatusCondition(&st.Conditions, conflict)
 
 	meta.SetStatusCondition(&st.Conditions, effective(t, gen))
+	if len(t.unrestrictedNodes) > 0 {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: numav1.ConditionNodeRestricted, ObservedGeneration: gen,
+			Status: metav1.ConditionFalse, Reason: numav1.ReasonNodeRestrictionMissing,
+			Message: fmt.Sprintf("the node restriction policy does not hold the agents of nodes %s: any agent could have written the reports this status adds up (see their Nodes' events)",
+				someNodes(t.unrestrictedNodes))})
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, numav1.ConditionNodeRestricted)
+	}
 	return st
 }
 
@@ -154,19 +195,22 @@ func effective(t tally, gen int64) metav1.Condition {
 		c.Message = "no container is placed yet"
 	case ineffective > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, topReason(t.noEffect)
-		nodes := t.ineffectiveNodes
-		slices.Sort(nodes)
-		more := ""
-		if len(nodes) > 3 {
-			nodes, more = nodes[:3], fmt.Sprintf(" and %d more", len(t.ineffectiveNodes)-3)
-		}
-		c.Message = fmt.Sprintf("%d of %d placed containers run where kernel.numa_balancing is disabled, so the kernel ignores their preferred node (nodes %s%s)",
-			ineffective, t.summary.Containers, strings.Join(nodes, ", "), more)
+		c.Message = fmt.Sprintf("%d of %d placed containers run where kernel.numa_balancing is disabled, so the kernel ignores their preferred node (nodes %s)",
+			ineffective, t.summary.Containers, someNodes(t.ineffectiveNodes))
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, numav1.ReasonNumaBalancingEnabled
 		c.Message = fmt.Sprintf("NUMA balancing is enabled where the %d placed containers run", t.summary.Containers)
 	}
 	return c
+}
+
+// someNodes names the first three nodes by name, and counts the rest.
+func someNodes(nodes []string) string {
+	nodes = slices.Sorted(slices.Values(nodes))
+	if len(nodes) > 3 {
+		return fmt.Sprintf("%s and %d more", strings.Join(nodes[:3], ", "), len(nodes)-3)
+	}
+	return strings.Join(nodes, ", ")
 }
 
 // problemNodes keeps the MaxProblemNodes nodes with the most problems, most first, ties by name.
@@ -198,7 +242,7 @@ func topReason(m map[string]int32) string {
 	return keys[0]
 }
 
-func describeCounts(m map[string]int32, pending, behind int32) string {
+func describeCounts(m map[string]int32, pending, behind, unreported int32) string {
 	var parts []string
 	for _, r := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s: %d", r, m[r]))
@@ -208,6 +252,9 @@ func describeCounts(m map[string]int32, pending, behind int32) string {
 	}
 	if behind > 0 {
 		parts = append(parts, fmt.Sprintf("%d nodes have not acted on the latest spec yet", behind))
+	}
+	if unreported > 0 {
+		parts = append(parts, fmt.Sprintf("%d nodes' reports are full and may leave this preference out (omittedPreferences)", unreported))
 	}
 	return strings.Join(parts, ", ")
 }

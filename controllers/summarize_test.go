@@ -1,11 +1,14 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/testutil/builders"
@@ -95,6 +98,20 @@ func TestSummarize(t *testing.T) {
 				{numav1.ConditionEffective, "False", numav1.ReasonNumaBalancingDisabled},
 			},
 		},
+		"a node without the node restriction": {
+			reports: []numav1.NumaNodeReport{
+				unrestricted(report("a", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 3}, "normal")),
+				report("b", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 3}, "normal"),
+			},
+			wantSummary: numav1.Summary{Nodes: 2, Pods: 2, Containers: 2, Tasks: 6},
+			want: []cond{
+				{numav1.ConditionReady, "True", numav1.ReasonApplied},
+				{numav1.ConditionDegraded, "False", numav1.ReasonNoProblems},
+				{numav1.ConditionConflict, "False", numav1.ReasonNoConflict},
+				{numav1.ConditionEffective, "True", numav1.ReasonNumaBalancingEnabled},
+				{numav1.ConditionNodeRestricted, "False", numav1.ReasonNodeRestrictionMissing},
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -159,5 +176,118 @@ func TestSummarizeKeepsTransitionTimeWhenStatusHolds(t *testing.T) {
 	second := summarize(p, nil)
 	if diff := cmp.Diff(first, second); diff != "" {
 		t.Errorf("a second summary of the same state differs (-first +second):\n%s", diff)
+	}
+}
+
+// unrestricted gives rep the condition of an agent that found the node restriction missing.
+func unrestricted(rep numav1.NumaNodeReport) numav1.NumaNodeReport {
+	rep.Status.Conditions = []metav1.Condition{{Type: numav1.ConditionNodeRestricted, Status: metav1.ConditionFalse,
+		Reason: numav1.ReasonNodeRestrictionMissing, Message: "accepted"}}
+	return rep
+}
+
+// NodeRestricted names the nodes that found the restriction missing, and goes once none does.
+func TestSummarizeNodeRestricted(t *testing.T) {
+	p := builders.MakePreference("ns", "p").Generation(3).Node(1).Obj()
+	entry := numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 3}
+	reports := []numav1.NumaNodeReport{unrestricted(report("b", entry, "normal")), report("c", entry, "normal")}
+	for _, n := range []string{"e", "a", "d", "f"} {
+		reports = append(reports, unrestricted(report(n, entry, "normal")))
+	}
+	p.Status = summarize(p, reports)
+	c := condition(p, numav1.ConditionNodeRestricted)
+	if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "nodes a, b, d and 2 more:") {
+		t.Errorf("NodeRestricted = %s %q, want False naming a, b, d and 2 more", c.Status, c.Message)
+	}
+	enforced := report("a", entry, "normal")
+	enforced.Status.Conditions = []metav1.Condition{{Type: numav1.ConditionNodeRestricted, Status: metav1.ConditionTrue, Reason: numav1.ReasonNodeRestrictionEnforced}}
+	p.Status = summarize(p, []numav1.NumaNodeReport{enforced, report("c", entry, "normal")})
+	if c := condition(p, numav1.ConditionNodeRestricted); c.Type != "" {
+		t.Errorf("NodeRestricted = %+v once every node holds, want none", c)
+	}
+}
+
+// condition is p's condition of type typ, or a zero one.
+func condition(p *numav1.NumaPreference, typ string) metav1.Condition {
+	for _, c := range p.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+// A full report (omittedPreferences) that has no entry for the preference may have left it
+// out: the summary says that node's state is unknown rather than count it as a node where
+// the preference selects nothing, unless the entries kept prove it was not left out (the
+// agent keeps each namespace's entries in turn, in name order): one named after it in its
+// namespace, or its namespace stopped short of the last rounds.
+func TestSummarizeReadsFullReports(t *testing.T) {
+	p := builders.MakePreference("ns", "p").Generation(3).Node(1).Obj()
+	full := func(node string, omitted int32, keys ...string) numav1.NumaNodeReport {
+		rep := numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: node},
+			Status: numav1.NumaNodeReportStatus{NumaBalancing: "normal", OmittedPreferences: omitted}}
+		for _, k := range keys {
+			ns, name, _ := strings.Cut(k, "/")
+			rep.Status.Preferences = append(rep.Status.Preferences, numav1.PreferenceReport{Namespace: ns, Name: name, Pods: 1, Generation: 3})
+		}
+		return rep
+	}
+	placed := report("c", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 2}, "normal")
+	unknown := "1 containers placed; 1 nodes' reports are full and may leave this preference out (omittedPreferences)"
+	for name, tc := range map[string]struct {
+		reports     []numav1.NumaNodeReport
+		wantReason  string
+		wantMessage string
+	}{
+		"full, and it sorts after its namespace's last kept entry: unknown": {
+			reports:    []numav1.NumaNodeReport{full("a", 2, "ns/a", "ns/o", "x/a", "x/b"), placed},
+			wantReason: numav1.ReasonPartiallyApplied, wantMessage: unknown},
+		"full, but an entry named after it was kept: not left out": {
+			reports:    []numav1.NumaNodeReport{full("b", 2, "ns/a", "ns/z"), placed},
+			wantReason: numav1.ReasonApplied},
+		"full of another namespace's entries, its own stopped short: not left out": {
+			reports:    []numav1.NumaNodeReport{full("b", 9, "ns/a", "x/a", "x/b", "x/c"), placed},
+			wantReason: numav1.ReasonApplied},
+		"full of another namespace's entries, its own absent: not left out": {
+			reports:    []numav1.NumaNodeReport{full("b", 9, "x/a", "x/b", "y/a"), placed},
+			wantReason: numav1.ReasonApplied},
+		"one entry per namespace, its own absent: unknown": {
+			reports:    []numav1.NumaNodeReport{full("b", 9, "x/a", "y/a"), placed},
+			wantReason: numav1.ReasonPartiallyApplied, wantMessage: unknown},
+		"not full: the preference selects nothing there": {
+			reports:    []numav1.NumaNodeReport{full("a", 0, "ns/a", "ns/o"), placed},
+			wantReason: numav1.ReasonApplied},
+		"only a full report: unknown, not NoMatchingPods": {
+			reports:    []numav1.NumaNodeReport{full("a", 1, "ns/a")},
+			wantReason: numav1.ReasonPartiallyApplied, wantMessage: "0 containers placed; 1 nodes' reports are full and may leave this preference out (omittedPreferences)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ready := summarize(p, tc.reports).Conditions[0]
+			if ready.Reason != tc.wantReason || tc.wantMessage != "" && ready.Message != tc.wantMessage {
+				t.Errorf("Ready: %s %q; want %s %q", ready.Reason, ready.Message, tc.wantReason, tc.wantMessage)
+			}
+		})
+	}
+}
+
+// The summarizer finds the full reports of a preference without an entry for it (the
+// index's fullReports key), and a change of what a full report may have left out enqueues
+// the preferences it concerns.
+func TestFullReportsAreFoundAndEnqueued(t *testing.T) {
+	rep := numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Status: numav1.NumaNodeReportStatus{OmittedPreferences: 1, Preferences: []numav1.PreferenceReport{{Namespace: "ns", Name: "m"}}}}
+	if diff := cmp.Diff([]string{"ns/m", fullReports}, reportPreferenceKeys(&rep)); diff != "" {
+		t.Errorf("index keys of a full report (-want +got):\n%s", diff)
+	}
+	r := NewSummaryReconciler(fakeAPI(t, builders.MakePreference("ns", "a").Obj(), builders.MakePreference("ns", "z").Obj()), SummaryOptions{})
+	notFull := rep.DeepCopy()
+	notFull.Status.OmittedPreferences = 0
+	want := map[types.NamespacedName]bool{{Namespace: "ns", Name: "z"}: true} // ns/a sorts before the kept ns/m
+	if diff := cmp.Diff(want, r.omissionsChanged(context.Background(), notFull, &rep)); diff != "" {
+		t.Errorf("preferences enqueued when the report fills up (-want +got):\n%s", diff)
+	}
+	if got := r.omissionsChanged(context.Background(), notFull, notFull); len(got) != 0 {
+		t.Errorf("reports that left nothing out enqueued %v", got)
 	}
 }

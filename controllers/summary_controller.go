@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -36,6 +37,11 @@ const SummaryFieldManager = "numapref-summary"
 // IndexReportPreference indexes NumaNodeReports by the "namespace/name" of every
 // NumaPreference they have an entry for.
 const IndexReportPreference = "numapref.io/preference"
+
+// fullReports is the IndexReportPreference key of every report that left preferences out
+// (omittedPreferences): it may be missing any preference's entry. No namespaced name is
+// "/".
+const fullReports = "/"
 
 // SummaryOptions tunes how the summarizer coalesces its writes.
 type SummaryOptions struct {
@@ -113,11 +119,11 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	var reports numav1.NumaNodeReportList
-	if err := r.client.List(ctx, &reports, client.MatchingFields{IndexReportPreference: req.String()}); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing the reports of %s: %w", req, err)
+	reports, err := r.reportsOf(ctx, req.NamespacedName)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	want := summarize(&pref, reports.Items)
+	want := summarize(&pref, reports)
 	if equality.Semantic.DeepEqual(want, pref.Status) {
 		r.settled(req.NamespacedName, false)
 		return reconcile.Result{}, nil
@@ -131,6 +137,26 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	r.settled(req.NamespacedName, true)
 	ctrl.LoggerFrom(ctx).V(2).Info("Updated summary", "nodes", want.Summary.Nodes, "pods", want.Summary.Pods, "tasks", want.Summary.Tasks)
 	return reconcile.Result{}, nil
+}
+
+// reportsOf lists the reports with an entry for preference key, and those that may have
+// left it out.
+func (r *SummaryReconciler) reportsOf(ctx context.Context, key types.NamespacedName) ([]numav1.NumaNodeReport, error) {
+	var out []numav1.NumaNodeReport
+	seen := map[string]bool{}
+	for _, k := range []string{key.String(), fullReports} {
+		var reports numav1.NumaNodeReportList
+		if err := r.client.List(ctx, &reports, client.MatchingFields{IndexReportPreference: k}); err != nil {
+			return nil, fmt.Errorf("listing the reports of %s: %w", key, err)
+		}
+		for _, rep := range reports.Items {
+			if !seen[rep.Name] {
+				seen[rep.Name] = true
+				out = append(out, rep)
+			}
+		}
+	}
+	return out, nil
 }
 
 // changed notes that a report entry of the preference changed, and says whether it starts
@@ -254,8 +280,10 @@ func SetupSummary(mgr ctrl.Manager, opts SummaryOptions) error {
 // burst is reconciled at once; later ones only Quiet later, so a burst of thousands of
 // report writes costs a few reconciles, not thousands.
 func (r *SummaryReconciler) reportHandler() handler.TypedEventHandler[*numav1.NumaNodeReport, reconcile.Request] {
-	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *numav1.NumaNodeReport) {
-		for key := range changedEntries(old, cur) {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], old, cur *numav1.NumaNodeReport) {
+		keys := changedEntries(old, cur)
+		maps.Copy(keys, r.omissionsChanged(ctx, old, cur))
+		for key := range keys {
 			req := reconcile.Request{NamespacedName: key}
 			if r.changed(key) {
 				q.Add(req)
@@ -265,18 +293,43 @@ func (r *SummaryReconciler) reportHandler() handler.TypedEventHandler[*numav1.Nu
 		}
 	}
 	return handler.TypedFuncs[*numav1.NumaNodeReport, reconcile.Request]{
-		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			r.counted(1)
-			enqueue(q, nil, e.Object)
+			enqueue(ctx, q, nil, e.Object)
 		},
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.ObjectOld, e.ObjectNew)
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
 		},
-		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*numav1.NumaNodeReport], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			r.counted(-1)
-			enqueue(q, e.Object, nil)
+			enqueue(ctx, q, e.Object, nil)
 		},
 	}
+}
+
+// omissionsChanged returns the preferences that one version of a report may have left
+// out and the other not (mayHaveOmitted): their summary changes although no entry of
+// theirs did. Only reports that leave preferences out cost a list of the preferences.
+func (r *SummaryReconciler) omissionsChanged(ctx context.Context, old, cur *numav1.NumaNodeReport) map[types.NamespacedName]bool {
+	omits := func(rep *numav1.NumaNodeReport, p *numav1.NumaPreference) bool {
+		return rep != nil && mayHaveOmitted(rep, p.Namespace, p.Name)
+	}
+	if (old == nil || old.Status.OmittedPreferences <= 0) && (cur == nil || cur.Status.OmittedPreferences <= 0) {
+		return nil
+	}
+	var prefs numav1.NumaPreferenceList
+	if err := r.client.List(ctx, &prefs); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the preferences a full report may have left out; they are summarized on their next change")
+		return nil
+	}
+	out := map[types.NamespacedName]bool{}
+	for i := range prefs.Items {
+		p := &prefs.Items[i]
+		if omits(old, p) != omits(cur, p) {
+			out[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = true
+		}
+	}
+	return out
 }
 
 // changedEntries returns the preferences whose entry differs between two versions of a
@@ -303,8 +356,9 @@ func changedEntries(old, cur *numav1.NumaNodeReport) map[types.NamespacedName]bo
 			out[k] = true
 		}
 	}
-	// The balancing fact changes every entry's effect.
-	if old != nil && cur != nil && old.Status.NumaBalancing != cur.Status.NumaBalancing {
+	// The balancing fact changes every entry's effect, the restriction verdict every
+	// preference's NodeRestricted condition.
+	if old != nil && cur != nil && (old.Status.NumaBalancing != cur.Status.NumaBalancing || restrictionMissing(old) != restrictionMissing(cur)) {
 		for k := range b {
 			out[k] = true
 		}
@@ -317,9 +371,12 @@ func reportPreferenceKeys(o client.Object) []string {
 	if !ok {
 		return nil
 	}
-	keys := make([]string, 0, len(rep.Status.Preferences))
+	keys := make([]string, 0, len(rep.Status.Preferences)+1)
 	for _, e := range rep.Status.Preferences {
 		keys = append(keys, e.Namespace+"/"+e.Name)
+	}
+	if rep.Status.OmittedPreferences > 0 {
+		keys = append(keys, fullReports)
 	}
 	return keys
 }

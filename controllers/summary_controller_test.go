@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 )
@@ -77,6 +78,7 @@ func TestChangedEntries(t *testing.T) {
 		"deleted":           {&a, nil, map[types.NamespacedName]bool{key("p"): true}},
 		"unchanged":         {&a, a.DeepCopy(), map[types.NamespacedName]bool{}},
 		"changed and added": {&a, b, map[types.NamespacedName]bool{key("p"): true, key("q"): true}},
+		"restriction lost":  {&a, ptr.To(unrestricted(a)), map[types.NamespacedName]bool{key("p"): true}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

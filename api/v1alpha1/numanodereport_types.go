@@ -28,6 +28,15 @@ type NumaNodeReport struct {
 	Status NumaNodeReportStatus `json:"status,omitempty"`
 }
 
+// ConditionNodeRestricted says whether the node restriction policy (a
+// ValidatingAdmissionPolicy) holds the agents to their own node. On a NumaNodeReport it is
+// the agent's last check: True (NodeRestrictionEnforced) when the API refused its dry-run
+// writes of another node's report and of a foreign label on its own Node, False
+// (NodeRestrictionMissing) when it accepted either. On a NumaPreference it is present, and
+// False, only while some node that reports the preference says False: any agent could then
+// have written what the status adds up.
+const ConditionNodeRestricted = "NodeRestricted"
+
 // NumaNodeReportStatus is one node's report.
 type NumaNodeReportStatus struct {
 	// kernelSupport says whether the node's kernel can set a preferred node: prctl,
@@ -52,7 +61,16 @@ type NumaNodeReportStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	LedgerDamaged int32 `json:"ledgerDamaged,omitempty"`
 
-	// totals adds up preferences.
+	// conditions: NodeRestricted, the verdict of the agent's last check that the node
+	// restriction policy holds it to its own node (absent until its first answer).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// totals adds up every preference of the node: the entries of preferences and those
+	// counted in omittedPreferences.
 	// +optional
 	Totals ReportTotals `json:"totals,omitempty"`
 
@@ -63,11 +81,25 @@ type NumaNodeReportStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=1024
 	Preferences []PreferenceReport `json:"preferences,omitempty"`
+
+	// omittedPreferences counts the NumaPreferences that select pods on this node but have
+	// no entry in preferences, which holds at most 1024: the agent keeps as many entries
+	// as fit, taking each namespace's in turn (in name order within a namespace), and
+	// counts the rest here rather than have the whole report refused. A preference
+	// missing from a report whose omittedPreferences is not 0 may be one of them: the
+	// summary then says that node's state is unknown.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OmittedPreferences int32 `json:"omittedPreferences,omitempty"`
 }
 
-// ReportTotals adds up a node's preference entries.
+// MaxReportPreferences bounds a node report's preferences: the MaxItems of its field
+// above, which must say the same number. Entries past it count in omittedPreferences.
+const MaxReportPreferences = 1024
+
+// ReportTotals adds up a node's preference entries, omitted ones included.
 type ReportTotals struct {
-	// preferences counts the entries.
+	// preferences counts the preferences, omitted ones included.
 	// +optional
 	Preferences int32 `json:"preferences,omitempty"`
 	// pods governed by some preference on this node.

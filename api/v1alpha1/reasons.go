@@ -32,6 +32,16 @@ const (
 	// ReasonMirrorAnnotationIgnored: a pod carries the mirror-pod annotation but is not
 	// owned by its Node, as the kubelet's mirror pods are; its own UID names its cgroup.
 	ReasonMirrorAnnotationIgnored = "MirrorAnnotationIgnored"
+	// ReasonNodeRestrictionMissing: the API accepted an agent's dry-run write that the node
+	// restriction policy refuses (ConditionNodeRestricted False; a Warning Event on the
+	// Node, the metric numapref_node_restriction_missing).
+	ReasonNodeRestrictionMissing = "NodeRestrictionMissing"
+	// ReasonNodeRestrictionEnforced: the API refused the agent's dry-run writes that the
+	// policy refuses (ConditionNodeRestricted True on the node's report).
+	ReasonNodeRestrictionEnforced = "NodeRestrictionEnforced"
+	// ReasonTooManyTasks: the container has more tasks than its share of what the node's
+	// agent keeps per task (ledger entries, pidfds): it alone is not placed.
+	ReasonTooManyTasks = "TooManyTasks"
 )
 
 // ReasonInfo says what a reason means to those who count it and those who tell users.
@@ -97,6 +107,11 @@ var reasonTable = map[string]ReasonInfo{
 		Meaning: "the agent found its ledger damaged, oversized or unreadable at start: values it set before may stay (a Warning Event on the Node)"},
 	ReasonMirrorAnnotationIgnored: {Problem: true, Warning: true,
 		Meaning: "the pod carries the mirror-pod annotation but its Node does not own it, so the annotation does not choose its cgroup"},
+	ReasonNodeRestrictionMissing: {Problem: true, Warning: true,
+		Meaning: "the API accepted a write of another node's report or of a foreign label that the node restriction policy refuses: an agent could write other nodes' reports and labels (a Warning Event on the Node)"},
+	ReasonNodeRestrictionEnforced: {Meaning: "NodeRestricted is True on the node's report: the API refused the agent's writes outside its own node"},
+	ReasonTooManyTasks: {Problem: true, Warning: true,
+		Meaning: "the container has more tasks than one container may have placed on a node (the agent's --max-tasks-per-container): it alone is not placed, and the node's other containers keep the ledger and pidfds they share"},
 }
 
 // unknownReason is what a reason without a row means: a problem with a Warning. A reason

@@ -45,6 +45,7 @@ type agentFlags struct {
 	podNamespace      string
 	emulatorStateDir  string
 	rescanInterval    time.Duration
+	maxTasks          int
 	forkEvents        bool
 	cgroupVersion     int
 	cgroupDriver      string
@@ -61,6 +62,7 @@ type agentFlags struct {
 	renewDeadline     time.Duration
 	retryPeriod       time.Duration
 	reportInterval    time.Duration
+	restrictionCheck  time.Duration
 	summaryQuiet      time.Duration
 	summaryMaxDelay   time.Duration
 	summaryPerNode    time.Duration
@@ -74,11 +76,12 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kernel, "kernel", "auto", "kernel backend: auto (prctl when the kernel proves support, else nothing), prctl (fail without support), emulated")
 	fs.IntVar(&f.prctlOption, "prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs (v1/v2: 78, v3: 79; mainline took both: 78 is PR_FUTEX_HASH since 6.16, 79 PR_RSEQ_SLICE_EXTENSION since 7.0, so it is only called on a kernel that proves the patch)")
 	fs.StringVar(&f.adoptStateFrom, "adopt-state-from", "", "a state dir an earlier version used (the chart's /var/lib/numapref before state dirs were per release): its state files move into -state-dir when that has no ledger yet, so what the earlier agent set is still undone")
-	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's state, kept across restarts: ledger.json (what it set), choices.json (placement choices), desired.json (the last desired state)")
+	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's state, kept across restarts: ledger.json and ledger.json.journal (what it set), choices.json (placement choices), desired.json (the last desired state)")
 	fs.StringVar(&f.podName, "pod-name", os.Getenv("POD_NAME"), "this agent's pod (downward API: POD_NAME); its DaemonSet owner is watched, and its deletion undoes everything (empty: never)")
 	fs.StringVar(&f.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "this agent's pod's namespace (downward API: POD_NAMESPACE)")
 	fs.StringVar(&f.emulatorStateDir, "emulator-state-dir", "/run/numapref/emulator", "state of the emulated kernel; tmpfs, like the kernel's state it is lost at reboot")
 	fs.DurationVar(&f.rescanInterval, "rescan-interval", 10*time.Second, "how often every selected container is checked again")
+	fs.IntVar(&f.maxTasks, "max-tasks-per-container", nodeagent.DefaultMaxTasksPerContainer, "one container's share of what the agent keeps per task for the node (ledger entries, pidfds): a container with more tasks is not placed (reason TooManyTasks), the others are; at most what the ledger holds (about 300,000)")
 	fs.BoolVar(&f.forkEvents, "fork-events", true, "react to fork events from the proc connector (needs CAP_NET_ADMIN and the host network)")
 	fs.IntVar(&f.cgroupVersion, "cgroup-version", 0, "cgroup version (1 or 2); 0 probes")
 	fs.StringVar(&f.cgroupDriver, "cgroup-driver", "", `cgroup driver ("systemd" or "cgroupfs"); empty probes`)
@@ -99,6 +102,8 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 45*time.Second, "how long the leader keeps trying to renew before it gives up")
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
 	fs.DurationVar(&f.reportInterval, "report-interval", 5*time.Second, "least time between two writes of this node's NumaNodeReport")
+	fs.DurationVar(&f.restrictionCheck, "node-restriction-check-interval", 10*time.Minute, "how often the agent proves, with two dry-run writes, that the node restriction policy refuses its writes outside its own node (at start, then this often); "+
+		"if the API accepts them it reports NodeRestrictionMissing (SECURITY.md); 0 never checks")
 	fs.DurationVar(&f.summaryQuiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
 	fs.DurationVar(&f.summaryMaxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
 	fs.DurationVar(&f.summaryPerNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
@@ -124,6 +129,9 @@ func runAgent(args []string) error {
 	log := ctrl.Log.WithName("agent")
 	if f.nodeName == "" {
 		return errors.New("agent: -node-name (or NODE_NAME) is required")
+	}
+	if f.maxTasks < 1 {
+		return fmt.Errorf("agent: -max-tasks-per-container must be at least 1, not %d", f.maxTasks)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	// Before anything that reads the state dir, or starts a kernel emulator on this host.
@@ -185,8 +193,8 @@ func runAgent(args []string) error {
 		DesiredPath: filepath.Join(f.stateDir, "desired.json"),
 		CPUNode:     topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
 		Topology:       func() (numa.Online, error) { return numa.ReadOnline(sysRoot) }, // node and CPU hotplug
-		RescanInterval: f.rescanInterval,
-		ProcEvents:     events, ForkFilter: forkFilter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
+		RescanInterval: f.rescanInterval, MaxTasksPerContainer: f.maxTasks,
+		ProcEvents: events, ForkFilter: forkFilter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
 	var ledgerDamaged error
 	if errors.Is(err, nodeagent.ErrLedgerDamaged) {
@@ -217,7 +225,9 @@ func runAgent(args []string) error {
 		}
 		return controllers.NodeFacts{KernelSupport: kernelLabel(support), NUMABalancing: label, NUMANodes: len(topo.Online)}
 	}
-	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, controllers.NodeAgentOptions{Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ledgerDamaged}); err != nil {
+	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, controllers.NodeAgentOptions{
+		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
+	}); err != nil {
 		return err
 	}
 	if err := setupDrain(mgr, &f, engine); err != nil {

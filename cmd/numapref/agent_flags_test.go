@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,15 @@ func TestMetricsBindAddressDefault(t *testing.T) {
 				t.Errorf("metrics bind address %q, want %q", f.metricsAddr, tc.want)
 			}
 		})
+	}
+}
+
+// A share of no task would refuse every container: the agent refuses the flag instead.
+func TestMaxTasksPerContainerMustBePositive(t *testing.T) {
+	for _, v := range []string{"0", "-1"} {
+		err := runAgent([]string{"-node-name=n", "-max-tasks-per-container=" + v})
+		if err == nil || !strings.Contains(err.Error(), "-max-tasks-per-container must be at least 1") {
+			t.Errorf("-max-tasks-per-container=%s: %v, want it refused", v, err)
+		}
 	}
 }

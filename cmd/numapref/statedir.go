@@ -22,7 +22,7 @@ import (
 const lockFile = "agent.lock"
 
 // stateFiles are the agent's files in its state dir, removed after a drain.
-var stateFiles = []string{"ledger.json", "desired.json", "choices.json"}
+var stateFiles = []string{"ledger.json", "ledger.json" + nodeagent.JournalSuffix, "desired.json", "choices.json"}
 
 // lockWaitReport is how often an agent waiting for its state dir says so again.
 const lockWaitReport = 30 * time.Second
@@ -136,8 +136,8 @@ func adoptState(from, stateDir string) error {
 		return nil // this dir has its own ledger (or an unreadable one the engine reports)
 	}
 	// The ledger last: a crash before it leaves this dir without one, so the next start
-	// adopts the rest.
-	for _, name := range []string{"choices.json", "desired.json", "ledger.json"} {
+	// adopts the rest (its journal too, which no release before the journal wrote).
+	for _, name := range []string{"choices.json", "desired.json", "ledger.json" + nodeagent.JournalSuffix, "ledger.json"} {
 		err := os.Rename(filepath.Join(from, name), filepath.Join(stateDir, name))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

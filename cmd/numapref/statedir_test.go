@@ -37,6 +37,7 @@ func TestAdoptState(t *testing.T) {
 			}
 			write(t, filepath.Join(root, "ledger.json"), "old ledger")
 			write(t, filepath.Join(root, "choices.json"), "old choices")
+			write(t, filepath.Join(root, "ledger.json.journal"), "old journal")
 			if tc.ownLedger {
 				write(t, filepath.Join(state, "ledger.json"), "own ledger")
 			}
@@ -51,6 +52,9 @@ func TestAdoptState(t *testing.T) {
 			}
 			if !tc.ownLedger && read(filepath.Join(state, "choices.json")) != "old choices" {
 				t.Errorf("choices.json was not adopted")
+			}
+			if !tc.ownLedger && read(filepath.Join(state, "ledger.json.journal")) != "old journal" {
+				t.Errorf("the ledger's journal was not adopted with it")
 			}
 		})
 	}

@@ -83,6 +83,7 @@ func (e *Engine) writeAheadAndSet(p *pass, sets []pendingSet) bool {
 
 // record makes a planned change to the ledger entry of container key.
 func (e *Engine) record(key ContainerKey, c *entryChange) {
+	e.touch(key)
 	entry := e.ledger[key]
 	if entry == nil {
 		entry = &containerEntry{PodUID: string(key.PodUID), Container: key.Container, Tasks: map[int]*taskEntry{}}
@@ -120,6 +121,7 @@ func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]Container
 func (e *Engine) applyContainer(sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
 	key := sets[0].key
 	r := results[key]
+	e.touch(key)
 	tasks := e.ledger[key].Tasks
 	b := e.startSets(key, sets[0].cg)
 	for _, s := range sets {
@@ -159,6 +161,7 @@ func (e *Engine) undo(ids *identifier, key ContainerKey) bool {
 	if entry == nil {
 		return false
 	}
+	e.touch(key)
 	if !e.cfg.Support.Supported {
 		return false // cannot read the kernel: keep the entry for a kernel that can
 	}

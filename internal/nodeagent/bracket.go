@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
@@ -287,4 +288,8 @@ type engineHooks struct {
 	afterWriteAhead func()
 	// beforeSet runs right before the kernel SET of tid, after the checks before it.
 	beforeSet func(tid int)
+	// journalStep runs at the steps of a ledger write: "append" before a record's write
+	// to the journal f, "sync" before its fsync, "snapshot" when a compaction's new
+	// snapshot is in place and its journal not yet.
+	journalStep func(step string, f *os.File, frame []byte)
 }

@@ -47,6 +47,34 @@ type crashConfig struct {
 	// Audit is the emulator's audit log (shared, append-only); Markers gets one line per
 	// phase ("R|A|U <unix ns>") so the parent knows where its SIGKILL landed.
 	Audit, Markers string
+	// CompactAt is the journal's size past which a full pass compacts it (0: the default).
+	CompactAt int
+	// CrashAt, when set, is a step of the ledger's writes (see engineHooks.journalStep)
+	// at whose CrashAfter-th occurrence the child SIGKILLs itself, after writing the first
+	// TornBytes bytes of the record when the step is "append".
+	CrashAt               string
+	CrashAfter, TornBytes int
+}
+
+// crashHooks are the child's hooks: its SIGKILL at cfg's step of a ledger write.
+func crashHooks(cfg crashConfig) engineHooks {
+	if cfg.CrashAt == "" {
+		return engineHooks{}
+	}
+	seen := 0
+	return engineHooks{journalStep: func(step string, f *os.File, frame []byte) {
+		if step != cfg.CrashAt {
+			return
+		}
+		if seen++; seen < cfg.CrashAfter {
+			return
+		}
+		if step == "append" && cfg.TornBytes > 0 {
+			f.Write(frame[:min(cfg.TornBytes, len(frame)-1)]) // the part a crash mid-write leaves
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}}
 }
 
 // runCrashHelperIfAsked runs the child engine of TestEngineCrashRestartConverges when
@@ -89,7 +117,7 @@ func runCrashHelper(path string) error {
 	}
 	log := funcr.New(func(prefix, args string) { fmt.Println(prefix, args) }, funcr.Options{})
 	e, err := NewEngine(EngineConfig{Resolver: r, Kernel: emu, Support: emu.Support(), OnlineNodes: []int{0, 1},
-		LedgerPath: cfg.LedgerPath, RescanInterval: time.Hour, Log: log})
+		LedgerPath: cfg.LedgerPath, RescanInterval: time.Hour, Log: log, journalCompactAt: cfg.CompactAt, hooks: crashHooks(cfg)})
 	if err != nil {
 		fmt.Printf("LEDGER-ERROR %v\n", err) // the parent asserts there is none: writes are atomic
 	}
@@ -187,16 +215,18 @@ func cgroupOf(lines []string, cs []*labContainer) string {
 	return ""
 }
 
-func TestEngineCrashRestartConverges(t *testing.T) {
-	el := newEngineLab(t) // this process's emulator follows task creation for the children
-	seed := uint64(20240608)
-	if s := os.Getenv("NUMAPREF_CRASH_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	rng := rand.New(rand.NewPCG(seed, 8))
-	iterations := 60
-	t.Logf("seed %d, %d iterations", seed, iterations)
+// crashLab is the set-up of the crash tests: three containers, a, b and a bystander, the
+// config every child shares, and the check of the end state.
+type crashLab struct {
+	el    *engineLab
+	cs    []*labContainer
+	base  crashConfig
+	dir   string
+	audit string
+}
 
+func newCrashLab(t *testing.T) *crashLab {
+	el := newEngineLab(t) // this process's emulator follows task creation for the children
 	var cs []*labContainer
 	for _, spec := range []struct {
 		name    string
@@ -206,7 +236,7 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 		cs = append(cs, &labContainer{name: spec.name, id: strings.TrimPrefix(c.ContainerID, "containerd://"),
 			desire: d, pid: w.Pid(), own: map[int]int{}})
 	}
-	a, b := cs[0], cs[1] // cs[2] is a bystander, never selected
+	b := cs[1] // cs[2] is a bystander, never selected
 	// The application in b chose node 1 for one of its threads itself: the agent may
 	// override it while b is selected, and must give it back afterwards.
 	tids, err := hostlab.TasksOf(b.pid)
@@ -217,41 +247,76 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 	if err := el.emu.Set(tids[len(tids)-1], 1); err != nil {
 		t.Fatal(err)
 	}
-
 	dir := t.TempDir()
 	audit := filepath.Join(dir, "audit.jsonl")
 	base := crashConfig{LedgerPath: el.ledger, KubeletCgroupRoot: el.lab.KubeletCgroupRoot(),
-		Emulator: el.emuOpts, Audit: audit, Apply: []Desire{a.desire, b.desire}}
+		Emulator: el.emuOpts, Audit: audit, Apply: []Desire{cs[0].desire, b.desire}}
 	base.Emulator.ForkEvents = false // the parent listens; a child that dies must not be the listener
+	return &crashLab{el: el, cs: cs, base: base, dir: dir, audit: audit}
+}
 
-	// check compares every task of every container with what final selects.
-	check := func(i int, final []*labContainer) {
-		t.Helper()
-		for _, c := range cs {
-			selected := slices.Contains(final, c)
-			for tid, v := range el.values(t, c.pid) {
-				want, own := c.own[tid]
-				if !own {
-					want = -1
-				}
-				if selected {
-					want = 0
-				}
-				if v != want {
-					t.Fatalf("iteration %d: task %d of %s (selected: %v) holds %d, want %d", i, tid, c.name, selected, v, want)
-				}
+// check compares every task of every container with what final selects, and the ledger
+// (snapshot and journal) with it.
+func (cl *crashLab) check(t *testing.T, i int, final []*labContainer) {
+	t.Helper()
+	for _, c := range cl.cs {
+		selected := slices.Contains(final, c)
+		for tid, v := range cl.el.values(t, c.pid) {
+			want, own := c.own[tid]
+			if !own {
+				want = -1
 			}
-		}
-		l, err := readLedger(el.ledger)
-		if err != nil {
-			t.Fatalf("iteration %d: ledger: %v", i, err)
-		}
-		for _, c := range cs {
-			if _, in := l[c.desire.Key()]; in != slices.Contains(final, c) {
-				t.Fatalf("iteration %d: ledger has %s: %v, want %v", i, c.name, in, !in)
+			if selected {
+				want = 0
+			}
+			if v != want {
+				t.Fatalf("iteration %d: task %d of %s (selected: %v) holds %d, want %d", i, tid, c.name, selected, v, want)
 			}
 		}
 	}
+	l, err := readLedger(cl.el.ledger)
+	if err != nil {
+		t.Fatalf("iteration %d: ledger: %v", i, err)
+	}
+	for _, c := range cl.cs {
+		if _, in := l[c.desire.Key()]; in != slices.Contains(final, c) {
+			t.Fatalf("iteration %d: ledger has %s: %v, want %v", i, c.name, in, !in)
+		}
+	}
+}
+
+// converge runs a child that enforces final and exits, and checks the end state. It
+// returns the child's output.
+func (cl *crashLab) converge(t *testing.T, i int, final []*labContainer) string {
+	t.Helper()
+	var out bytes.Buffer
+	cfg := cl.base
+	cfg.Mode, cfg.Markers, cfg.Final = "converge", filepath.Join(cl.dir, "markers"), desires(final)
+	child := runCrashChild(t, cl.dir, cfg, &out)
+	if err := child.Wait(); err != nil {
+		t.Fatalf("iteration %d: converging child: %v\n%s", i, err, out.String())
+	}
+	if strings.Contains(out.String(), "LEDGER-ERROR") {
+		t.Fatalf("iteration %d: the ledger was damaged by a SIGKILL (writes must be atomic):\n%s", i, out.String())
+	}
+	cl.check(t, i, final)
+	return out.String()
+}
+
+func TestEngineCrashRestartConverges(t *testing.T) {
+	cl := newCrashLab(t)
+	seed := uint64(20240608)
+	if s := os.Getenv("NUMAPREF_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	rng := rand.New(rand.NewPCG(seed, 8))
+	iterations := 60
+	t.Logf("seed %d, %d iterations", seed, iterations)
+	cs, dir, audit := cl.cs, cl.dir, cl.audit
+	a, b := cs[0], cs[1]
+	base := cl.base
+	// A small journal bound: full passes compact often, so kills land in compactions too.
+	base.CompactAt = 2 << 10
 
 	// Calibrate: how long a child takes to start, and one apply+undo cycle.
 	markers := filepath.Join(dir, "markers")
@@ -300,17 +365,7 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 		}
 		killed[phase]++
 
-		out.Reset()
-		cfg = base
-		cfg.Mode, cfg.Markers, cfg.Final = "converge", markers, desires(final)
-		child = runCrashChild(t, dir, cfg, &out)
-		if err := child.Wait(); err != nil {
-			t.Fatalf("iteration %d: converging child: %v\n%s", i, err, out.String())
-		}
-		if strings.Contains(out.String(), "LEDGER-ERROR") {
-			t.Fatalf("iteration %d: the ledger was damaged by a SIGKILL (writes must be atomic):\n%s", i, out.String())
-		}
-		check(i, final)
+		cl.converge(t, i, final)
 	}
 	t.Logf("%d kills in %v: %v", iterations, time.Since(began).Round(time.Millisecond), killed)
 	if killed["apply"] < iterations/10 || killed["undo"] < iterations/10 {
@@ -319,8 +374,8 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 
 	// Final state: nothing the agent set is left (the application's own value is back),
 	// the ledger is empty, and every SET any child made was on a task of a or b.
-	check(iterations, nil)
-	if l, err := readLedger(el.ledger); err != nil || len(l) != 0 {
+	cl.check(t, iterations, nil)
+	if l, err := readLedger(cl.el.ledger); err != nil || len(l) != 0 {
 		t.Errorf("final ledger = %v, %v; want empty", l, err)
 	}
 	// A child killed while writing a record leaves it cut short: at most one per kill.
@@ -333,6 +388,56 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 	}
 	n, gone := auditSets(t, recs, cs, map[string][]int{"a": {0, -1}, "b": {0, -1, 1}})
 	t.Logf("audit: %d SETs, %d on tasks gone before their cgroup was read, %d records cut by a kill, 0 misapplied", n, gone, cut)
+}
+
+// TestEngineCrashInLedgerWrites kills the child engine (SIGKILL, from inside the write) at
+// every step of the ledger's writes: with a record cut short at several lengths, after a
+// record's write and before its fsync, after a compaction's new snapshot and before its
+// journal, at the first few occurrences of each. After each kill a restarted engine
+// converges to a random desire: every value the agent set is undone where it must be, the
+// cut record is dropped (and said so), and nothing is reported damaged.
+func TestEngineCrashInLedgerWrites(t *testing.T) {
+	cl := newCrashLab(t)
+	rng := rand.New(rand.NewPCG(24, 2))
+	type crash struct {
+		at   string
+		torn int
+	}
+	crashes := []crash{{"append", 1}, {"append", 7}, {"append", 9}, {"append", 40}, {"append", 1 << 20}, {"sync", 0}, {"snapshot", 0}}
+	i := 0
+	for _, c := range crashes {
+		for _, n := range []int{1, 2, 5} {
+			var out bytes.Buffer
+			cfg := cl.base
+			// Undo unselects at least one of the two, so every cycle writes the ledger.
+			undo := [][]*labContainer{nil, {cl.cs[0]}, {cl.cs[1]}}[rng.IntN(3)]
+			cfg.Mode, cfg.Markers, cfg.Undo = "cycle", filepath.Join(cl.dir, "markers"), desires(undo)
+			cfg.CrashAt, cfg.CrashAfter, cfg.TornBytes = c.at, n, c.torn
+			cfg.CompactAt = 1 // every full pass compacts: a "snapshot" step in each
+			child := runCrashChild(t, cl.dir, cfg, &out)
+			err := child.Wait()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("crash at %s #%d: the child ended with %v, want killed at that step\n%s", c.at, n, err, out.String())
+			}
+			final := subset(rng, cl.cs[0], cl.cs[1])
+			log := cl.converge(t, i, final)
+			if torn := strings.Contains(log, "torn last record"); torn != (c.at == "append" && c.torn > 0) {
+				t.Errorf("crash at %s #%d (%d bytes written): the restart said a torn record was dropped: %v", c.at, n, c.torn, torn)
+			}
+			i++
+		}
+	}
+	cl.converge(t, i, nil)
+	if l, err := readLedger(cl.el.ledger); err != nil || len(l) != 0 {
+		t.Errorf("final ledger = %v, %v; want empty", l, err)
+	}
+	recs, _, err := emulator.ReadAudit(cl.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := auditSets(t, recs, cl.cs, map[string][]int{"a": {0, -1}, "b": {0, -1, 1}})
+	t.Logf("%d kills inside ledger writes, %d SETs, 0 misapplied", i, n)
 }
 
 // subset returns a seeded random subset of cs.

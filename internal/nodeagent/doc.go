@@ -23,7 +23,12 @@
 //	            fork pass trusts, the fork-to-SET lag
 //	topology.go the online nodes and CPUs, read again at every full pass (hotplug)
 //	ledger.go   what the agent set, on disk, written ahead of every SET (no SET when the
-//	            write fails)
+//	            write fails): the snapshot's format and reading it with its journal
+//	journal.go  the journal's records: framing, parsing (a torn last record dropped),
+//	            replay, and the change of an entry since it was written
+//	ledgerwrite.go
+//	            writing: one fsync'd record appended per write, compaction at start and
+//	            past a size
 //	choices.go  the sticky choices of Spread and MostFreeMemory, on disk
 //	desiredstate.go
 //	            the last desired state, on disk: a restart while the API is away enforces it

@@ -69,8 +69,17 @@ type EngineConfig struct {
 	Monotonic func() (uint64, bool)
 	Log       logr.Logger
 
+	// MaxTasksPerContainer is one container's share of what the agent keeps per task for
+	// the whole node (ledger entries, pidfds): a container with more tasks gets
+	// TooManyTasks and nothing else, so it cannot starve the node's other containers. 0
+	// means DefaultMaxTasksPerContainer; it is never more than the ledger can hold.
+	MaxTasksPerContainer int
+
 	// ledgerLimit bounds the ledger file (default defaultLedgerLimit); tests make it small.
 	ledgerLimit int
+	// journalCompactAt is the journal's size past which a full pass compacts it, unless
+	// the snapshot is larger (default journalCompactMin); tests make it small.
+	journalCompactAt int
 	// handles opens the pidfds that identify tasks around their SETs (default openPIDFD;
 	// tests of fake tasks have none).
 	handles pidfdOpener
@@ -131,6 +140,7 @@ type Engine struct {
 	passMu      sync.Mutex // one pass at a time; guards the fields below
 	ledger      ledger
 	ledgerDirty bool                 // changed since the last write
+	journal     ledgerJournal        // the ledger's files (ledgerwrite.go)
 	tgids       map[int]ContainerKey // process → container, from the last listing
 	listing     map[ContainerKey]containerListing
 	// forkSets holds when fork passes set tasks other than the one their event named:
@@ -173,6 +183,10 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.ledgerLimit <= 0 {
 		cfg.ledgerLimit = defaultLedgerLimit
 	}
+	if cfg.journalCompactAt <= 0 {
+		cfg.journalCompactAt = journalCompactMin
+	}
+	cfg.MaxTasksPerContainer = taskShare(cfg.MaxTasksPerContainer, cfg.ledgerLimit)
 	if cfg.handles == nil {
 		cfg.handles = openPIDFD
 	}

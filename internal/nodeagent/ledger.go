@@ -28,9 +28,11 @@ import (
 // ledgerVersion is the format of the file. Version 1 had no boot id (it is read as a
 // ledger of unknown boot); versions 1 and 2 are a flat ledgerFile without a checksum, and
 // are still read. Version 3 wraps the content in a ledgerEnvelope with its SHA-256, so a
-// damaged file is told from a valid one. A new optional field that older agents may
-// ignore keeps the version; a change an older agent would misread bumps it.
-const ledgerVersion = 3
+// damaged file is told from a valid one. Version 4 is a snapshot continued by a journal
+// (journal.go): an agent that read it as version 3 would miss what the journal holds, so
+// it refuses it instead. A new optional field that older agents may ignore keeps the
+// version; a change an older agent would misread bumps it.
+const ledgerVersion = 4
 
 // ErrLedgerDamaged means the ledger file could not be used: unreadable, past its bound,
 // unparsable, of an unknown version or failing its checksum. What it recorded is lost:
@@ -44,6 +46,10 @@ var ErrLedgerDamaged = errors.New("the ledger is damaged")
 // pass's SETs are then skipped, as for any failed write) rather than write ever larger
 // files on every pass, and reads no larger file.
 const stateFileLimit = 16 << 20
+
+// ledgerTaskCapacity is about how many task entries a ledger of limit bytes holds (about
+// 56 bytes each, as JSON).
+func ledgerTaskCapacity(limit int) int { return limit / 56 }
 
 // defaultLedgerLimit is the ledger's bound unless a test sets another.
 const defaultLedgerLimit = stateFileLimit
@@ -75,13 +81,16 @@ type containerEntry struct {
 func (c *containerEntry) ref() cgroups.ContainerRef { return c.Ref }
 
 // ledgerFile is the ledger's content, and the whole file up to version 2. To keep more in
-// it, add a field here, fill it in saveLedger and take it in NewEngine; decodeLedgerFile
+// it, add a field here, fill it in compactLedger and take it in NewEngine; decodeLedgerFile
 // cleans what it reads.
 type ledgerFile struct {
 	// Version is left out of the envelope's content (the envelope carries it).
 	Version int `json:"version,omitempty"`
 	// BootID is the kernel's boot id when the file was written ("" if unknown).
-	BootID     string            `json:"bootID,omitempty"`
+	BootID string `json:"bootID,omitempty"`
+	// Journal is the generation of the journal that continues this snapshot (0: none,
+	// as in every file before version 4).
+	Journal    uint64            `json:"journal,omitempty"`
 	Containers []*containerEntry `json:"containers"`
 }
 
@@ -95,26 +104,6 @@ type ledgerEnvelope struct {
 
 // ledger maps containers to what the agent set in them.
 type ledger map[ContainerKey]*containerEntry
-
-// saveLedger writes the engine's ledger to its file, if it has one.
-func (e *Engine) saveLedger() error {
-	if e.cfg.LedgerPath == "" {
-		return nil
-	}
-	f := ledgerFile{BootID: e.bootID, Containers: e.ledger.sorted()}
-	data, err := encodeLedgerFile(f)
-	if err != nil {
-		return err
-	}
-	if len(data) > e.cfg.ledgerLimit {
-		return fmt.Errorf("writing ledger %s: %d bytes for %d containers, refused: %w of %d bytes",
-			e.cfg.LedgerPath, len(data), len(f.Containers), errLedgerFull, e.cfg.ledgerLimit)
-	}
-	if err := fsutil.WriteFileAtomic(e.cfg.LedgerPath, data, 0o600); err != nil {
-		return fmt.Errorf("writing ledger: %w", err)
-	}
-	return nil
-}
 
 // encodeLedgerFile is the file's form of f: its content in an envelope with its checksum.
 func encodeLedgerFile(f ledgerFile) ([]byte, error) {
@@ -131,11 +120,51 @@ func encodeLedgerFile(f ledgerFile) ([]byte, error) {
 	return data, nil
 }
 
-// loadLedger reads the ledger at path, of at most limit bytes. A missing file is an empty
-// ledger. A file that cannot be read or used (a link, too large, unparsable, a bad
-// checksum) yields an empty ledger and an error wrapping ErrLedgerDamaged: the agent starts
-// anyway, and its next passes record again every task that has the value it wants.
+// loadLedger reads the ledger at path, of at most limit bytes, and its journal. A missing
+// file is an empty ledger. A file that cannot be read or used (a link, too large,
+// unparsable, a bad checksum) yields an empty ledger and an error wrapping
+// ErrLedgerDamaged: the agent starts anyway, and its next passes record again every task
+// that has the value it wants. A damaged journal is ErrLedgerDamaged too, with what the
+// snapshot and the journal's records before the damage say.
 func loadLedger(path string, limit int) (ledgerFile, error) {
+	f, _, err := loadLedgerJournal(path, limit)
+	return f, err
+}
+
+// journalNote is what loadLedgerJournal found in the journal, for the log.
+type journalNote struct {
+	records int  // changes applied
+	torn    int  // bytes of a torn last record, dropped
+	stale   bool // of another generation than the snapshot: ignored
+}
+
+// loadLedgerJournal is loadLedger, saying what it found in the journal.
+func loadLedgerJournal(path string, limit int) (ledgerFile, journalNote, error) {
+	f, err := loadSnapshot(path, limit)
+	if err != nil || f.Journal == 0 {
+		return f, journalNote{}, err
+	}
+	data, err := fsutil.ReadStateFile(journalPath(path), int64(limit))
+	if errors.Is(err, fs.ErrNotExist) {
+		return f, journalNote{}, nil // a compaction killed before its journal: the snapshot holds all
+	}
+	if err != nil {
+		return f, journalNote{}, fmt.Errorf("%w: its journal is unreadable, only the snapshot %s is read: %w", ErrLedgerDamaged, path, err)
+	}
+	recs, torn, perr := parseJournal(data)
+	l := f.ledger()
+	stale, rerr := replayJournal(l, f.Journal, recs)
+	f.Containers = l.sorted()
+	note := journalNote{records: max(0, len(recs)-1), torn: torn, stale: stale}
+	if err := errors.Join(perr, rerr); err != nil && !stale {
+		return f, note, fmt.Errorf("%w: %s, keeping what the snapshot and the records before the damage say: %w",
+			ErrLedgerDamaged, journalPath(path), err)
+	}
+	return f, note, nil
+}
+
+// loadSnapshot reads the ledger file at path, without its journal.
+func loadSnapshot(path string, limit int) (ledgerFile, error) {
 	empty := ledgerFile{Version: ledgerVersion}
 	data, err := fsutil.ReadStateFile(path, int64(limit))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -161,7 +190,7 @@ func decodeLedgerFile(data []byte) (ledgerFile, error) {
 	content := data
 	switch env.Version {
 	case 1, 2: // flat, no checksum
-	case ledgerVersion:
+	case 3, ledgerVersion:
 		sum := sha256.Sum256(env.Ledger)
 		if want, err := hex.DecodeString(env.SHA256); err != nil || !bytes.Equal(want, sum[:]) {
 			return ledgerFile{Version: ledgerVersion}, fmt.Errorf("checksum mismatch: the file says %.16q, its content has %x", env.SHA256, sum[:8])
@@ -173,6 +202,9 @@ func decodeLedgerFile(data []byte) (ledgerFile, error) {
 	var f ledgerFile
 	if err := json.Unmarshal(content, &f); err != nil {
 		return ledgerFile{Version: ledgerVersion}, err
+	}
+	if env.Version < ledgerVersion {
+		f.Journal = 0 // no journal continues a file of an older version
 	}
 	f.Version, f.Containers = ledgerVersion, cleanEntries(f.Containers)
 	return f, nil
@@ -226,12 +258,16 @@ func (l ledger) sorted() []*containerEntry {
 	return out
 }
 
-// loadState reads the ledger, first removing what writes killed mid-way left beside the
-// state files. A ledger of another boot names no living task: it is dropped, and nothing
-// is undone from it.
+// loadState reads the ledger and its journal, first removing what writes killed mid-way
+// left beside the state files, and compacts them (ledgerwrite.go). A ledger of another
+// boot names no living task: it is dropped, and nothing is undone from it.
 func (e *Engine) loadState() error {
 	e.ledger = ledger{}
-	for _, path := range []string{e.cfg.LedgerPath, e.cfg.ChoicesPath} {
+	paths := []string{e.cfg.ChoicesPath}
+	if e.cfg.LedgerPath != "" {
+		paths = append(paths, e.cfg.LedgerPath, journalPath(e.cfg.LedgerPath))
+	}
+	for _, path := range paths {
 		if path == "" {
 			continue
 		}
@@ -244,16 +280,30 @@ func (e *Engine) loadState() error {
 	if e.cfg.LedgerPath == "" {
 		return nil
 	}
-	f, err := loadLedger(e.cfg.LedgerPath, e.cfg.ledgerLimit)
+	f, note, err := loadLedgerJournal(e.cfg.LedgerPath, e.cfg.ledgerLimit)
 	if errors.Is(err, ErrLedgerDamaged) {
 		e.cfg.Metrics.reportLedgerDamaged()
 	}
+	e.logJournal(note)
 	if f.BootID != "" && e.bootID != "" && f.BootID != e.bootID {
 		e.cfg.Log.Info("The ledger was written before the host rebooted: its tasks are gone, dropping it",
 			"ledgerBootID", f.BootID, "bootID", e.bootID, "containers", len(f.Containers))
 		e.ledgerDirty = true
-		return err
+	} else {
+		e.ledger = f.ledger()
 	}
-	e.ledger = f.ledger()
+	e.compactAtStart()
 	return err
+}
+
+// logJournal says what the start found in the journal.
+func (e *Engine) logJournal(note journalNote) {
+	if note.torn > 0 {
+		e.cfg.Log.Info("Dropped the ledger journal's torn last record: a write killed before its fsync, whose SETs were never issued",
+			"bytes", note.torn)
+	}
+	if note.stale {
+		e.cfg.Log.V(1).Info("Ignored a ledger journal its snapshot already holds (a compaction was killed between its renames)")
+	}
+	e.cfg.Log.V(2).Info("Read the ledger journal", "changes", note.records)
 }

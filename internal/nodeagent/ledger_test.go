@@ -79,7 +79,8 @@ func TestLoadLedger(t *testing.T) {
 		"a container dropped":    {content: strings.Replace(string(good), `"containers":[{`, `"containers":[],"x":[{`, 1), want: ErrLedgerDamaged},
 		"checksum missing":       {content: strings.Replace(string(good), `"sha256":"`, `"sha256":"x`, 1), want: ErrLedgerDamaged},
 		"truncated":              {content: string(good[:len(good)/2]), want: ErrLedgerDamaged},
-		"unknown version":        {content: strings.Replace(string(good), `"version":3`, `"version":4`, 1), want: ErrLedgerDamaged},
+		"version 3, no journal":  {content: strings.Replace(string(good), `"version":4`, `"version":3`, 1)},
+		"unknown version":        {content: strings.Replace(string(good), `"version":4`, `"version":5`, 1), want: ErrLedgerDamaged},
 		"past its bound":         {content: string(good), limit: len(good) - 1, want: fsutil.ErrTooLarge},
 	} {
 		t.Run(name, func(t *testing.T) {

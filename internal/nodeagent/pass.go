@@ -70,6 +70,7 @@ func (e *Engine) fullPass() {
 	choicesDirty := pl.resolve(p.desired)
 	e.resolved = pl.resolved
 	e.finish(p, pl.planFull(p.desired), choicesDirty)
+	e.compactLedgerPastSize()
 }
 
 // forkPass checks the one container key for fork's event: the tasks the last pass applied

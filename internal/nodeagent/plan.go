@@ -54,6 +54,8 @@ type planner struct {
 	topo     topology
 	memFree  func(node int) (uint64, error)
 	log      logr.Logger
+	// maxTasks is one container's share of the ledger and the pidfds (taskShare).
+	maxTasks int
 	// verifyStarts says known tasks holding the agent's value have their start time read
 	// (a reused tid that inherited the value otherwise keeps a stale ledger entry).
 	verifyStarts bool
@@ -70,7 +72,8 @@ func (e *Engine) planner(p *pass, resolved map[ContainerKey]resolution) *planner
 	return &planner{
 		p: p, kernel: e.cfg.Kernel, resolver: e.cfg.Resolver, procRoot: e.cfg.ProcRoot, support: e.cfg.Support,
 		ledger: e.ledger, topo: e.topo, memFree: e.cfg.MemFree, log: e.cfg.Log, verifyStarts: e.verifyStarts(p),
-		choices: e.choices, resolved: resolved, cgroups: map[ContainerKey]hostCgroup{},
+		maxTasks: e.cfg.MaxTasksPerContainer,
+		choices:  e.choices, resolved: resolved, cgroups: map[ContainerKey]hostCgroup{},
 	}
 }
 
@@ -138,6 +141,10 @@ func (pl *planner) admit(key ContainerKey, d Desire, r *ContainerResult) (*cgrou
 	tids, err := pl.resolver.ListTIDs(cg)
 	if err != nil {
 		return nil, nil, cgroupReason(err), err.Error()
+	}
+	if len(tids) > pl.maxTasks {
+		r.SkippedTasks = len(tids)
+		return nil, nil, numav1.ReasonTooManyTasks, tooManyTasks(pl.maxTasks)
 	}
 	return cg, tids, "", ""
 }

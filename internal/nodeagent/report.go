@@ -110,3 +110,36 @@ func reasonCounts(m map[string]int32) []numav1.ReasonCount {
 	}
 	return out
 }
+
+// BoundReports keeps at most limit of entries, which are sorted by namespace and name, and
+// says how many it left out. It takes each namespace's entries in turn, one at a time and
+// in name order, so no namespace's preferences crowd out another's: each namespace keeps a
+// prefix of its own, in the order they came (a preference missing from a kept namespace
+// and named before its last kept entry selects nothing on the node).
+func BoundReports(entries []numav1.PreferenceReport, limit int) ([]numav1.PreferenceReport, int) {
+	if len(entries) <= limit {
+		return entries, 0
+	}
+	var namespaces [][]numav1.PreferenceReport
+	for i, e := range entries {
+		if i == 0 || e.Namespace != entries[i-1].Namespace {
+			namespaces = append(namespaces, nil)
+		}
+		last := len(namespaces) - 1
+		namespaces[last] = append(namespaces[last], e)
+	}
+	taken := make([]int, len(namespaces))
+	for n := 0; n < limit; {
+		for i := range namespaces {
+			if n < limit && taken[i] < len(namespaces[i]) {
+				taken[i]++
+				n++
+			}
+		}
+	}
+	kept := make([]numav1.PreferenceReport, 0, limit)
+	for i, ns := range namespaces {
+		kept = append(kept, ns[:taken[i]]...)
+	}
+	return kept, len(entries) - limit
+}

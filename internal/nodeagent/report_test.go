@@ -48,3 +48,41 @@ func TestPreferenceReports(t *testing.T) {
 		t.Errorf("PreferenceReports without NUMA balancing (-want +got):\n%s", diff)
 	}
 }
+
+// Past the bound a report keeps what fits, taking each namespace's entries in turn, so a
+// namespace with a thousand preferences cannot crowd out another's; the rest are counted.
+func TestBoundReports(t *testing.T) {
+	entries := func(ns string, names ...string) []numav1.PreferenceReport {
+		var out []numav1.PreferenceReport
+		for _, n := range names {
+			out = append(out, numav1.PreferenceReport{Namespace: ns, Name: n})
+		}
+		return out
+	}
+	join := func(lists ...[]numav1.PreferenceReport) []numav1.PreferenceReport {
+		var out []numav1.PreferenceReport
+		for _, l := range lists {
+			out = append(out, l...)
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		in, want    []numav1.PreferenceReport
+		limit       int
+		wantOmitted int
+	}{
+		"within the bound": {in: entries("a", "1", "2"), limit: 2, want: entries("a", "1", "2")},
+		"one namespace": {in: entries("a", "1", "2", "3", "4"), limit: 2,
+			want: entries("a", "1", "2"), wantOmitted: 2},
+		"a namespace with many does not crowd out the others": {
+			in:    join(entries("a", "1", "2", "3", "4", "5", "6"), entries("b", "1"), entries("c", "1", "2", "3")),
+			limit: 5, want: join(entries("a", "1", "2"), entries("b", "1"), entries("c", "1", "2")), wantOmitted: 5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, omitted := BoundReports(tc.in, tc.limit)
+			if diff := cmp.Diff(tc.want, got); diff != "" || omitted != tc.wantOmitted {
+				t.Errorf("BoundReports: omitted %d, want %d; kept (-want +got):\n%s", omitted, tc.wantOmitted, diff)
+			}
+		})
+	}
+}

@@ -128,15 +128,7 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 		services:            map[string]corev1.Service{},
 		other:               map[string]map[string]any{},
 	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("splitting helm output: %v", err)
-		}
+	for _, doc := range documents(t, out) {
 		var meta struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
@@ -208,6 +200,23 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 	return r
 }
 
+// documents splits helm's output into its YAML documents.
+func documents(t *testing.T, out string) [][]byte {
+	t.Helper()
+	var docs [][]byte
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatalf("splitting helm output: %v", err)
+		}
+		docs = append(docs, doc)
+	}
+}
+
 // generatedRules are the agent's rules as controller-gen wrote them: the ClusterRole's, and
 // the Role's for its own namespace.
 func generatedRules(t *testing.T) (cluster, namespaced []rbacv1.PolicyRule) {
@@ -275,7 +284,7 @@ func TestRender(t *testing.T) {
 			name:        "defaults",
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=true", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=[$(HOST_IP)]:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -286,7 +295,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"forkEvents": false, "kernel": "emulated"},
 			caps:        []corev1.Capability{"SYS_PTRACE"},
 			hostNetwork: false,
-			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=false", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=false", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -295,13 +304,13 @@ func TestRender(t *testing.T) {
 		{
 			name: "every flag value changed, metrics off",
 			values: map[string]any{
-				"kernel": "prctl", "prctlOption": 80, "rescanInterval": "1m30s", "kubeletCgroupRoot": "/kubelet",
+				"kernel": "prctl", "prctlOption": 80, "rescanInterval": "1m30s", "maxTasksPerContainer": 8, "kubeletCgroupRoot": "/kubelet",
 				"cgroupDriver": "systemd", "logLevel": "debug", "metrics": map[string]any{"enabled": false, "port": 9443},
 				"healthProbe": map[string]any{"port": 9081},
 			},
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--fork-events=true", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
+			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--max-tasks-per-container=8", "--fork-events=true", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
 				"--metrics-bind-address=0", "--health-probe-bind-address=:9081",
 				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=debug"),
 			ports:       []corev1.ContainerPort{{Name: "health", ContainerPort: 9081}},
@@ -312,7 +321,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"cgroupDriver": "cgroupfs", "logLevel": "3", "metrics": map[string]any{"enabled": true, "port": 9443}},
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--fork-events=true", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
 				"--metrics-bind-address=[$(HOST_IP)]:9443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=3"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9443}, {Name: "health", ContainerPort: 8081}},
@@ -599,6 +608,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"prctlOption zero", map[string]any{"prctlOption": 0}, "prctlOption"},
 		{"rescanInterval without unit", map[string]any{"rescanInterval": "10"}, "rescanInterval"},
 		{"rescanInterval as number", map[string]any{"rescanInterval": 10}, "rescanInterval"},
+		{"maxTasksPerContainer zero", map[string]any{"maxTasksPerContainer": 0}, "maxTasksPerContainer"},
 		{"forkEvents as string", map[string]any{"forkEvents": "yes"}, "forkEvents"},
 		{"unknown cgroup driver", map[string]any{"cgroupDriver": "cgroupv2"}, "cgroupDriver"},
 		{"relative kubelet cgroup root", map[string]any{"kubeletCgroupRoot": "kubelet"}, "kubeletCgroupRoot"},

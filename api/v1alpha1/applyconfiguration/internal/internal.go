@@ -92,6 +92,14 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.numapref.numapref.api.v1alpha1.NumaNodeReportStatus
   map:
     fields:
+    - name: conditions
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Condition
+          elementRelationship: associative
+          keys:
+          - type
     - name: kernelSupport
       type:
         scalar: string
@@ -102,6 +110,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
     - name: numaNodes
+      type:
+        scalar: numeric
+    - name: omittedPreferences
       type:
         scalar: numeric
     - name: preferences

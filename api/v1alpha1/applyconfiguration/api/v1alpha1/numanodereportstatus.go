@@ -2,6 +2,10 @@
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+)
+
 // NumaNodeReportStatusApplyConfiguration represents a declarative configuration of the NumaNodeReportStatus type for use
 // with apply.
 //
@@ -20,10 +24,21 @@ type NumaNodeReportStatusApplyConfiguration struct {
 	// LedgerDamaged): 1 means the values the agent had recorded before are lost, and may
 	// never be undone. 0 again after an agent starts with an intact ledger.
 	LedgerDamaged *int32 `json:"ledgerDamaged,omitempty"`
-	// totals adds up preferences.
+	// conditions: NodeRestricted, the verdict of the agent's last check that the node
+	// restriction policy holds it to its own node (absent until its first answer).
+	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// totals adds up every preference of the node: the entries of preferences and those
+	// counted in omittedPreferences.
 	Totals *ReportTotalsApplyConfiguration `json:"totals,omitempty"`
 	// preferences has one entry per NumaPreference that selects pods on this node.
 	Preferences []PreferenceReportApplyConfiguration `json:"preferences,omitempty"`
+	// omittedPreferences counts the NumaPreferences that select pods on this node but have
+	// no entry in preferences, which holds at most 1024: the agent keeps as many entries
+	// as fit, taking each namespace's in turn (in name order within a namespace), and
+	// counts the rest here rather than have the whole report refused. A preference
+	// missing from a report whose omittedPreferences is not 0 may be one of them: the
+	// summary then says that node's state is unknown.
+	OmittedPreferences *int32 `json:"omittedPreferences,omitempty"`
 }
 
 // NumaNodeReportStatusApplyConfiguration constructs a declarative configuration of the NumaNodeReportStatus type for use with
@@ -64,6 +79,19 @@ func (b *NumaNodeReportStatusApplyConfiguration) WithLedgerDamaged(value int32) 
 	return b
 }
 
+// WithConditions adds the given value to the Conditions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Conditions field.
+func (b *NumaNodeReportStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *NumaNodeReportStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithConditions")
+		}
+		b.Conditions = append(b.Conditions, *values[i])
+	}
+	return b
+}
+
 // WithTotals sets the Totals field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Totals field is set to the value of the last call.
@@ -82,5 +110,13 @@ func (b *NumaNodeReportStatusApplyConfiguration) WithPreferences(values ...*Pref
 		}
 		b.Preferences = append(b.Preferences, *values[i])
 	}
+	return b
+}
+
+// WithOmittedPreferences sets the OmittedPreferences field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OmittedPreferences field is set to the value of the last call.
+func (b *NumaNodeReportStatusApplyConfiguration) WithOmittedPreferences(value int32) *NumaNodeReportStatusApplyConfiguration {
+	b.OmittedPreferences = &value
 	return b
 }

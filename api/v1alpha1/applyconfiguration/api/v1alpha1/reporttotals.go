@@ -5,9 +5,9 @@ package v1alpha1
 // ReportTotalsApplyConfiguration represents a declarative configuration of the ReportTotals type for use
 // with apply.
 //
-// ReportTotals adds up a node's preference entries.
+// ReportTotals adds up a node's preference entries, omitted ones included.
 type ReportTotalsApplyConfiguration struct {
-	// preferences counts the entries.
+	// preferences counts the preferences, omitted ones included.
 	Preferences *int32 `json:"preferences,omitempty"`
 	// pods governed by some preference on this node.
 	Pods *int32 `json:"pods,omitempty"`

@@ -1,0 +1,54 @@
+package nodeagent
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+)
+
+// BenchmarkLedgerWrite is the ledger write of a fork pass: the ledger holds containers ×
+// 10 tasks, and each op records one new task in one container (forgetting the previous
+// op's, so the ledger keeps its size) and writes it ahead, on the disk of the test's
+// temporary directory, as a fork pass that SETs does.
+func BenchmarkLedgerWrite(b *testing.B) {
+	for _, containers := range []int{10, 110} {
+		b.Run(fmt.Sprintf("containers=%d", containers), func(b *testing.B) {
+			e, err := NewEngine(EngineConfig{LedgerPath: filepath.Join(b.TempDir(), "ledger.json"), Log: logr.Discard()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ref := func(c int) (ContainerKey, cgroups.ContainerRef) {
+				uid := fmt.Sprintf("pod-%04d", c)
+				return ContainerKey{PodUID: types.UID(uid), Container: "main"},
+					cgroups.ContainerRef{PodUID: uid, ContainerID: fmt.Sprintf("containerd://%064d", c)}
+			}
+			for c := range containers {
+				key, r := ref(c)
+				tasks := map[int]*taskEntry{}
+				for t := range 10 {
+					tid := 1000 + c*10 + t
+					tasks[tid] = &taskEntry{Start: uint64(tid) * 7, Prev: -1, Values: []int{1}}
+				}
+				e.record(key, &entryChange{ref: r, record: tasks})
+			}
+			if err := e.saveLedger(); err != nil {
+				b.Fatal(err)
+			}
+			key, r := ref(0)
+			b.ResetTimer()
+			for i := range b.N {
+				tid := 1 << 20
+				e.record(key, &entryChange{ref: r, record: map[int]*taskEntry{tid + i: {Start: uint64(i), Prev: -1, Values: []int{1}}},
+					forget: []int{tid + i - 1}})
+				if err := e.saveLedger(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
