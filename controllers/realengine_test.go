@@ -4,6 +4,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,9 +79,14 @@ var _ = Describe("Node agent with the real engine on this host", Ordered, func()
 	It("sets nothing while it cannot write its ledger, says so in a LedgerError Event, and applies once it can", func() {
 		// A link where the ledger goes: the agent neither follows nor replaces it, so every
 		// write fails, as on a full or read-only disk (those are the engine's host tests).
+		// The running agent may write a new ledger between the removal and the link: try again.
 		ledger := filepath.Join(host.stateDir, "ledger.json")
-		Expect(os.Remove(ledger)).To(Or(Succeed(), MatchError(os.ErrNotExist)))
-		Expect(os.Symlink(filepath.Join(host.stateDir, "elsewhere"), ledger)).To(Succeed())
+		Eventually(func() error {
+			if err := os.Remove(ledger); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			return os.Symlink(filepath.Join(host.stateDir, "elsewhere"), ledger)
+		}).Should(Succeed())
 		w := startPod("ledger-0", map[string]string{"app": "ledger"}, 2)
 		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "ledger").Selector("app", "ledger").Node(0).Obj())).To(Succeed())
 		var pod corev1.Pod
