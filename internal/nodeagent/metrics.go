@@ -44,7 +44,7 @@ const (
 
 // NewMetrics makes the engine's metrics; Register exposes them.
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		sets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "numapref", Name: "task_sets_total",
 			Help: "Preferred-node SETs the agent issued, by result (Applied, PermissionDenied, KernelError; raced: the task " +
@@ -91,22 +91,30 @@ func NewMetrics() *Metrics {
 				"the engine, for events without a usable timestamp (own pass only).",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
 		}, []string{"since"}),
-		ledgerErrs: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "numapref", Name: "ledger_write_errors_total",
-			Help: "Failed writes of the agent's ledger (disk full or read-only, past its size bound, a link in its place). " +
-				"A failed write ahead of SETs skips them: their containers report LedgerError, and a pass retries soon.",
-		}),
-		desiredErrs: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "numapref", Name: "desired_state_write_errors_total",
-			Help: "Failed writes of the persisted desired state (desired.json beside the ledger), which an agent restarted " +
-				"while the API is unreachable enforces. Placement goes on; the next pass writes again.",
-		}),
-		ledgerDamaged: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "numapref", Name: "ledger_damaged",
-			Help: "1 when the ledger this agent read at start was damaged (unreadable, past its bound, unparsable or failing " +
-				"its checksum): what it recorded is lost, so values set before may never be undone. Stays 1 until the agent restarts.",
-		}),
 	}
+	m.ledgerErrs, m.desiredErrs, m.ledgerDamaged = stateMetrics()
+	return m
+}
+
+// stateMetrics are the metrics of the agent's files on the node: the ledger's write errors,
+// the desired state's, and a damaged ledger.
+func stateMetrics() (ledgerErrs, desiredErrs prometheus.Counter, ledgerDamaged prometheus.Gauge) {
+	ledgerErrs = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "numapref", Name: "ledger_write_errors_total",
+		Help: "Failed writes of the agent's ledger (disk full or read-only, past its size bound, a link in its place). " +
+			"A failed write ahead of SETs skips them: their containers report LedgerError, and a pass retries soon.",
+	})
+	desiredErrs = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "numapref", Name: "desired_state_write_errors_total",
+		Help: "Failed writes of the persisted desired state (desired.json beside the ledger), which an agent restarted " +
+			"while the API is unreachable enforces. Placement goes on; the next pass writes again.",
+	})
+	ledgerDamaged = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "numapref", Name: "ledger_damaged",
+		Help: "1 when the ledger this agent read at start was damaged (unreadable, past its bound, unparsable or failing " +
+			"its checksum): what it recorded is lost, so values set before may never be undone. Stays 1 until the agent restarts.",
+	})
+	return ledgerErrs, desiredErrs, ledgerDamaged
 }
 
 // Register adds the metrics to reg.
