@@ -70,7 +70,7 @@ func crashHooks(cfg crashConfig) engineHooks {
 			return
 		}
 		if step == "append" && cfg.TornBytes > 0 {
-			f.Write(frame[:min(cfg.TornBytes, len(frame)-1)]) // the part a crash mid-write leaves
+			_, _ = f.Write(frame[:min(cfg.TornBytes, len(frame)-1)]) // the part a crash mid-write leaves; the kill follows either way
 		}
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way

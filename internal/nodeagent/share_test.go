@@ -36,9 +36,9 @@ func newFakeNode(t *testing.T, ids ...string) *fakeNode {
 	return n
 }
 
-// desire is the desire for node of container id, of a pod of its own.
-func (n *fakeNode) desire(id string, node int) Desire {
-	return Desire{Pod: types.NamespacedName{Namespace: "ns", Name: id}, PodUID: types.UID(id), Container: "main", Node: node,
+// desire is the desire for NUMA node 1 of container id, of a pod of its own.
+func (n *fakeNode) desire(id string) Desire {
+	return Desire{Pod: types.NamespacedName{Namespace: "ns", Name: id}, PodUID: types.UID(id), Container: "main", Node: 1,
 		Ref: cgroups.ContainerRef{PodUID: id, ContainerID: "containerd://" + id}}
 }
 
@@ -113,10 +113,10 @@ func TestTooManyTasksRefusesOnlyThatContainer(t *testing.T) {
 		big.addTask(tid, -1)
 	}
 	e := n.engine(EngineConfig{MaxTasksPerContainer: 4})
-	e.SetDesired([]Desire{n.desire("small", 1), n.desire("big", 1)})
+	e.SetDesired([]Desire{n.desire("small"), n.desire("big")})
 	e.Pass()
 	wantReasons(t, e, n, map[string]string{"small": numav1.ReasonApplied, "big": numav1.ReasonTooManyTasks})
-	r := e.Results()[n.desire("big", 1).Key()]
+	r := e.Results()[n.desire("big").Key()]
 	if !strings.Contains(r.Message, "more than the 4 tasks") || !strings.Contains(r.Message, "--max-tasks-per-container") || r.SkippedTasks != 5 {
 		t.Errorf("big's result: %q (skipped %d), want the share, its flag and 5 skipped tasks", r.Message, r.SkippedTasks)
 	}
@@ -165,7 +165,7 @@ func wantPlaced(t *testing.T, n *fakeNode, e *Engine, placed map[string][]int) {
 			}
 		}
 		var recorded []int
-		if entry := l[n.desire(id, 1).Key()]; entry != nil {
+		if entry := l[n.desire(id).Key()]; entry != nil {
 			recorded = slices.Collect(maps.Keys(entry.Tasks))
 		}
 		if !sameSet(on1, placed[id]) || !sameSet(recorded, placed[id]) {
@@ -178,7 +178,7 @@ func wantReasons(t *testing.T, e *Engine, n *fakeNode, want map[string]string) {
 	t.Helper()
 	got := map[string]string{}
 	for id := range want {
-		got[id] = e.Results()[n.desire(id, 1).Key()].Reason
+		got[id] = e.Results()[n.desire(id).Key()].Reason
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("reasons %v, want %v", got, want)
