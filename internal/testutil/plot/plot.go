@@ -227,8 +227,11 @@ func scaled(v, base float64, suffixes []string) string {
 		v /= base
 		i++
 	}
-	if v == math.Trunc(v) {
+	switch a := math.Abs(v); {
+	case v == math.Trunc(v) || a >= 100:
 		return fmt.Sprintf("%.0f%s", v, suffixes[i])
+	case a >= 10:
+		return fmt.Sprintf("%.1f%s", v, suffixes[i])
 	}
 	return fmt.Sprintf("%.2g%s", v, suffixes[i])
 }
