@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/numapref/numapref/internal/testutil/poll"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // An agent started while the apiserver is unreachable must not exit: it serves its health
@@ -171,13 +172,7 @@ func freePort(t *testing.T) string {
 func unreachableKubeconfig(t *testing.T, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(path, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(testenv.UnreachableKubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

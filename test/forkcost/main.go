@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 type options struct {
@@ -288,13 +289,7 @@ func logTail(path string) string {
 // startAgent starts the agent binary without an API server, its log in dir/agent.log.
 func startAgent(o options, dir string, args ...string) (*exec.Cmd, string, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
+	if err := os.WriteFile(kubeconfig, []byte(testenv.UnreachableKubeconfig), 0o600); err != nil {
 		return nil, "", err
 	}
 	health, err := freePort()

@@ -81,3 +81,14 @@ func isExecutable(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
+
+// UnreachableKubeconfig is a kubeconfig of an API server nobody runs (port 1 of the
+// loopback): an agent started with it works from what it persisted, as it does while the
+// API is down.
+const UnreachableKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`
