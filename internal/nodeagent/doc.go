@@ -21,6 +21,11 @@
 //	            pidfd, or its start time) and still in the container, before and after
 //	fork.go     fork events, looking again for a child not yet in its cgroup, the tasks a
 //	            fork pass trusts, the fork-to-SET lag
+//	forkfilter.go
+//	            the kernel's filter of fork events kept in step with the listings: only
+//	            forks of listed processes, or of ones born after the last-pid mark, wake
+//	            the agent
+//	share.go    one container's share of the ledger and pidfds (TooManyTasks)
 //	topology.go the online nodes and CPUs, read again at every full pass (hotplug)
 //	ledger.go   what the agent set, on disk, written ahead of every SET (no SET when the
 //	            write fails): the snapshot's format and reading it with its journal

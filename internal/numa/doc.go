@@ -21,5 +21,9 @@
 // topology that changes while the host runs (node and CPU hotplug); OpenFilesLimit and
 // MonotonicNs are the process facts the node agent needs of the kernel.
 //
+// ProcConn reads the proc connector; ForkFilter (procfilter.go) is the classic BPF socket
+// filter with which the kernel drops, before the agent wakes, every event but the forks of
+// processes the agent can act on.
+//
 // Probe gathers the node's kernel facts into a Report for the `probe` command.
 package numa
