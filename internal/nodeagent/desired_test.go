@@ -15,15 +15,15 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// pref is NumaPreference ns/name, created age before t0, for node, selecting sel.
 func pref(name string, age time.Duration, node int32, sel map[string]string, containers ...string) numav1.NumaPreference {
-	return numav1.NumaPreference{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.NewTime(t0.Add(-age))},
-		Spec:       numav1.NumaPreferenceSpec{Selector: numav1.LabelSelector{MatchLabels: sel}, Node: ptr.To(node), Containers: containers},
-	}
+	return *builders.MakePreference("ns", name).CreatedAt(metav1.NewTime(t0.Add(-age))).Node(node).
+		SelectorLabels(sel).Containers(containers...).Obj()
 }
 
 func testPod(labels, annotations map[string]string) *corev1.Pod {
