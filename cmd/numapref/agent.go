@@ -67,6 +67,7 @@ type agentFlags struct {
 	summaryMaxDelay   time.Duration
 	summaryPerNode    time.Duration
 	seccomp           bool
+	profile           string
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -107,6 +108,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.summaryQuiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
 	fs.DurationVar(&f.summaryMaxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
 	fs.DurationVar(&f.summaryPerNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
+	fs.StringVar(&f.profile, "profile", "", "for measurement: write a CPU profile to <path>.cpu from start to a clean exit (SIGTERM), and the allocations to <path>.allocs at exit")
 	fs.BoolVar(&f.seccomp, "seccomp", true, "once started, confine the agent with a seccomp filter of its own: ptrace, other processes' memory, signals to others and kernel changes fail with EPERM (SECURITY.md); false is an escape hatch")
 }
 
@@ -250,10 +252,14 @@ func runAgent(args []string) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("agent: adding ready check: %w", err)
 	}
-	if err := sandboxAgent(&f); err != nil {
+	stopProfile, err := startProfile(f.profile)
+	if err != nil {
 		return err
 	}
-	return mgr.Start(ctx)
+	if err := sandboxAgent(&f); err != nil {
+		return errors.Join(err, stopProfile())
+	}
+	return errors.Join(mgr.Start(ctx), stopProfile())
 }
 
 // openKernel picks the preferred-node backend. prctl is only ever called when the kernel

@@ -5,6 +5,7 @@
 //
 //	go build -o /tmp/numapref ./cmd/numapref
 //	nice -n 5 go run ./test/forkcost -agent /tmp/numapref [-kernel auto|emulated] [-rates 1000,5000] [-storm 15s]
+//	nice -n 5 go run ./test/forkcost -agent /tmp/numapref -rates '' -rescan 2s -idle 60s [-keep]
 //
 // It makes a lab container with a workload (hostlab), persists a desired state that
 // selects it, and starts the agent binary as its own process without an API server (an
@@ -52,6 +53,10 @@ type options struct {
 	exec    bool
 	samples int
 	keep    bool
+	rescan  time.Duration
+	idle    time.Duration
+	threads int
+	profile string
 }
 
 func main() {
@@ -68,9 +73,13 @@ func main() {
 	flag.DurationVar(&o.storm, "storm", 15*time.Second, "how long each storm lasts")
 	flag.BoolVar(&o.exec, "exec", false, "the storm's children exec /bin/true before they exit")
 	flag.IntVar(&o.samples, "samples", 0, "with -kernel emulated: selected forks timed in a second storm per rate")
+	flag.DurationVar(&o.rescan, "rescan", 10*time.Second, "the agent's -rescan-interval")
+	flag.DurationVar(&o.idle, "idle", 0, "also measure the idle cost over this window (the kernel lab's idlecost line); 0 skips it")
+	flag.IntVar(&o.threads, "threads", 1, "extra threads of the selected workload")
+	flag.StringVar(&o.profile, "profile", "", "the agent's -profile: a CPU profile to <path>.cpu and allocations to <path>.allocs, written when the agent is stopped (SIGTERM) at the end")
 	flag.BoolVar(&o.keep, "keep", false, "leave the agent running after the figures, until interrupted (for a profiler)")
 	flag.Parse()
-	for _, r := range strings.Split(rates, ",") {
+	for _, r := range strings.FieldsFunc(rates, func(c rune) bool { return c == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
 		if err != nil || n <= 0 {
 			fmt.Fprintf(os.Stderr, "forkcost: bad rate %q\n", r)
@@ -102,6 +111,11 @@ func run(o options) error {
 		return err
 	}
 	fmt.Printf("quiet: %.1f ms of agent CPU per second, %.0f forks/s on the host\n", quiet.cpuRate()/1e6, quiet.forkRate())
+	if o.idle > 0 {
+		if err := s.measureIdle(o); err != nil {
+			return err
+		}
+	}
 	for _, rate := range o.rates {
 		if err := s.measureCPU(o, rate, quiet); err != nil {
 			return err

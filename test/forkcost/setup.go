@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,11 +24,12 @@ import (
 
 // setup is the lab container, its workload and the agent under measurement.
 type setup struct {
-	lab      *hostlab.Lab
-	workload *hostlab.Workload
-	agent    *exec.Cmd
-	dir      string
-	emuDir   string
+	lab       *hostlab.Lab
+	workload  *hostlab.Workload
+	container *hostlab.Container
+	agent     *exec.Cmd
+	dir       string
+	emuDir    string
 }
 
 const podUID = "24242424-2222-3333-4444-555555555555"
@@ -52,7 +54,8 @@ func (s *setup) start(o options) error {
 	if err != nil {
 		return err
 	}
-	if s.workload, err = c.StartWorkload(1); err != nil {
+	s.container = c
+	if s.workload, err = c.StartWorkload(o.threads); err != nil {
 		return err
 	}
 	if s.dir, err = os.MkdirTemp("", "forkcost-"); err != nil {
@@ -66,7 +69,10 @@ func (s *setup) start(o options) error {
 	}); err != nil {
 		return err
 	}
-	args := []string{"-state-dir", stateDir, "-kubelet-cgroup-root", s.lab.KubeletCgroupRoot(), "-rescan-interval", "10s"}
+	args := []string{"-state-dir", stateDir, "-kubelet-cgroup-root", s.lab.KubeletCgroupRoot(), "-rescan-interval", o.rescan.String()}
+	if o.profile != "" {
+		args = append(args, "-profile", o.profile)
+	}
 	if o.kernel == "emulated" {
 		s.emuDir = filepath.Join(s.dir, "emulator")
 		args = append(args, "-emulator-state-dir", s.emuDir)
@@ -86,8 +92,11 @@ func (s *setup) start(o options) error {
 
 func (s *setup) close() {
 	if s.agent != nil {
-		_ = s.agent.Process.Kill()
+		// SIGTERM first: a clean exit writes the agent's profiles.
+		_ = s.agent.Process.Signal(syscall.SIGTERM)
+		t := time.AfterFunc(45*time.Second, func() { _ = s.agent.Process.Kill() })
 		_ = s.agent.Wait()
+		t.Stop()
 	}
 	if s.workload != nil {
 		s.workload.Stop()

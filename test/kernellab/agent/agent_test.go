@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/numa"
@@ -317,7 +315,7 @@ func idleCost(t *testing.T, a *agent, p *labPod, prctl *numa.Prctl) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		var r floorResult
-		start := threadCPU()
+		start := hostlab.ThreadCPU()
 		for deadline := time.Now().Add(idleWindow); time.Now().Before(deadline); time.Sleep(rescanInterval) {
 			n, err := floorPass(dir, prctl)
 			if err != nil {
@@ -326,7 +324,7 @@ func idleCost(t *testing.T, a *agent, p *labPod, prctl *numa.Prctl) {
 			}
 			r.tasks = n
 		}
-		r.cpu = threadCPU() - start
+		r.cpu = hostlab.ThreadCPU() - start
 		done <- r
 	}()
 	r := <-done
@@ -348,35 +346,10 @@ func idleCost(t *testing.T, a *agent, p *labPod, prctl *numa.Prctl) {
 
 // floorPass is one pass of the bare floor loop; it returns the tasks it read.
 func floorPass(dir string, prctl *numa.Prctl) (int, error) {
-	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return 0, err
-	}
-	if _, err := os.ReadFile(filepath.Join(dir, "cgroup.threads")); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, f := range strings.Fields(string(procs)) {
-		pid, _ := strconv.Atoi(f)
-		tids, err := numa.ListThreads("/proc", pid)
-		if err != nil {
-			continue
-		}
-		for _, tid := range tids {
-			if _, err := prctl.Get(tid); err == nil {
-				n++
-			}
-		}
-	}
-	return n, nil
-}
-
-func threadCPU() float64 {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+	return hostlab.FloorPass(dir, "cgroup.threads", func(_, tid int) error {
+		_, err := prctl.Get(tid)
+		return err
+	})
 }
 
 // checkUnsupported: on the control kernel the agent says KernelUnsupported in its report,
