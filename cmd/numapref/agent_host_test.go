@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -168,12 +169,18 @@ func freePort(t *testing.T) string {
 	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
 }
 
-// unreachableKubeconfig points at a port nothing listens on.
+// unreachableKubeconfig writes a new kubeconfig file in dir that points at a port nothing
+// listens on. A file per call: a second agent's kubeconfig, written over the first's while
+// the first reads it, gave the first an empty one ("no configuration has been provided").
 func unreachableKubeconfig(t *testing.T, dir string) string {
 	t.Helper()
-	path := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(path, []byte(testenv.UnreachableKubeconfig), 0o600); err != nil {
+	f, err := os.CreateTemp(dir, "kubeconfig-*")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return path
+	_, err = f.WriteString(testenv.UnreachableKubeconfig)
+	if err = errors.Join(err, f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
 }
