@@ -12,8 +12,12 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-# crashers lists the corpus files of target fn in package dir pkg.
-crashers() { find "$1/testdata/fuzz/$2" -type f 2>/dev/null | sort; }
+# crashers lists the corpus files of target fn in package dir pkg
+# (none: no output, and success, since set -e and pipefail stop at a failed find).
+crashers() {
+  [[ -d "$1/testdata/fuzz/$2" ]] || return 0
+  find "$1/testdata/fuzz/$2" -type f | sort
+}
 
 # coordinator_race says whether the run in $log failed only by golang/go#75804: its one
 # failure is "context deadline exceeded", and it wrote no new corpus file.
