@@ -148,7 +148,7 @@ func (w window) forkRate() float64 { return float64(w.forks) / w.elapsed.Seconds
 // sample reads the agent's CPU time and the host's fork count around f.
 func (s *setup) sample(f func() error) (window, error) {
 	pid := s.agent.Process.Pid
-	cpu0, err1 := cpuTime(pid)
+	cpu0, err1 := hostlab.ProcessCPU(pid)
 	forks0, err2 := hostForks()
 	began := time.Now()
 	if err := errors.Join(err1, err2); err != nil {
@@ -157,9 +157,9 @@ func (s *setup) sample(f func() error) (window, error) {
 	if err := f(); err != nil {
 		return window{}, err
 	}
-	cpu1, err1 := cpuTime(pid)
+	cpu1, err1 := hostlab.ProcessCPU(pid)
 	forks1, err2 := hostForks()
-	return window{cpu: cpu1 - cpu0, forks: forks1 - forks0, elapsed: time.Since(began)}, errors.Join(err1, err2)
+	return window{cpu: int64(cpu1 - cpu0), forks: forks1 - forks0, elapsed: time.Since(began)}, errors.Join(err1, err2)
 }
 
 // hostForks reads the number of forks since boot (the "processes" line of /proc/stat).
@@ -227,28 +227,6 @@ func (s *setup) measureLag(o options, rate int) error {
 func quantile(sorted []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(sorted)) + 0.5)
 	return sorted[min(max(i-1, 0), len(sorted)-1)].Round(10 * time.Microsecond)
-}
-
-// cpuTime reads process pid's utime+stime in ns.
-func cpuTime(pid int) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading the agent's CPU time: %w", err)
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	fields := strings.Fields(s[i+1:])
-	if i < 0 || len(fields) < 13 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %q", pid, s)
-	}
-	// Fields 14 and 15 of stat(5); fields[0] is field 3.
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
-	}
-	const tick = int64(time.Second / 100) // USER_HZ
-	return (utime + stime) * tick, nil
 }
 
 // freePort returns a local address nothing listens on now.

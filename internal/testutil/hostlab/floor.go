@@ -3,11 +3,13 @@
 package hostlab
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -49,4 +51,30 @@ func ThreadCPU() float64 {
 		return 0
 	}
 	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+// ProcessCPU is the CPU time process pid has used, all its threads: utime+stime of
+// /proc/<pid>/stat (fields 14 and 15, in USER_HZ ticks), counted after the command name,
+// which may hold spaces and parentheses.
+func ProcessCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: no command name in %q", pid, s)
+	}
+	fields := strings.Fields(s[i+1:]) // fields[0] is field 3
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %q", pid, s)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
+	}
+	const tick = time.Second / 100 // USER_HZ
+	return time.Duration(utime+stime) * tick, nil
 }

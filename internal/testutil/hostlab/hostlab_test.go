@@ -175,3 +175,24 @@ func TestStreamWorkload(t *testing.T) {
 		}
 	}
 }
+
+// ProcessCPU counts the CPU this process burns, and says when the process is gone.
+func TestProcessCPU(t *testing.T) {
+	before, err := ProcessCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reading /proc burns CPU: the count must grow by a tick well within the deadline.
+	after, deadline := before, time.Now().Add(10*time.Second)
+	for after <= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the process's CPU time stayed at %s while it ran for 10 s", before)
+		}
+		if after, err = ProcessCPU(os.Getpid()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ProcessCPU(1 << 30); err == nil {
+		t.Error("ProcessCPU of a pid that cannot exist succeeded")
+	}
+}

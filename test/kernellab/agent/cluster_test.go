@@ -437,22 +437,10 @@ next:
 	return 0, false
 }
 
-// cpuSeconds is utime+stime of process pid (all its threads) from /proc/<pid>/stat.
+// cpuSeconds is the CPU time of process pid (all its threads), in seconds.
 func cpuSeconds(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	var utime, stime float64
-	if _, err := fmt.Sscan(fields[11], &utime); err != nil {
-		return 0, err
-	}
-	if _, err := fmt.Sscan(fields[12], &stime); err != nil {
-		return 0, err
-	}
-	return (utime + stime) / 100, nil // USER_HZ
+	d, err := hostlab.ProcessCPU(pid)
+	return d.Seconds(), err
 }
 
 // poll calls f until it succeeds or timeout passes, then fails t with f's last error.
