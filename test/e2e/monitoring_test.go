@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -150,14 +151,7 @@ func monitoringSpecs() bool {
 		}, SpecTimeout(2*time.Minute))
 
 		It("answers every dashboard query, with data for the pod's locality and the agent's memory", func(ctx SpecContext) {
-			vars := map[string]string{}
-			for k, v := range dashboard.SampleVars {
-				vars[k] = v
-			}
-			vars["namespace"], vars["__rate_interval"] = mns, "30s"
-			data, err := os.ReadFile("../../charts/numapref/files/dashboard.json")
-			Expect(err).NotTo(HaveOccurred())
-			queries, err := dashboard.Queries(data, vars)
+			queries, err := dashboardQueries(mns)
 			Expect(err).NotTo(HaveOccurred())
 			withData := map[string]bool{}
 			Eventually(func(g Gomega) {
@@ -514,12 +508,7 @@ var pictured = []string{
 // span, with the dashboard's variables set to every node and pod of namespace, and returns
 // them as plot panels, named and labelled as the dashboard's legends and units say.
 func (p *prometheus) dashboardPanels(ctx context.Context, namespace string, span time.Duration, titles ...string) ([]plot.Panel, error) {
-	data, err := os.ReadFile("../../charts/numapref/files/dashboard.json")
-	if err != nil {
-		return nil, err
-	}
-	vars := map[string]string{"node": ".*", "namespace": namespace, "pod": ".*", "__rate_interval": "30s"}
-	queries, err := dashboard.Queries(data, vars)
+	queries, err := dashboardQueries(namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -546,6 +535,18 @@ func (p *prometheus) dashboardPanels(ctx context.Context, namespace string, span
 		out = append(out, panel)
 	}
 	return out, nil
+}
+
+// dashboardQueries are the chart dashboard's queries with its variables set to every node
+// and pod of namespace, and Grafana's rate interval at this suite's 2 s scrape.
+func dashboardQueries(namespace string) ([]dashboard.Query, error) {
+	data, err := os.ReadFile("../../charts/numapref/files/dashboard.json")
+	if err != nil {
+		return nil, err
+	}
+	vars := maps.Clone(dashboard.SampleVars)
+	vars["namespace"], vars["__rate_interval"] = namespace, "30s"
+	return dashboard.Queries(data, vars)
 }
 
 // plotUnit is the plot unit of a Grafana unit.
