@@ -3,6 +3,7 @@
 package nodeagent
 
 import (
+	"bufio"
 	"io"
 	"os"
 	"os/exec"
@@ -23,8 +24,8 @@ import (
 // cgroups: a selected process's forked children and their children from their events
 // alone (the rescan is an hour of a fake clock away); a process that joins the container
 // by a write to cgroup.procs, as `kubectl exec`'s does, and one that execs there after
-// its parent outside started it, at the next rescan. A fork of this test process (old,
-// not selected) never reaches the engine.
+// its parent outside started it, at the next rescan. A fork of an old process outside
+// every container never reaches the engine.
 func TestEngineFilteredForksStillPlaceWhatTheyMust(t *testing.T) {
 	el := newEngineLab(t)
 	pe, err := numa.OpenProcEvents(numa.ProcEventFork)
@@ -32,16 +33,22 @@ func TestEngineFilteredForksStillPlaceWhatTheyMust(t *testing.T) {
 	t.Cleanup(func() { pe.Close() })
 	// The engine's events pass through here, so the test sees what the kernel let through.
 	events := make(chan numa.ProcEvent, 1024)
-	var ours atomic.Int32 // forks of this test process that reached the engine
+	var ours atomic.Int32      // forks of the old forker that reached the engine
+	var forkerPID atomic.Int64 // the old forker's
 	go func() {
 		defer close(events)
 		for ev := range pe.Events() {
-			if ev.Kind == numa.ProcEventFork && ev.ParentTGID == os.Getpid() && ev.ChildTID == ev.ChildTGID {
+			if ev.Kind == numa.ProcEventFork && int64(ev.ParentTGID) == forkerPID.Load() && ev.ChildTID == ev.ChildTGID {
 				ours.Add(1)
 			}
 			events <- ev
 		}
 	}()
+	// An unselected process outside every container, older than the filter's mark: the
+	// test's own process is not one when the pids wrapped around since it started (pid_max
+	// is 32768 here).
+	forker := startForker(t)
+	forkerPID.Store(int64(forker.pid))
 	w, c, d := el.container(t, "a", 0, 1)
 	fc := clocktesting.NewFakeClock(time.Now())
 	e := el.engineWith(t, EngineConfig{ProcEvents: events, ForkFilter: pe, Clock: fc, RescanInterval: time.Hour})
@@ -49,23 +56,27 @@ func TestEngineFilteredForksStillPlaceWhatTheyMust(t *testing.T) {
 	e.SetDesired([]Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
 	// Two readings (each when no event waits): the filter passes the listed processes and
-	// those born since the first.
+	// those born since the first, so not the forker's forks once a mark is above it. A
+	// wrap of the pids after the forker's start would leave it above every mark: start
+	// another then.
 	var set numa.ForkFilter
-	waitFor(t, "the filter narrowed", func() bool {
+	waitFor(t, "the filter narrowed, to a mark above the forker", func() bool {
+		if last, err := numa.ReadLastPid("/proc"); err == nil && last < forker.pid {
+			forker = startForker(t)
+			forkerPID.Store(int64(forker.pid))
+		}
 		e.markForks()
 		e.passMu.Lock()
 		set = e.forkWatch.set
 		e.passMu.Unlock()
-		return !set.All()
+		return !set.All() && set.Above >= forker.pid
 	})
-	if !slices.Contains(set.TGIDs, w.Pid()) || set.Above < w.Pid() || set.Above < os.Getpid() {
-		t.Fatalf("the filter is %+v; want it narrowed to the workload %d and processes born after it", set, w.Pid())
+	if !slices.Contains(set.TGIDs, w.Pid()) {
+		t.Fatalf("the filter is %+v; want it to pass the forks of the workload %d", set, w.Pid())
 	}
 
 	before := ours.Load()
-	if err := exec.Command("/bin/true").Run(); err != nil { // an unrelated fork
-		t.Fatal(err)
-	}
+	forker.fork(t) // an unrelated fork
 	// The workload (selected, listed) starts a shell (a CLONE_VM child) that forks a sleep:
 	// the shell is new, no pass has listed it when it forks.
 	shell, forked, err := w.Fork()
@@ -76,7 +87,7 @@ func TestEngineFilteredForksStillPlaceWhatTheyMust(t *testing.T) {
 		return allEqual(el.values(t, shell, forked), 0)
 	})
 	if n := ours.Load() - before; n != 0 {
-		t.Errorf("%d forks of this test process (old, unselected) reached the engine; want the kernel to drop them", n)
+		t.Errorf("%d forks of the old forker (unselected) reached the engine; want the kernel to drop them", n)
 	}
 
 	joined, _ := startOutside(t, "sleep", "600")
@@ -117,4 +128,44 @@ func startOutside(t *testing.T, name string, args ...string) (*exec.Cmd, io.Writ
 		cmd.Wait()
 	})
 	return cmd, stdin
+}
+
+// forker is a shell outside every lab container that forks /bin/true on each line of its
+// stdin, and says when it is done.
+type forker struct {
+	pid  int
+	in   io.Writer
+	done *bufio.Reader
+}
+
+func startForker(t *testing.T) *forker {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "while read x; do /bin/true; echo done; done")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return &forker{pid: cmd.Process.Pid, in: in, done: bufio.NewReader(out)}
+}
+
+// fork has the forker fork once, and returns when its child has exited.
+func (f *forker) fork(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(f.in, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.done.ReadString('\n'); err != nil {
+		t.Fatalf("the forker: %v", err)
+	}
 }
