@@ -3,9 +3,10 @@
 package numa
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"testing"
 	"time"
 
@@ -70,8 +71,9 @@ func TestProcConnFilters(t *testing.T) {
 		}
 		return cmd.Process.Pid
 	}
-	// until reads events until one satisfies last, and returns those of pids before it.
-	until := func(last func(ProcEvent) bool, pids ...int) []ProcEvent {
+	// until reads events until one satisfies last, and returns those before it that keep
+	// does.
+	until := func(last, keep func(ProcEvent) bool) []ProcEvent {
 		t.Helper()
 		if err := c.f.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 			t.Fatal(err)
@@ -86,7 +88,7 @@ func TestProcConnFilters(t *testing.T) {
 				if last(ev) {
 					return seen
 				}
-				if slices.Contains(pids, ev.ChildTGID) {
+				if keep != nil && keep(ev) {
 					seen = append(seen, ev)
 				}
 			}
@@ -95,31 +97,81 @@ func TestProcConnFilters(t *testing.T) {
 
 	first := run("/bin/true")
 	second := run("/bin/true")
-	seen := until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ChildTGID == second }, first)
+	seen := until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ChildTGID == second },
+		func(ev ProcEvent) bool { return ev.ChildTGID == first })
 	if len(seen) != 1 || seen[0].Kind != ProcEventFork {
 		t.Errorf("for a child that forked, exec'd and exited the socket got %v; want its fork only", seen)
 	}
 
-	mark, err := ReadLastPid("/proc")
-	if err != nil {
-		t.Fatal(err)
+	// An old process: a forker started before the mark is read. This test process is not
+	// one when the pids wrapped around since it started (pid_max may be 32768); a wrap
+	// between the forker's start and the reading takes another forker.
+	var (
+		fork func() int
+		mark int
+	)
+	for try := 0; ; try++ {
+		f, pid := startForker(t)
+		if mark, err = ReadLastPid("/proc"); err != nil {
+			t.Fatal(err)
+		}
+		if mark >= pid || try == 2 {
+			fork = f
+			break
+		}
 	}
 	if err := c.FilterForks(ForkFilter{Above: mark}); err != nil {
 		t.Fatal(err)
 	}
-	old := run("/bin/true") // a fork of this process, born before the mark
+	forkerPID := fork() // a fork of a process born before the mark
 	shell := exec.Command("/bin/sh", "-c", "/bin/true; /bin/true")
 	if err := shell.Run(); err != nil {
 		t.Fatal(err)
 	}
-	seen = until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ParentTGID == shell.Process.Pid }, old, shell.Process.Pid)
+	// The forker's own start came before the filter; its forks since may not.
+	seen = until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ParentTGID == shell.Process.Pid },
+		func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ParentTGID == forkerPID })
 	if len(seen) > 0 {
-		t.Errorf("forks of this process, older than the mark %d, reached the socket: %v", mark, seen)
+		t.Errorf("forks of a process older than the mark %d reached the socket: %v", mark, seen)
 	}
 
 	if err := c.FilterForks(ForkFilter{Above: mark, TGIDs: []int{os.Getpid()}}); err != nil {
 		t.Fatal(err)
 	}
 	named := run("/bin/true")
-	until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ChildTGID == named })
+	until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ChildTGID == named }, nil)
+}
+
+// startForker starts a shell that forks /bin/true on each call of fork, which returns when
+// the child has exited, with the shell's pid; pid is the shell's. It is killed when the
+// test ends.
+func startForker(t *testing.T) (fork func() int, pid int) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "while read x; do /bin/true; echo done; done")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	done := bufio.NewReader(out)
+	return func() int {
+		t.Helper()
+		if _, err := io.WriteString(in, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := done.ReadString('\n'); err != nil {
+			t.Fatalf("the forker: %v", err)
+		}
+		return cmd.Process.Pid
+	}, cmd.Process.Pid
 }
