@@ -3,7 +3,6 @@
 package nodeagent
 
 import (
-	"bufio"
 	"io"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/forker"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
@@ -47,8 +47,8 @@ func TestEngineFilteredForksStillPlaceWhatTheyMust(t *testing.T) {
 	// An unselected process outside every container, older than the filter's mark: the
 	// test's own process is not one when the pids wrapped around since it started (pid_max
 	// is 32768 here).
-	forker := startForker(t)
-	forkerPID.Store(int64(forker.pid))
+	old := forker.Start(t)
+	forkerPID.Store(int64(old.PID))
 	w, c, d := el.container(t, "a", 0, 1)
 	fc := clocktesting.NewFakeClock(time.Now())
 	e := el.engineWith(t, EngineConfig{ProcEvents: events, ForkFilter: pe, Clock: fc, RescanInterval: time.Hour})
@@ -61,22 +61,22 @@ func TestEngineFilteredForksStillPlaceWhatTheyMust(t *testing.T) {
 	// another then.
 	var set numa.ForkFilter
 	waitFor(t, "the filter narrowed, to a mark above the forker", func() bool {
-		if last, err := numa.ReadLastPid("/proc"); err == nil && last < forker.pid {
-			forker = startForker(t)
-			forkerPID.Store(int64(forker.pid))
+		if last, err := numa.ReadLastPid("/proc"); err == nil && last < old.PID {
+			old = forker.Start(t)
+			forkerPID.Store(int64(old.PID))
 		}
 		e.markForks()
 		e.passMu.Lock()
 		set = e.forkWatch.set
 		e.passMu.Unlock()
-		return !set.All() && set.Above >= forker.pid
+		return !set.All() && set.Above >= old.PID
 	})
 	if !slices.Contains(set.TGIDs, w.Pid()) {
 		t.Fatalf("the filter is %+v; want it to pass the forks of the workload %d", set, w.Pid())
 	}
 
 	before := ours.Load()
-	forker.fork(t) // an unrelated fork
+	old.Fork(t) // an unrelated fork
 	// The workload (selected, listed) starts a shell (a CLONE_VM child) that forks a sleep:
 	// the shell is new, no pass has listed it when it forks.
 	shell, forked, err := w.Fork()
@@ -128,44 +128,4 @@ func startOutside(t *testing.T, name string, args ...string) (*exec.Cmd, io.Writ
 		cmd.Wait()
 	})
 	return cmd, stdin
-}
-
-// forker is a shell outside every lab container that forks /bin/true on each line of its
-// stdin, and says when it is done.
-type forker struct {
-	pid  int
-	in   io.Writer
-	done *bufio.Reader
-}
-
-func startForker(t *testing.T) *forker {
-	t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", "while read x; do /bin/true; echo done; done")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return &forker{pid: cmd.Process.Pid, in: in, done: bufio.NewReader(out)}
-}
-
-// fork has the forker fork once, and returns when its child has exited.
-func (f *forker) fork(t *testing.T) {
-	t.Helper()
-	if _, err := io.WriteString(f.in, "go\n"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.done.ReadString('\n'); err != nil {
-		t.Fatalf("the forker: %v", err)
-	}
 }

@@ -3,13 +3,12 @@
 package numa
 
 import (
-	"bufio"
-	"io"
 	"os"
 	"os/exec"
 	"testing"
 	"time"
 
+	"github.com/numapref/numapref/internal/testutil/forker"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
@@ -106,31 +105,26 @@ func TestProcConnFilters(t *testing.T) {
 	// An old process: a forker started before the mark is read. This test process is not
 	// one when the pids wrapped around since it started (pid_max may be 32768); a wrap
 	// between the forker's start and the reading takes another forker.
-	var (
-		fork func() int
-		mark int
-	)
-	for try := 0; ; try++ {
-		f, pid := startForker(t)
-		if mark, err = ReadLastPid("/proc"); err != nil {
-			t.Fatal(err)
-		}
-		if mark >= pid || try == 2 {
-			fork = f
-			break
-		}
+	old := forker.Start(t)
+	mark, err := ReadLastPid("/proc")
+	for try := 0; err == nil && mark < old.PID && try < 2; try++ {
+		old = forker.Start(t)
+		mark, err = ReadLastPid("/proc")
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := c.FilterForks(ForkFilter{Above: mark}); err != nil {
 		t.Fatal(err)
 	}
-	forkerPID := fork() // a fork of a process born before the mark
+	old.Fork(t) // a fork of a process born before the mark
 	shell := exec.Command("/bin/sh", "-c", "/bin/true; /bin/true")
 	if err := shell.Run(); err != nil {
 		t.Fatal(err)
 	}
 	// The forker's own start came before the filter; its forks since may not.
 	seen = until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ParentTGID == shell.Process.Pid },
-		func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ParentTGID == forkerPID })
+		func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ParentTGID == old.PID })
 	if len(seen) > 0 {
 		t.Errorf("forks of a process older than the mark %d reached the socket: %v", mark, seen)
 	}
@@ -140,38 +134,4 @@ func TestProcConnFilters(t *testing.T) {
 	}
 	named := run("/bin/true")
 	until(func(ev ProcEvent) bool { return ev.Kind == ProcEventFork && ev.ChildTGID == named }, nil)
-}
-
-// startForker starts a shell that forks /bin/true on each call of fork, which returns when
-// the child has exited, with the shell's pid; pid is the shell's. It is killed when the
-// test ends.
-func startForker(t *testing.T) (fork func() int, pid int) {
-	t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", "while read x; do /bin/true; echo done; done")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	done := bufio.NewReader(out)
-	return func() int {
-		t.Helper()
-		if _, err := io.WriteString(in, "go\n"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := done.ReadString('\n'); err != nil {
-			t.Fatalf("the forker: %v", err)
-		}
-		return cmd.Process.Pid
-	}, cmd.Process.Pid
 }
