@@ -24,6 +24,7 @@ import (
 
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/poll"
+	"github.com/numapref/numapref/test/kindnode"
 	"github.com/numapref/numapref/test/localnode"
 )
 
@@ -112,6 +113,9 @@ func run(binDir, helmBin string, keep bool) (err error) {
 	}
 	step("Bringing up a real single-node cluster: etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet")
 	logf := func(f string, a ...any) { fmt.Printf("    "+f+"\n", a...) }
+	if _, err := kindnode.ReclaimOrphan(ctx, kindnode.DefaultDir, logf); err != nil {
+		return err
+	}
 	node, err := localnode.Up(ctx, localnode.DefaultDir, binDir, images, logf)
 	if err != nil {
 		return err

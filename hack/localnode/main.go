@@ -4,6 +4,7 @@
 //	go run ./hack/localnode up   -bin-dir $(hack/k8s-binaries.sh all)   (make local-up)
 //	go run ./hack/localnode down                                         (make local-down)
 //	go run ./hack/localnode leftovers
+//	go run ./hack/localnode reclaim   (tears down a local node or kind cluster whose run was killed)
 //
 // up builds the pause, workload and agent images and imports them, then prints the
 // admin kubeconfig's path.
@@ -18,12 +19,13 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/numapref/numapref/test/kindnode"
 	"github.com/numapref/numapref/test/localnode"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: localnode up|down|leftovers [flags]")
+		fmt.Fprintln(os.Stderr, "usage: localnode up|down|leftovers|reclaim [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
@@ -52,6 +54,8 @@ func main() {
 				fmt.Println(strings.Join(left, "\n"))
 			}
 		}
+	case "reclaim":
+		err = reclaim(ctx, *dir, logf)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -78,10 +82,27 @@ func up(ctx context.Context, dir, binDir string, logf func(string, ...any)) erro
 	if err != nil {
 		return err
 	}
+	if _, err := kindnode.ReclaimOrphan(ctx, kindnode.DefaultDir, logf); err != nil {
+		return err
+	}
 	n, err := localnode.Up(ctx, dir, binDir, images, logf)
 	if err != nil {
 		return err
 	}
 	fmt.Println(n.Kubeconfig())
 	return nil
+}
+
+// reclaim tears down the local node in dir and the kind cluster, each only if the run that
+// started it was killed and none of its daemons runs any more.
+func reclaim(ctx context.Context, dir string, logf func(string, ...any)) error {
+	local, err := localnode.ReclaimOrphan(dir, logf)
+	if err != nil {
+		return err
+	}
+	kind, err := kindnode.ReclaimOrphan(ctx, kindnode.DefaultDir, logf)
+	if err == nil && !local && !kind {
+		logf("localnode: no orphaned cluster on this machine")
+	}
+	return err
 }

@@ -73,6 +73,10 @@ type localProvider struct {
 }
 
 func (p *localProvider) up(ctx context.Context, images []string) (string, error) {
+	// A kind cluster orphaned by a killed run would keep the node from starting.
+	if _, err := kindnode.ReclaimOrphan(ctx, kindnode.DefaultDir, logf); err != nil {
+		return "", err
+	}
 	n, err := localnode.Up(ctx, p.dir, p.binDir, images, logf)
 	p.node = n
 	if err != nil {

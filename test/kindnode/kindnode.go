@@ -113,6 +113,9 @@ func Up(ctx context.Context, o Options, logf func(string, ...any)) (*Cluster, er
 			return nil, fmt.Errorf("tearing down the earlier cluster: %w", err)
 		}
 	}
+	if _, err := localnode.ReclaimOrphan(localnode.DefaultDir, logf); err != nil {
+		return nil, err
+	}
 	if err := localnode.HostInUse(filepath.Join(o.Dir, "cluster.json")); err != nil {
 		return nil, err
 	}
@@ -275,6 +278,29 @@ func (c *Cluster) waitNodesReady(ctx context.Context) error {
 func Load(dir string) (*Cluster, error) {
 	c := &Cluster{}
 	return c, localnode.ReadRecord(filepath.Join(dir, "cluster.json"), c)
+}
+
+// ReclaimOrphan tears down the cluster recorded in dir when it ran on a dockerd of its own
+// and none of that dockerd's processes runs any more: the run that started it was killed
+// and left its record, mounts and sysctls behind, which would keep a local node from
+// starting (localnode.HostInUse). A cluster on the machine's Docker engine, or one with a
+// live daemon, is left alone. It tells whether it tore a cluster down.
+func ReclaimOrphan(ctx context.Context, dir string, logf func(string, ...any)) (bool, error) {
+	c, err := Load(dir)
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("an unreadable kind cluster record (remove %s by hand once nothing runs from it): %w", dir, err)
+	}
+	if c.DockerHost == "" || len(localnode.ProcessesNaming(c.Dir, dockerDaemons)) > 0 {
+		return false, nil
+	}
+	logf("kindnode: the cluster recorded in %s has no live daemon (an earlier run was killed): tearing it down", dir)
+	if err := c.Down(ctx, logf); err != nil {
+		return false, fmt.Errorf("tearing down the orphaned kind cluster in %s: %w", dir, err)
+	}
+	return true, nil
 }
 
 func (c *Cluster) save() error { return localnode.WriteRecord(c.record(), c) }

@@ -87,8 +87,11 @@ func (n *Node) prefixes() []string {
 // before kubelet starts (the pause image among them). It fails if a node already runs; on
 // any error it tears down what it started.
 func Up(ctx context.Context, dir, binDir string, images []string, logf func(string, ...any)) (n *Node, err error) {
+	if _, err := ReclaimOrphan(dir, logf); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(filepath.Join(dir, "node.json")); err == nil {
-		return nil, fmt.Errorf("a local node is already recorded in %s: run down first", dir)
+		return nil, fmt.Errorf("a local node is already up in %s: run down first", dir)
 	}
 	if pids := processesNaming(dir); len(pids) > 0 {
 		return nil, fmt.Errorf("node processes of %s still run: %v", dir, pids)
@@ -233,6 +236,25 @@ func NodeReady(ctx context.Context, cs kubernetes.Interface, name string) error 
 func Load(dir string) (*Node, error) {
 	n := &Node{}
 	return n, ReadRecord(filepath.Join(dir, "node.json"), n)
+}
+
+// ReclaimOrphan tears down the node recorded in dir when none of its daemons runs any more:
+// the run that started it was killed (a CI job cut off, a machine whose processes were
+// stopped) and left its record, mounts, cgroups and sysctls behind. A node with a live
+// daemon is left alone. It tells whether it tore a node down.
+func ReclaimOrphan(dir string, logf func(string, ...any)) (bool, error) {
+	n, err := Load(dir)
+	if os.IsNotExist(err) || (err == nil && len(processesNaming(dir)) > 0) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("an unreadable local node record (remove %s by hand once nothing runs from it): %w", dir, err)
+	}
+	logf("localnode: the node recorded in %s has no live daemon (an earlier run was killed): tearing it down", dir)
+	if err := n.Down(logf); err != nil {
+		return false, fmt.Errorf("tearing down the orphaned node in %s: %w", dir, err)
+	}
+	return true, nil
 }
 
 func (n *Node) save() error { return WriteRecord(filepath.Join(n.Dir, "node.json"), n) }
