@@ -36,9 +36,11 @@ generate: ## Regenerate deepcopy, apply configurations, CRDs and RBAC from the G
 	$(CONTROLLER_GEN) applyconfiguration paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=numapref-agent paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=numapref-summarizer paths=./cmd/numapref output:rbac:artifacts:config=config/rbac/summarizer
 	rm -f charts/numapref/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/numapref/crds/
 	cp config/rbac/role.yaml charts/numapref/files/role.yaml
+	cp config/rbac/summarizer/role.yaml charts/numapref/files/summarizer-role.yaml
 	cp config/rbac/node_restriction_policy.yaml charts/numapref/files/node_restriction_policy.yaml
 
 .PHONY: verify

@@ -107,10 +107,6 @@ func NewSummaryReconciler(c client.Client, opts SummaryOptions) *SummaryReconcil
 		pending: map[types.NamespacedName]burst{}, written: map[types.NamespacedName]time.Time{}}
 }
 
-// +kubebuilder:rbac:groups=numa.numapref.io,resources=numapreferences,verbs=get;list;watch
-// +kubebuilder:rbac:groups=numa.numapref.io,resources=numapreferences/status,verbs=patch
-// +kubebuilder:rbac:groups=numa.numapref.io,resources=numanodereports,verbs=get;list;watch
-
 // Reconcile recomputes the status of one NumaPreference and writes it when it changed and
 // the burst of changes behind it has settled.
 func (r *SummaryReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

@@ -12,18 +12,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/controllers"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent"
@@ -35,6 +30,8 @@ import (
 
 type agentFlags struct {
 	kubeconfig        string
+	summarize         bool // also run the summarizer in this process
+	summary           summaryFlags
 	nodeName          string
 	hostRoot          string
 	kernel            string
@@ -56,16 +53,8 @@ type agentFlags struct {
 	tlsCertDir        string
 	metricsAgentOnly  bool
 	probeAddr         string
-	leaderElect       bool
-	leaderNamespace   string
-	leaseDuration     time.Duration
-	renewDeadline     time.Duration
-	retryPeriod       time.Duration
 	reportInterval    time.Duration
 	restrictionCheck  time.Duration
-	summaryQuiet      time.Duration
-	summaryMaxDelay   time.Duration
-	summaryPerNode    time.Duration
 	seccomp           bool
 	profile           string
 }
@@ -95,19 +84,11 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.metricsAgentOnly, "metrics-require-agent-audience", false, "/metrics accepts only tokens bound to the audience "+serving.AgentAudience+
 		" (inspect always does); by default it also accepts the API server's own audience, which a Prometheus pod's service account token carries")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
-	fs.BoolVar(&f.leaderElect, "leader-elect", true, "run the summarizer, which one elected agent runs at a time (false: this agent never summarizes)")
-	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease")
-	// The elected agent only computes summaries, so a slow failover costs little and each
-	// renewal is an API write: renew every 15 s instead of controller-runtime's 2 s.
-	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 60*time.Second, "how long a lost leader keeps the summary lease")
-	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 45*time.Second, "how long the leader keeps trying to renew before it gives up")
-	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
+	fs.BoolVar(&f.summarize, "leader-elect", false, "also run the summarizer in this process, elected among the agents that run it (needs the summarizer's rights, which the chart gives only to the summarizer Deployment: for single-binary setups such as the kernel lab)")
+	f.summary.register(fs)
 	fs.DurationVar(&f.reportInterval, "report-interval", 5*time.Second, "least time between two writes of this node's NumaNodeReport")
 	fs.DurationVar(&f.restrictionCheck, "node-restriction-check-interval", 10*time.Minute, "how often the agent proves, with two dry-run writes, that the node restriction policy refuses its writes outside its own node (at start, then this often); "+
 		"if the API accepts them it reports NodeRestrictionMissing (SECURITY.md); 0 never checks")
-	fs.DurationVar(&f.summaryQuiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
-	fs.DurationVar(&f.summaryMaxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
-	fs.DurationVar(&f.summaryPerNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
 	fs.StringVar(&f.profile, "profile", "", "for measurement: write a CPU profile to <path>.cpu from start to a clean exit (SIGTERM), and the allocations to <path>.allocs at exit")
 	fs.BoolVar(&f.seccomp, "seccomp", true, "once started, confine the agent with a seccomp filter of its own: ptrace, other processes' memory, signals to others and kernel changes fail with EPERM (SECURITY.md); false is an escape hatch")
 }
@@ -122,12 +103,9 @@ func runAgent(args []string) error {
 	var f agentFlags
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	f.register(fs)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseWithLogFlags(fs, args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("agent")
 	if f.nodeName == "" {
 		return errors.New("agent: -node-name (or NODE_NAME) is required")
@@ -238,11 +216,8 @@ func runAgent(args []string) error {
 	if err := addSecureServer(mgr, &f, engine); err != nil {
 		return err
 	}
-	if f.leaderElect {
-		election := controllers.ElectionOptions{Namespace: f.leaderNamespace, ID: "numapref-summary",
-			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
-		summary := controllers.SummaryOptions{Quiet: f.summaryQuiet, MaxDelay: f.summaryMaxDelay, PerNode: f.summaryPerNode}
-		if err := mgr.Add(controllers.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary)); err != nil {
+	if f.summarize {
+		if err := mgr.Add(f.summary.runnable(mgr)); err != nil {
 			return fmt.Errorf("agent: adding the summarizer: %w", err)
 		}
 	}
@@ -346,21 +321,10 @@ func kernelLabel(s numa.Support) string {
 }
 
 func newManager(f *agentFlags) (ctrl.Manager, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	cfg, scheme, err := apiClientSetup("agent", f.kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("agent: loading kubeconfig: %w", err)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	if err := numav1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := controllers.RegisterMetrics(ctrlmetrics.Registry); err != nil {
-		return nil, fmt.Errorf("agent: registering controller metrics: %w", err)
-	}
-	controllers.InstrumentAPI(cfg)
 	// Secure metrics are served by addSecureServer, not by the manager.
 	metrics := metricsserver.Options{BindAddress: f.metricsAddr}
 	if f.secureMetrics {

@@ -1,6 +1,8 @@
 // Command numapref is the numapref node agent and its node tools:
 //
 //	numapref agent   the DaemonSet's agent (controllers + apply engine)
+//	numapref summarizer   the summarizer Deployment: adds up the node reports into each
+//	                 NumaPreference's status (one elected replica at a time)
 //	numapref probe   this node's kernel NUMA facts as JSON
 //	numapref tasks   how the agent sees one container: cgroup, cpuset, tasks, as JSON
 //	numapref tune-balancing   set kernel.numa_balancing and the scan knobs (the chart's
@@ -24,6 +26,8 @@ func main() {
 	switch os.Args[1] {
 	case "agent":
 		err = runAgent(os.Args[2:])
+	case "summarizer":
+		err = runSummarizer(os.Args[2:])
 	case "probe":
 		err = runProbe(os.Args[2:])
 	case "tasks":
@@ -52,6 +56,7 @@ func usage() {
 
 commands:
   agent   run the node agent (DaemonSet)
+  summarizer   add up the node reports into each NumaPreference's status (Deployment)
   probe   print this node's kernel NUMA facts as JSON
   tasks   print how the agent sees one container (cgroup, cpuset, tasks) as JSON
   tune-balancing   set kernel.numa_balancing and NUMA balancing's scan knobs (validated

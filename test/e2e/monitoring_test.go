@@ -184,11 +184,11 @@ func monitoringSpecs() bool {
 		}, SpecTimeout(time.Minute))
 
 		It("shows the agent's logs with kubectl logs, and runs a command in it with kubectl exec", func(ctx SpecContext) {
-			out, err := kubectl(ctx, "logs", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref", "-c", "agent", "--tail=-1")
+			out, err := kubectl(ctx, "logs", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref,app.kubernetes.io/component=agent", "-c", "agent", "--tail=-1")
 			Expect(err).NotTo(HaveOccurred(), out)
 			Expect(out).To(ContainSubstring(`"msg":"Starting"`))
 			Expect(out).To(ContainSubstring(primaryNode()))
-			pod, err := kubectl(ctx, "get", "pod", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref", "-o", "jsonpath={.items[0].metadata.name}")
+			pod, err := kubectl(ctx, "get", "pod", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref,app.kubernetes.io/component=agent", "-o", "jsonpath={.items[0].metadata.name}")
 			Expect(err).NotTo(HaveOccurred(), pod)
 			out, err = kubectl(ctx, "exec", "-n", agentNamespace, pod, "-c", "agent", "--", "/numapref", "probe")
 			Expect(err).NotTo(HaveOccurred(), out)

@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,9 +40,10 @@ func multiNodeSpecs() bool {
 	return Describe("numapref on several nodes", Ordered, func() {
 		const (
 			mns = "e2e-multi"
-			// The agent's --leader-election-lease-duration (the chart keeps the default).
+			// The summarizer's --leader-election-lease-duration (the chart keeps the default).
 			leaseDuration = 60 * time.Second
 			leaseName     = "numapref-summary"
+			summarizerSA  = release + "-summarizer" // the chart's full name is the release's, which holds the chart's name
 		)
 		var (
 			cl    client.Client
@@ -48,31 +51,30 @@ func multiNodeSpecs() bool {
 			nodes []string
 		)
 
-		// agents returns the running agent pods by node, once there is a ready one on every node.
-		agents := func(ctx context.Context) map[string]corev1.Pod {
+		// readyByNode returns the ready pods of a component of the chart by node, once there
+		// are want of them.
+		readyByNode := func(ctx context.Context, component string, want int) map[string]corev1.Pod {
 			GinkgoHelper()
 			byNode := map[string]corev1.Pod{}
 			Eventually(func(g Gomega) {
 				var list corev1.PodList
 				g.Expect(cl.List(ctx, &list, client.InNamespace(agentNamespace),
-					client.MatchingLabels{"app.kubernetes.io/name": "numapref", "app.kubernetes.io/component": "agent"})).To(Succeed())
+					client.MatchingLabels{"app.kubernetes.io/name": "numapref", "app.kubernetes.io/component": component})).To(Succeed())
 				clear(byNode)
 				for _, p := range list.Items {
-					if p.DeletionTimestamp != nil {
-						continue
-					}
-					ready := false
-					for _, c := range p.Status.Conditions {
-						ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
-					}
-					if ready {
+					if p.DeletionTimestamp == nil && podReady(&p) {
 						byNode[p.Spec.NodeName] = p
 					}
 				}
-				g.Expect(byNode).To(HaveLen(len(nodes)), "a ready agent on every node")
+				g.Expect(byNode).To(HaveLen(want), "ready %s pods, each on a node of its own", component)
 			}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
 			return byNode
 		}
+		// agents: a ready agent on every node.
+		agents := func(ctx context.Context) map[string]corev1.Pod { return readyByNode(ctx, "agent", len(nodes)) }
+		// summarizers: the summarizer's two replicas, one a worker (the host network's health
+		// port keeps them apart).
+		summarizers := func(ctx context.Context) map[string]corev1.Pod { return readyByNode(ctx, "summarizer", 2) }
 
 		entryOf := func(rep *numav1.NumaNodeReport, name string) *numav1.PreferenceReport {
 			for i, e := range rep.Status.Preferences {
@@ -179,24 +181,24 @@ func multiNodeSpecs() bool {
 			logf("kubectl get numapref -n %s -o wide:\n%s", mns, out)
 		}, SpecTimeout(4*time.Minute))
 
-		It("moves the summary to another agent within the lease time when the leader's pod is deleted", func(ctx SpecContext) {
-			byNode := agents(ctx)
+		It("moves the summary to another summarizer replica within the lease time when the leader's pod is deleted", func(ctx SpecContext) {
+			byNode := summarizers(ctx)
 			lease := &coordinationv1.Lease{}
 			Expect(cl.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: leaseName}, lease)).To(Succeed())
 			Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
 			holder := *lease.Spec.HolderIdentity
 			// controller-runtime's identity is <hostname>_<uuid>; on the host network the
-			// hostname is the node's.
+			// hostname is the node's, and each node has one replica (their health port).
 			leaderNode, _, _ := strings.Cut(holder, "_")
 			leader, ok := byNode[leaderNode]
-			Expect(ok).To(BeTrue(), "the lease holder %q is no agent of %v", holder, nodes)
+			Expect(ok).To(BeTrue(), "the lease holder %q is no summarizer of %v", holder, slices.Collect(maps.Keys(byNode)))
 			other := nodes[0]
 			if other == leaderNode {
 				other = nodes[1]
 			}
-			// The leader releases its lease as its pod stops; the next holder is whichever agent
-			// campaigns first: one of another node, or the DaemonSet's new pod on the same node.
-			// Either is another agent process, and either must take over well within the lease.
+			// The leader releases its lease as its pod stops; the next holder is whichever
+			// replica campaigns first: the other one, or the Deployment's new pod. Either is
+			// another process, and either must take over well within the lease.
 			start := time.Now()
 			out, err := kubectl(ctx, "delete", "pod", "-n", agentNamespace, leader.Name, "--wait=false")
 			Expect(err).NotTo(HaveOccurred(), out)
@@ -214,9 +216,25 @@ func multiNodeSpecs() bool {
 			}).WithContext(ctx).WithTimeout(leaseDuration).Should(Succeed())
 			l := &coordinationv1.Lease{}
 			Expect(cl.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: leaseName}, l)).To(Succeed())
-			logf("leader %s (%s) deleted: lease taken by %s %s later (lease duration %s); a pod created after it counted %s after the deletion",
+			logf("summarizer leader %s (%s) deleted: lease taken by %s %s later (lease duration %s); a pod created after it counted %s after the deletion",
 				leader.Name, leaderNode, *l.Spec.HolderIdentity, moved.Round(time.Millisecond), leaseDuration, time.Since(start).Round(time.Millisecond))
 		}, SpecTimeout(4*time.Minute))
+
+		It("gives no agent the right to write a preference's status or take the summary lease", func(ctx SpecContext) {
+			pod := agents(ctx)[nodes[0]]
+			// What the API server itself answers for the agents' ServiceAccount.
+			for _, check := range [][]string{
+				{"patch", "numapreferences.numa.numapref.io/e2e-multi", "--subresource=status", "-n", mns},
+				{"update", "leases.coordination.k8s.io/" + leaseName, "-n", agentNamespace},
+				{"create", "leases.coordination.k8s.io", "-n", agentNamespace},
+			} {
+				out, _ := kubectl(ctx, append([]string{"auth", "can-i", "--as=system:serviceaccount:" + agentNamespace + ":" + pod.Spec.ServiceAccountName}, check...)...)
+				Expect(strings.TrimSpace(out)).To(Equal("no"), "agent may %v", check)
+			}
+			out, err := kubectl(ctx, "auth", "can-i", "--as=system:serviceaccount:"+agentNamespace+":"+summarizerSA,
+				"patch", "numapreferences.numa.numapref.io/e2e-multi", "--subresource=status", "-n", mns)
+			Expect(strings.TrimSpace(out)).To(Equal("yes"), "the summarizer may not write status: %v", err)
+		}, SpecTimeout(time.Minute))
 
 		It("refuses an agent's write to another node's report", func(ctx SpecContext) {
 			byNode := agents(ctx)
@@ -277,4 +295,14 @@ func multiNodeSpecs() bool {
 			}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 		}, SpecTimeout(4*time.Minute))
 	})
+}
+
+// podReady tells whether the pod's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -216,9 +216,9 @@ func installAgent(ctx context.Context, set ...string) {
 }
 
 // uninstallAgent uninstalls the chart and waits for its resources to go, the summarizer's
-// lease too: helm deletes the agents' RBAC together with the agents, so the last leader may
-// be refused the release of its lease, and an install after this one (the other ordered
-// container) would wait the lease out before any summary is written.
+// lease too: helm deletes the summarizer's RBAC together with the summarizer, so the last
+// leader may be refused the release of its lease, and an install after this one (the other
+// ordered container) would wait the lease out before any summary is written.
 func uninstallAgent(ctx context.Context) {
 	GinkgoHelper()
 	out, err := helm(ctx, "uninstall", release, "-n", agentNamespace, "--wait")

@@ -107,7 +107,10 @@ func (p *localProvider) agentLogs(context.Context) string {
 func (p *localProvider) values() []string {
 	// No kube-proxy: the agent (host network) reaches the apiserver at 127.0.0.1, and its
 	// listeners stay there too.
-	return []string{"apiServer.host=127.0.0.1", "apiServer.port=6443", "bindAddress=127.0.0.1"}
+	// The summarizer too reaches the API server at 127.0.0.1, so on the host network; one
+	// replica, as two on one node would want the same health port.
+	return []string{"apiServer.host=127.0.0.1", "apiServer.port=6443", "bindAddress=127.0.0.1",
+		"summarizer.hostNetwork=true", "summarizer.replicas=1"}
 }
 
 // The agent listens on 127.0.0.1 only (bindAddress), not on the node's address.
@@ -165,7 +168,9 @@ func (p *kindProvider) agentLogs(ctx context.Context) string {
 // agents (host network) reach the API server at the control plane's address, which works
 // with or without kube-proxy (the offline node image has none).
 func (p *kindProvider) values() []string {
-	return []string{"kubeletCgroupRoot=/kubelet", "apiServer.host=" + p.apiHost, "apiServer.port=6443"}
+	// The summarizer's two replicas, on the host network as the agents (the control plane's
+	// address is the nodes'), go one to each worker.
+	return []string{"kubeletCgroupRoot=/kubelet", "apiServer.host=" + p.apiHost, "apiServer.port=6443", "summarizer.hostNetwork=true"}
 }
 
 func (p *kindProvider) agentURL() string { return "" }

@@ -52,3 +52,21 @@ this name, which the ConfigMap numapref-agent-ca publishes beside the CA.
 {{- define "numapref.caSecretName" -}}
 {{- printf "%s-agent-ca" (include "numapref.fullname" .) -}}
 {{- end -}}
+
+{{/* The summarizer's: the Deployment that alone writes NumaPreference status. */}}
+{{- define "numapref.summarizerName" -}}
+{{- printf "%s-summarizer" (include "numapref.fullname" .) -}}
+{{- end -}}
+
+{{- define "numapref.summarizerSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "numapref.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: summarizer
+{{- end -}}
+
+{{- define "numapref.summarizerLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "numapref.summarizerSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}

@@ -326,7 +326,6 @@ func (cl *cluster) startAgent(t *testing.T, lab *hostlab.Lab, extra ...string) *
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + healthAddr,
 		"--tls-cert-dir=" + cl.serveTLS(t),
-		"--leader-election-namespace=" + agentNamespace,
 	}, extra...)
 	cmd := exec.Command(file(agentBinaryName), args...)
 	cmd.Stdout, cmd.Stderr = log, log

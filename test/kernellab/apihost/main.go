@@ -8,7 +8,8 @@
 //	    included), creates the Nodes and, for each, a Pod of the agent's ServiceAccount
 //	    bound to it and a token bound to that Pod (the node-name claim the policy
 //	    checks), writes DIR/guest/{admin,agent-<node>}.kubeconfig for the VM (server
-//	    https://10.0.2.100:6443, the guestfwd address) and DIR/ready (the port), and
+//	    https://10.0.2.100:6443, the guestfwd address) and DIR/ready (the port), runs
+//	    the summarizer under its own ServiceAccount, as the chart's Deployment does, and
 //	    runs until SIGTERM or SIGINT; then it stops both by pid and removes DIR's data.
 //	apihost fwd HOST:PORT
 //	    what the guestfwd runs for each guest connection: stdin and stdout are the
@@ -34,17 +35,27 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/controllers"
 	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/test/localnode"
 )
 
 // guestServer is where the VM reaches the apiserver: qemu's guestfwd address.
 const (
-	guestAddr  = "10.0.2.100"
-	guestPort  = 6443
-	agentNS    = "numapref-system"
-	agentSA    = "numapref-agent"
-	tokenHours = 6
+	guestAddr = "10.0.2.100"
+	guestPort = 6443
+	agentNS   = "numapref-system"
+	agentSA   = "numapref-agent"
+	// summarizerSA is the summarizer's (config/rbac): apihost runs the summarizer under it.
+	summarizerSA = "numapref-summarizer"
+	tokenHours   = 6
 )
 
 func main() {
@@ -124,12 +135,47 @@ func serve(args []string) error {
 	if err := h.provision(ctx, strings.Split(*nodes, ",")); err != nil {
 		return err
 	}
+	runCtx, stopSummarizer := context.WithCancel(context.Background())
+	summarizerDone, err := h.startSummarizer(ctx, runCtx)
+	if err != nil {
+		stopSummarizer()
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(h.dir, "ready"), []byte(strconv.Itoa(h.port)+"\n"), 0o644); err != nil {
+		stopSummarizer()
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "apihost: kube-apiserver on 127.0.0.1:%d ready and provisioned after %s\n", h.port, time.Since(start).Round(time.Millisecond))
 	<-sig
-	return nil
+	stopSummarizer()
+	return <-summarizerDone
+}
+
+// startSummarizer runs the summarizer here, as the chart's Deployment runs it: under its
+// own ServiceAccount (config/rbac), the only one with rights on the preferences' status and
+// the summary lease, campaigning for that lease. It stops when run ends.
+func (h *host) startSummarizer(ctx, run context.Context) (<-chan error, error) {
+	token, err := h.kubectl(ctx, nil, "create", "token", summarizerSA, "-n", agentNS, fmt.Sprintf("--duration=%dh", tokenHours))
+	if err != nil {
+		return nil, err
+	}
+	cfg := &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", h.port), BearerToken: strings.TrimSpace(token),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(h.dir, "pki", "ca.crt")}}
+	scheme := runtime.NewScheme()
+	if err := numav1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	election := controllers.ElectionOptions{Namespace: agentNS, ID: "numapref-summary",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	done := make(chan error, 1)
+	go func() {
+		done <- controllers.RunSummarizer(cfg, scheme, election, controllers.SummaryOptions{}).Start(run)
+	}()
+	return done, nil
 }
 
 func (h *host) start(ctx context.Context) error {

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/controllers"
+)
+
+// The summarizer's rights, and only its: the chart and config/rbac/summarizer give them to
+// the summarizer's ServiceAccount alone (make generate writes the ClusterRole from these
+// markers), so no agent can write a preference's status. Its lease and the leader
+// election's Events are in its namespace (the chart's leader-election Role).
+// +kubebuilder:rbac:groups=numa.numapref.io,resources=numapreferences,verbs=get;list;watch
+// +kubebuilder:rbac:groups=numa.numapref.io,resources=numapreferences/status,verbs=patch
+// +kubebuilder:rbac:groups=numa.numapref.io,resources=numanodereports,verbs=get;list;watch
+
+// summaryLease names the summarizer's lease.
+const summaryLease = "numapref-summary"
+
+// summaryFlags are the summarizer's settings, the same for `numapref summarizer` and for an
+// agent run with -leader-elect.
+type summaryFlags struct {
+	namespace                                 string
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	quiet, maxDelay, perNode                  time.Duration
+}
+
+func (f *summaryFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.namespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the summarizer's lease")
+	// The summarizer only computes summaries, so a slow failover costs little and each
+	// renewal is an API write: renew every 15 s instead of controller-runtime's 2 s.
+	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 60*time.Second, "how long a lost leader keeps the summary lease")
+	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 45*time.Second, "how long the leader keeps trying to renew before it gives up")
+	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
+	fs.DurationVar(&f.quiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
+	fs.DurationVar(&f.maxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
+	fs.DurationVar(&f.perNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
+}
+
+// runnable campaigns for the summary lease and summarizes while it holds it
+// (controllers.RunSummarizer): losing the lease stops only the summarizer, which campaigns
+// again.
+func (f *summaryFlags) runnable(mgr manager.Manager) manager.Runnable {
+	election := controllers.ElectionOptions{Namespace: f.namespace, ID: summaryLease,
+		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
+	summary := controllers.SummaryOptions{Quiet: f.quiet, MaxDelay: f.maxDelay, PerNode: f.perNode}
+	return controllers.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary)
+}
+
+// runSummarizer is `numapref summarizer`: the summarizer Deployment's process. Its replicas
+// elect one leader, which adds up the NumaNodeReports into each NumaPreference's status.
+// It touches no host: it needs neither root nor any capability.
+func runSummarizer(args []string) error {
+	var (
+		kubeconfig, probeAddr, metricsAddr string
+		f                                  summaryFlags
+	)
+	fs := flag.NewFlagSet("summarizer", flag.ContinueOnError)
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty: in-cluster")
+	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "health probe address")
+	fs.StringVar(&metricsAddr, "metrics-bind-address", "0", `plain-HTTP metrics address (the summary controller's queue and the API requests); "0" disables it`)
+	f.register(fs)
+	if err := parseWithLogFlags(fs, args); err != nil {
+		return err
+	}
+	if f.namespace == "" {
+		return fmt.Errorf("summarizer: -leader-election-namespace (or POD_NAMESPACE) is required")
+	}
+	mgr, err := newSummarizerManager(kubeconfig, probeAddr, metricsAddr)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(f.runnable(mgr)); err != nil {
+		return fmt.Errorf("summarizer: adding the summarizer: %w", err)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	return mgr.Start(ctx)
+}
+
+// newSummarizerManager makes the process's manager: health probes and metrics only. The
+// summarizer's own manager, made anew at each campaign, holds the lease and the caches.
+func newSummarizerManager(kubeconfig, probeAddr, metricsAddr string) (manager.Manager, error) {
+	cfg, scheme, err := apiClientSetup("summarizer", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		MapperProvider:         controllers.NodeRESTMapper, // starts while the API is unreachable
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("summarizer: creating manager: %w", err)
+	}
+	for name, add := range map[string]func(string, healthz.Checker) error{"healthz": mgr.AddHealthzCheck, "readyz": mgr.AddReadyzCheck} {
+		if err := add(name, healthz.Ping); err != nil {
+			return nil, fmt.Errorf("summarizer: adding the %s check: %w", name, err)
+		}
+	}
+	return mgr, nil
+}
+
+// apiClientSetup loads the kubeconfig (empty: in-cluster), makes the scheme of the APIs
+// numapref uses, registers the controllers' metrics and counts every API request
+// (numapref_api_requests_total): what the agent and the summarizer both start with.
+func apiClientSetup(who, kubeconfig string) (*rest.Config, *runtime.Scheme, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: loading kubeconfig: %w", who, err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	if err := numav1.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	if err := controllers.RegisterMetrics(ctrlmetrics.Registry); err != nil {
+		return nil, nil, fmt.Errorf("%s: registering controller metrics: %w", who, err)
+	}
+	controllers.InstrumentAPI(cfg)
+	return cfg, scheme, nil
+}
+
+// parseWithLogFlags parses args with the logger's flags (-zap-log-level, ...) added to fs,
+// then sets controller-runtime's logger from them.
+func parseWithLogFlags(fs *flag.FlagSet, args []string) error {
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	return nil
+}
