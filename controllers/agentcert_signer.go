@@ -114,18 +114,21 @@ func SetupAgentCertSigner(mgr ctrl.Manager, opts SignerOptions) error {
 	if err != nil {
 		return err
 	}
-	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		csr, ok := o.(*certificatesv1.CertificateSigningRequest)
-		return ok && csr.Spec.SignerName == AgentServingSigner && !csrFinished(csr)
-	})
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("agentcertsigner").
-		For(&certificatesv1.CertificateSigningRequest{}, builder.WithPredicates(pending)).
+		For(&certificatesv1.CertificateSigningRequest{}, builder.WithPredicates(predicate.NewPredicateFuncs(pendingAgentCSR))).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the agent certificate signer: %w", err)
 	}
 	return nil
+}
+
+// pendingAgentCSR tells whether o is a CSR of AgentServingSigner still to be decided or
+// signed.
+func pendingAgentCSR(o client.Object) bool {
+	csr, ok := o.(*certificatesv1.CertificateSigningRequest)
+	return ok && csr.Spec.SignerName == AgentServingSigner && !csrFinished(csr)
 }
 
 // SignerCacheByObject scopes a manager's cache of CSRs to AgentServingSigner's (a field
@@ -147,7 +150,7 @@ func (r *AgentCertSigner) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := r.client.Get(ctx, req.NamespacedName, &csr); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if csr.Spec.SignerName != AgentServingSigner || csrFinished(&csr) {
+	if !pendingAgentCSR(&csr) {
 		return reconcile.Result{}, nil
 	}
 	node, err := r.claimedNode(ctx, &csr)

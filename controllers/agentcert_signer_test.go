@@ -29,7 +29,13 @@ import (
 // testAgentRequester is the agents' ServiceAccount as the signer's tests name it.
 const testAgentRequester = "system:serviceaccount:numapref-system:numapref-agent"
 
-func ecKey(t testing.TB) crypto.Signer {
+// fataler is what the signer's test helpers need of a test: a testing.TB or GinkgoT().
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+func ecKey(t fataler) crypto.Signer {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -38,7 +44,7 @@ func ecKey(t testing.TB) crypto.Signer {
 	return key
 }
 
-func rsaKey(t testing.TB, bits int) crypto.Signer {
+func rsaKey(t fataler, bits int) crypto.Signer {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, bits)
 	if err != nil {
@@ -49,7 +55,7 @@ func rsaKey(t testing.TB, bits int) crypto.Signer {
 
 // servingRequest is a PEM certificate request of key for cn, with IP addresses ips and the
 // other names of names (DNS names, URIs, emails).
-func servingRequest(t testing.TB, key crypto.Signer, cn string, ips []string, names x509.CertificateRequest) []byte {
+func servingRequest(t fataler, key crypto.Signer, cn string, ips []string, names x509.CertificateRequest) []byte {
 	t.Helper()
 	names.Subject = pkix.Name{CommonName: cn}
 	for _, ip := range ips {
@@ -168,7 +174,7 @@ func TestDecideAgentCSR(t *testing.T) {
 	}
 }
 
-func ed25519Key(t testing.TB) crypto.Signer {
+func ed25519Key(t fataler) crypto.Signer {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -179,7 +185,7 @@ func ed25519Key(t testing.TB) crypto.Signer {
 
 // testSignerCA makes a CA as helm's genCA does (RSA 2048, PKCS#1 key) valid until
 // notAfter, in PEM.
-func testSignerCA(t testing.TB, notAfter time.Time, isCA bool) (certPEM, keyPEM []byte) {
+func testSignerCA(t fataler, notAfter time.Time, isCA bool) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key := rsaKey(t, 2048).(*rsa.PrivateKey)
 	tmpl := &x509.Certificate{
@@ -331,6 +337,40 @@ func TestLoadSignerCA(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("LoadSignerCA: error %v, want one saying %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPendingAgentCSR(t *testing.T) {
+	withConditions := func(cs ...certificatesv1.RequestConditionType) func(*certificatesv1.CertificateSigningRequest) {
+		return func(c *certificatesv1.CertificateSigningRequest) {
+			for _, t := range cs {
+				c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: t, Status: corev1.ConditionTrue})
+			}
+		}
+	}
+	issued := func(c *certificatesv1.CertificateSigningRequest) { c.Status.Certificate = []byte("cert") }
+	cases := map[string]struct {
+		csr  *certificatesv1.CertificateSigningRequest
+		want bool
+	}{
+		"new":                  {csr: agentCSR("c", "a", nil), want: true},
+		"approved, not issued": {csr: agentCSR("c", "a", nil, withConditions(certificatesv1.CertificateApproved)), want: true},
+		"approved and issued":  {csr: agentCSR("c", "a", nil, withConditions(certificatesv1.CertificateApproved), issued)},
+		"denied":               {csr: agentCSR("c", "a", nil, withConditions(certificatesv1.CertificateDenied))},
+		"failed":               {csr: agentCSR("c", "a", nil, withConditions(certificatesv1.CertificateApproved, certificatesv1.CertificateFailed))},
+		"another signer": {csr: agentCSR("c", "a", nil, func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = "kubernetes.io/kubelet-serving"
+		})},
+		"kubernetes.io's signer, approved": {csr: agentCSR("c", "a", nil, withConditions(certificatesv1.CertificateApproved), func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.SignerName = "kubernetes.io/kube-apiserver-client"
+		})},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := pendingAgentCSR(tc.csr); got != tc.want {
+				t.Errorf("pendingAgentCSR = %v, want %v", got, tc.want)
 			}
 		})
 	}
