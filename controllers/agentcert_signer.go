@@ -157,16 +157,27 @@ func (r *AgentCertSigner) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	d := decideCSR(&csr, node, r.requester)
-	if !d.approved() {
-		return reconcile.Result{}, r.refuse(ctx, &csr, d)
+	err = r.act(ctx, &csr, decideCSR(&csr, node, r.requester))
+	if apierrors.IsConflict(err) {
+		// Another replica, or this one a moment ago, changed the CSR since the cache
+		// showed it: the change's watch event brings it back.
+		ctrl.LoggerFrom(ctx).V(2).Info("CSR changed meanwhile", "csr", klog.KObj(&csr), "err", err)
+		return reconcile.Result{}, nil
 	}
-	if !hasCSRCondition(&csr, certificatesv1.CertificateApproved) {
-		if err := r.approve(ctx, &csr, d); err != nil {
-			return reconcile.Result{}, err
+	return reconcile.Result{}, err
+}
+
+// act does what d decided: deny (or fail) the CSR, or approve it if need be and sign it.
+func (r *AgentCertSigner) act(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, d csrDecision) error {
+	if !d.approved() {
+		return r.refuse(ctx, csr, d)
+	}
+	if !hasCSRCondition(csr, certificatesv1.CertificateApproved) {
+		if err := r.approve(ctx, csr, d); err != nil {
+			return err
 		}
 	}
-	return reconcile.Result{}, r.sign(ctx, &csr, d)
+	return r.sign(ctx, csr, d)
 }
 
 // claimedNode reads the Node the CSR's requester is bound to, or nil when the requester is

@@ -207,6 +207,23 @@ var _ = Describe("Signer of the agents' serving certificates", func() {
 		}, "500ms").Should(Succeed())
 	})
 
+	It("fails, unsigned, a request someone else approved that names another node", func() {
+		requestCSR(ctx, agentA, "signer-approved-b", AgentServingSigner, "signer-a", "10.1.0.2")
+		csr := &certificatesv1.CertificateSigningRequest{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "signer-approved-b"}, csr)).To(Succeed())
+		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "ByHand"})
+		Expect(k8sClient.SubResource("approval").Update(ctx, csr)).To(Succeed())
+		startSigner(opts)
+		Eventually(func(g Gomega) {
+			csr := getCSR(ctx, g, "signer-approved-b")
+			g.Expect(hasCSRCondition(csr, certificatesv1.CertificateFailed)).To(BeTrue(), "conditions %v", csr.Status.Conditions)
+		}).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(getCSR(ctx, g, "signer-approved-b").Status.Certificate).To(BeEmpty())
+		}, "500ms").Should(Succeed())
+	})
+
 	It("decides each request once with two replicas running", func() {
 		startSigner(opts)
 		startSigner(opts)
