@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -83,6 +84,12 @@ func startSigner(opts SignerOptions) {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(SetupAgentCertSigner(mgr, opts)).To(Succeed())
+	runManager(mgr)
+}
+
+// runManager starts mgr until stop or the end of the spec.
+func runManager(mgr manager.Manager) (stop func()) {
+	GinkgoHelper()
 	ctx, cancel := context.WithCancel(suiteCtx)
 	done := make(chan struct{})
 	go func() {
@@ -91,12 +98,14 @@ func startSigner(opts SignerOptions) {
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 	var once atomic.Bool
-	DeferCleanup(func() {
+	stop = func() {
 		if once.CompareAndSwap(false, true) {
 			cancel()
 			<-done
 		}
-	})
+	}
+	DeferCleanup(stop)
+	return stop
 }
 
 // ensureNodeWithIP creates Node name with InternalIP ip.
