@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -83,6 +84,7 @@ func startSigner(opts SignerOptions) {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	Expect(err).NotTo(HaveOccurred())
+	opts.Recorder = mgr.GetEventRecorder("numapref-signer")
 	Expect(SetupAgentCertSigner(mgr, opts)).To(Succeed())
 	runManager(mgr)
 }
@@ -163,6 +165,9 @@ var _ = Describe("Signer of the agents' serving certificates", func() {
 		caPEM, keyPEM = testSignerCA(GinkgoT(), time.Now().Add(24*time.Hour), true)
 		opts = SignerOptions{CACertPEM: caPEM, CAKeyPEM: keyPEM, AgentNamespace: "numapref-system", AgentServiceAccount: "numapref-agent"}
 		grant(ctx, "numapref-signer-test", signerRules, testSummarizerUser)
+		grant(ctx, "numapref-signer-test-events", []rbacv1.PolicyRule{
+			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		}, testSummarizerUser)
 		grant(ctx, "numapref-signer-test-requesters", []rbacv1.PolicyRule{
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create"}},
 		}, testAgentRequester, otherUser)
@@ -207,6 +212,19 @@ var _ = Describe("Signer of the agents' serving certificates", func() {
 				g.Expect(csr.Status.Certificate).To(BeEmpty())
 			}).Should(Succeed(), name)
 		}
+
+		By("the denial is an Event on the CSR")
+		Eventually(func(g Gomega) {
+			var events eventsv1.EventList
+			g.Expect(k8sClient.List(ctx, &events)).To(Succeed())
+			var reasons []string
+			for _, e := range events.Items {
+				if e.Regarding.Kind == "CertificateSigningRequest" && e.Regarding.Name == "signer-b-ip" {
+					reasons = append(reasons, e.Type+"/"+e.Reason)
+				}
+			}
+			g.Expect(reasons).To(ContainElement(corev1.EventTypeWarning + "/" + CSRReasonSANsNotNodes))
+		}).Should(Succeed())
 
 		By("another signer's request is left alone")
 		Consistently(func(g Gomega) {

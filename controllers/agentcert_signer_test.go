@@ -375,3 +375,20 @@ func TestPendingAgentCSR(t *testing.T) {
 		})
 	}
 }
+
+func TestNewAgentCertSigner(t *testing.T) {
+	certPEM, keyPEM := testSignerCA(t, time.Now().Add(time.Hour), true)
+	r, err := NewAgentCertSigner(nil, nil, SignerOptions{CACertPEM: certPEM, CAKeyPEM: keyPEM, AgentNamespace: "ns", AgentServiceAccount: "sa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]any{"system:serviceaccount:ns:sa", 30 * 24 * time.Hour}, []any{r.requester, r.opts.MaxTTL}); diff != "" {
+		t.Errorf("requester and default MaxTTL (-want +got):\n%s", diff)
+	}
+	if _, err := NewAgentCertSigner(nil, nil, SignerOptions{CACertPEM: certPEM, CAKeyPEM: keyPEM, AgentNamespace: "ns"}); err == nil {
+		t.Error("a signer without the agents' service account")
+	}
+	if _, err := NewAgentCertSigner(nil, nil, SignerOptions{CACertPEM: certPEM, AgentNamespace: "ns", AgentServiceAccount: "sa"}); err == nil {
+		t.Error("a signer without its CA key")
+	}
+}
