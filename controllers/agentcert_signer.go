@@ -34,12 +34,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/numapref/numapref/internal/inspect"
 )
 
-// AgentServingSigner is the signerName of the CSRs by which each node's agent asks for a
-// serving certificate naming its node. The summarizer approves and signs them
-// (AgentCertSigner); nothing else should.
-const AgentServingSigner = "numapref.io/agent-serving"
+// AgentServingSigner is the signerName of the agents' node certificates (inspect's).
+const AgentServingSigner = inspect.AgentServingSigner
 
 // nodeNameExtra is the user-info extra in which the apiserver names the node of a service
 // account token bound to a pod with spec.nodeName (the agent's projected token is one).

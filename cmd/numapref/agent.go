@@ -84,7 +84,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.secureMetrics, "metrics-secure", true, "serve metrics (and inspect) over HTTPS with authentication and authorization; false: metrics over plain HTTP to anyone, no inspect")
 	fs.StringVar(&f.tlsCertDir, "tls-cert-dir", "", "directory with the metrics port's serving certificate, tls.crt and tls.key (a kubernetes.io/tls Secret volume), re-read when they change; "+
 		"empty: a self-signed certificate made at start, which no client can verify")
-	fs.BoolVar(&f.nodeCertificate, "tls-node-certificate", false, "serve this node's own certificate, asked for through the CSR API (signer "+serving.AgentServingSigner+
+	fs.BoolVar(&f.nodeCertificate, "tls-node-certificate", false, "serve this node's own certificate, asked for through the CSR API (signer "+inspect.AgentServingSigner+
 		", which the summarizer signs only for the agent bound to the node the certificate names) and renewed at two thirds of its life; exclusive with -tls-cert-dir")
 	fs.DurationVar(&f.nodeCertLifetime, "tls-node-certificate-lifetime", 7*24*time.Hour, "the validity -tls-node-certificate asks for (the signer may give less)")
 	fs.BoolVar(&f.metricsAgentOnly, "metrics-require-agent-audience", false, "/metrics accepts only tokens bound to the audience "+serving.AgentAudience+

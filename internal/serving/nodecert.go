@@ -23,17 +23,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-)
 
-// AgentServingSigner is the signer of the agents' per-node serving certificates: the
-// summarizer approves and signs a request only when its requester is an agent bound to the
-// node the certificate names (controllers.SetupAgentCertSigner).
-const AgentServingSigner = "numapref.io/agent-serving"
+	"github.com/numapref/numapref/internal/inspect"
+)
 
 // NodeCertificate obtains this node's own serving certificate through the CSR API and
 // renews it: a key made in memory (never written anywhere), a request naming the node
 // (CommonName and DNS SAN) and its addresses (IP SANs, from the Node's status), signed by
-// AgentServingSigner. A client that dials a node's address and checks the certificate
+// inspect.AgentServingSigner: the summarizer signs it only for the agent bound to that node
+// (controllers.SetupAgentCertSigner). A client that dials a node's address and checks the certificate
 // names that node can then tell one agent from another: root on one node cannot pose as
 // another node's agent. It is a controller-runtime Runnable; GetCertificate serves the
 // current certificate, and none before the first is issued.
@@ -121,7 +119,7 @@ func (c *NodeCertificate) obtain(ctx context.Context) (*tls.Certificate, error) 
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "numapref-agent-" + c.Node + "-"},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request:           pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName:        AgentServingSigner,
+			SignerName:        inspect.AgentServingSigner,
 			Usages:            []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
 			ExpirationSeconds: ptr.To(int32(c.Lifetime / time.Second)),
 		},

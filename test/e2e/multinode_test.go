@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,7 +113,8 @@ func multiNodeSpecs() bool {
 			Expect(err).NotTo(HaveOccurred())
 			cl = newClient(cfg)
 			Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mns}})).To(Succeed())
-			installAgent(ctx)
+			// Every agent serves its own node's certificate, signed by the summarizer.
+			installAgent(ctx, "tls.nodeCertificates=true")
 		}, NodeTimeout(4*time.Minute))
 
 		AfterAll(func(ctx SpecContext) {
@@ -262,6 +264,45 @@ func multiNodeSpecs() bool {
 				client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"numapref.io/numa-nodes":"9"}}}`)), client.DryRunAll)
 			Expect(err).To(HaveOccurred())
 			Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("may not write Node %s", foreign)))
+		}, SpecTimeout(3*time.Minute))
+
+		It("serves each node's own certificate: kubectl numapref refuses node A's agent for a pod of node B", func(ctx SpecContext) {
+			byNode := agents(ctx)
+			a, b := nodes[0], nodes[1]
+			// An inspector allowed to read the pods of this namespace through the agents.
+			for _, args := range [][]string{
+				{"create", "serviceaccount", "e2e-inspector", "-n", mns},
+				{"create", "clusterrolebinding", "e2e-multi-inspector", "--clusterrole=" + release + "-inspect-reader", "--serviceaccount=" + mns + ":e2e-inspector"},
+				{"create", "role", "e2e-pod-reader", "-n", mns, "--verb=get", "--resource=pods"},
+				{"create", "rolebinding", "e2e-inspector", "-n", mns, "--role=e2e-pod-reader", "--serviceaccount=" + mns + ":e2e-inspector"},
+			} {
+				out, err := kubectl(ctx, args...)
+				Expect(err).NotTo(HaveOccurred(), out)
+			}
+			inspect := func(pod string, extra ...string) (string, error) {
+				return run(ctx, "", plugin, append([]string{"inspect", mns + "/" + pod, "--token-service-account", mns + "/e2e-inspector", "-o", "json"}, extra...)...)
+			}
+			// Each agent's certificate was issued through the CSR API for its node.
+			Eventually(func(g Gomega) {
+				out, err := kubectl(ctx, "get", "csr", "-o", `go-template={{range .items}}{{.spec.signerName}} {{.spec.username}} {{index .spec.extra "authentication.kubernetes.io/node-name"}} {{range .status.conditions}}{{.type}}{{end}}{{"\n"}}{{end}}`)
+				g.Expect(err).NotTo(HaveOccurred(), out)
+				for _, n := range nodes {
+					g.Expect(out).To(MatchRegexp(`numapref.io/agent-serving system:serviceaccount:%s:\S+ \[%s\] Approved`, agentNamespace, n))
+				}
+			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+			// Each node's pod, through its own node's agent: verified for that node.
+			for _, n := range []string{a, b} {
+				Eventually(func() error {
+					_, err := inspect("multi-" + strconv.Itoa(slices.Index(nodes, n)))
+					return err
+				}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(time.Second).Should(Succeed(), "inspect through the agent of %s", n)
+			}
+			// Node B's pod asked of node A's agent (its address given): A's certificate is
+			// refused, before any token is sent.
+			out, err := inspect("multi-"+strconv.Itoa(slices.Index(nodes, b)), "--agent-url", "https://"+byNode[a].Status.HostIP+":8443")
+			Expect(err).To(HaveOccurred(), out)
+			Expect(out).To(ContainSubstring("not its node's"))
+			logf("node %s's agent asked about a pod of %s: %s", a, b, strings.TrimSpace(out))
 		}, SpecTimeout(3*time.Minute))
 
 		It("makes Spread decisions per node: each node spreads its own pods", func(ctx SpecContext) {
