@@ -88,7 +88,7 @@ func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaP
 		st.Totals.Preferences++
 		st.Totals.Pods += e.Pods
 		st.Totals.Tasks += e.Tasks
-		for _, list := range [][]numav1.ReasonCount{e.Skipped, e.Failed, e.Ineffective} {
+		for _, list := range reasonLists(e) {
 			for _, c := range list {
 				if numav1.LookupReason(c.Reason).Problem {
 					st.Totals.Problems += c.Count

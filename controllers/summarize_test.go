@@ -116,7 +116,7 @@ func TestSummarize(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			p := builders.MakePreference("ns", "p").Generation(3).Node(1).Obj()
-			st := summarize(p, tc.reports)
+			st, _ := summarize(p, tc.reports)
 			if diff := cmp.Diff(tc.wantSummary, st.Summary); diff != "" {
 				t.Errorf("summary (-want +got):\n%s", diff)
 			}
@@ -142,7 +142,7 @@ func TestSummarize(t *testing.T) {
 
 func TestSummarizeWaitsForNodesOnAnOlderSpec(t *testing.T) {
 	p := builders.MakePreference("ns", "p").Generation(4).Node(1).Obj()
-	st := summarize(p, []numav1.NumaNodeReport{report("a", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 2}, "normal")})
+	st, _ := summarize(p, []numav1.NumaNodeReport{report("a", numav1.PreferenceReport{Pods: 1, Containers: 1, Tasks: 2}, "normal")})
 	ready := st.Conditions[0]
 	if ready.Status != metav1.ConditionFalse || ready.Message != "1 containers placed; 1 nodes have not acted on the latest spec yet" {
 		t.Errorf("Ready = %s %q; want False until node a reports generation 4", ready.Status, ready.Message)
@@ -156,7 +156,7 @@ func TestSummarizeBoundsProblemNodes(t *testing.T) {
 		reports = append(reports, report(fmt.Sprintf("node-%04d", i), numav1.PreferenceReport{Pods: 1,
 			Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonKernelUnsupported, Count: int32(1 + i%7)}}}, "normal"))
 	}
-	st := summarize(p, reports)
+	st, _ := summarize(p, reports)
 	if len(st.ProblemNodes) != numav1.MaxProblemNodes {
 		t.Fatalf("%d problem nodes, want %d", len(st.ProblemNodes), numav1.MaxProblemNodes)
 	}
@@ -171,9 +171,9 @@ func TestSummarizeBoundsProblemNodes(t *testing.T) {
 
 func TestSummarizeKeepsTransitionTimeWhenStatusHolds(t *testing.T) {
 	p := builders.MakePreference("", "").Node(0).Obj()
-	first := summarize(p, nil)
+	first, _ := summarize(p, nil)
 	p.Status = first
-	second := summarize(p, nil)
+	second, _ := summarize(p, nil)
 	if diff := cmp.Diff(first, second); diff != "" {
 		t.Errorf("a second summary of the same state differs (-first +second):\n%s", diff)
 	}
@@ -194,14 +194,14 @@ func TestSummarizeNodeRestricted(t *testing.T) {
 	for _, n := range []string{"e", "a", "d", "f"} {
 		reports = append(reports, unrestricted(report(n, entry, "normal")))
 	}
-	p.Status = summarize(p, reports)
+	p.Status, _ = summarize(p, reports)
 	c := condition(p, numav1.ConditionNodeRestricted)
 	if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "nodes a, b, d and 2 more:") {
 		t.Errorf("NodeRestricted = %s %q, want False naming a, b, d and 2 more", c.Status, c.Message)
 	}
 	enforced := report("a", entry, "normal")
 	enforced.Status.Conditions = []metav1.Condition{{Type: numav1.ConditionNodeRestricted, Status: metav1.ConditionTrue, Reason: numav1.ReasonNodeRestrictionEnforced}}
-	p.Status = summarize(p, []numav1.NumaNodeReport{enforced, report("c", entry, "normal")})
+	p.Status, _ = summarize(p, []numav1.NumaNodeReport{enforced, report("c", entry, "normal")})
 	if c := condition(p, numav1.ConditionNodeRestricted); c.Type != "" {
 		t.Errorf("NodeRestricted = %+v once every node holds, want none", c)
 	}
@@ -263,7 +263,8 @@ func TestSummarizeReadsFullReports(t *testing.T) {
 			wantReason: numav1.ReasonPartiallyApplied, wantMessage: "0 containers placed; 1 nodes' reports are full and may leave this preference out (omittedPreferences)"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ready := summarize(p, tc.reports).Conditions[0]
+			st, _ := summarize(p, tc.reports)
+			ready := st.Conditions[0]
 			if ready.Reason != tc.wantReason || tc.wantMessage != "" && ready.Message != tc.wantMessage {
 				t.Errorf("Ready: %s %q; want %s %q", ready.Reason, ready.Message, tc.wantReason, tc.wantMessage)
 			}

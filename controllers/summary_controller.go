@@ -119,7 +119,7 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	want := summarize(&pref, reports)
+	want, refused := summarize(&pref, reports)
 	if equality.Semantic.DeepEqual(want, pref.Status) {
 		r.settled(req.NamespacedName, false)
 		return reconcile.Result{}, nil
@@ -132,6 +132,7 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	}
 	r.settled(req.NamespacedName, true)
 	ctrl.LoggerFrom(ctx).V(2).Info("Updated summary", "nodes", want.Summary.Nodes, "pods", want.Summary.Pods, "tasks", want.Summary.Tasks)
+	logRefused(ctrl.LoggerFrom(ctx), refused)
 	return reconcile.Result{}, nil
 }
 

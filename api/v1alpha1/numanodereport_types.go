@@ -97,6 +97,16 @@ type NumaNodeReportStatus struct {
 // above, which must say the same number. Entries past it count in omittedPreferences.
 const MaxReportPreferences = 1024
 
+// MaxEntryCount bounds every count of a report's entry: pods, containers, tasks and each
+// reason's count. The summarizer adds up no entry past it (reason InvalidReport), so one
+// node cannot make a preference's sums as large as it likes. It is the kernel's
+// PID_MAX_LIMIT on 64-bit, 4,194,304 (2^22), past which pid_max cannot be raised: every
+// task of a node, thread or process, holds one of those pids, so a node with 300,000
+// threads counts well within it, and its pods and containers are far fewer than its tasks.
+// A sum over 5,000 nodes can still pass 2^31-1: the summarizer adds in int64 and stores at
+// most math.MaxInt32.
+const MaxEntryCount = 1 << 22
+
 // ReportTotals adds up a node's preference entries, omitted ones included.
 type ReportTotals struct {
 	// preferences counts the preferences, omitted ones included.

@@ -42,6 +42,10 @@ const (
 	// ReasonTooManyTasks: the container has more tasks than its share of what the node's
 	// agent keeps per task (ledger entries, pidfds): it alone is not placed.
 	ReasonTooManyTasks = "TooManyTasks"
+	// ReasonInvalidReport: the summarizer did not add up a node's entry for a preference
+	// (a reason this table does not know, or a count outside 0..MaxEntryCount); the node is
+	// named in the preference's status.problemNodes with this reason.
+	ReasonInvalidReport = "InvalidReport"
 )
 
 // ReasonInfo says what a reason means to those who count it and those who tell users.
@@ -112,12 +116,22 @@ var reasonTable = map[string]ReasonInfo{
 	ReasonNodeRestrictionEnforced: {Meaning: "NodeRestricted is True on the node's report: the API refused the agent's writes outside its own node"},
 	ReasonTooManyTasks: {Problem: true, Warning: true,
 		Meaning: "the container has more tasks than one container may have placed on a node (the agent's --max-tasks-per-container): it alone is not placed, and the node's other containers keep the ledger and pidfds they share"},
+	ReasonInvalidReport: {Problem: true,
+		Meaning: "the node's report entry for the preference has a reason this summarizer does not know or a count outside 0..MaxEntryCount (a buggy or compromised agent, or one newer than the summarizer): none of its counts is added up, and the node is named in problemNodes"},
 }
 
 // unknownReason is what a reason without a row means: a problem with a Warning. A reason
 // this build does not know (a newer agent's report, a constant added without its row) is
 // then shown to users rather than hidden.
 var unknownReason = ReasonInfo{Problem: true, Warning: true, Meaning: "a reason this version of numapref does not know"}
+
+// KnownReason says whether reason has a row in the table. The summarizer adds up only
+// report entries whose reasons are all known (InvalidReport otherwise): a reason reaches
+// a condition's reason, whose pattern an arbitrary string can fail.
+func KnownReason(reason string) bool {
+	_, ok := reasonTable[reason]
+	return ok
+}
 
 // LookupReason returns what reason means; an unknown reason is a problem with a Warning.
 func LookupReason(reason string) ReasonInfo {

@@ -106,3 +106,16 @@ func TestLookupReason(t *testing.T) {
 		t.Errorf("an unknown reason: got %+v, want a problem with a Warning, so it is not hidden", got)
 	}
 }
+
+func TestKnownReason(t *testing.T) {
+	for _, reason := range []string{ReasonApplied, ReasonInvalidReport, ReasonNumaBalancingDisabled} {
+		if !KnownReason(reason) {
+			t.Errorf("KnownReason(%q) = false, want true: it has a row", reason)
+		}
+	}
+	for _, reason := range []string{"", "x y", "SomethingNew", "applied"} {
+		if KnownReason(reason) {
+			t.Errorf("KnownReason(%q) = true, want false: it has no row", reason)
+		}
+	}
+}

@@ -270,6 +270,7 @@ for _ in $(seq 240); do
 done
 effect_table=""
 idlecost=""
+forklag=""
 if [[ ! -f "$api/ready" ]]; then
 	step "agent: apiserver on the host" FAIL "apihost did not get ready ($out/apihost.log)"
 else
@@ -305,6 +306,12 @@ else
 		step "agent-patched: idle cost" ok "$(tr ' ' '\n' <<<"$idlecost" | grep -E '^(agent_cpu_s|floor_cpu_s|ratio|tasks)=' | paste -sd' ')"
 	else
 		step "agent-patched: idle cost" FAIL "no idlecost line ($alog)"
+	fi
+	forklag="$(grep -E '^forklag ' "$alog" 2>/dev/null || true)"
+	if [[ -n "$forklag" ]]; then
+		step "agent-patched: fork->applied (agent)" ok "${forklag#forklag }"
+	else
+		step "agent-patched: fork->applied (agent)" FAIL "no forklag line ($alog)"
 	fi
 	reports="$out/agent-patched/reports/agent"
 	if "$bins/effectreport" -svg "$out/effect-locality.svg" "$reports/effect.jsonl" "$reports/effect-scenarios.jsonl" \
@@ -351,6 +358,11 @@ elapsed=$(printf '%.0f' "$(echo "$(date +%s.%N) - $start" | bc)")
 		echo "  fork events before the child's cgroup, and PID reuse with wraparound (patched VM):"
 		sed '/^$/d; s/^/    /' <<<"$forkrace
 $pidreuse"
+	fi
+	if [[ -n "$forklag" ]]; then
+		echo "  fork->applied of the agent binary on the real prctl (patched VM, qemu TCG; its own histogram, from the"
+		echo "  kernel's fork event to the SET's return, as bucket bounds; the workload's side from the child's creation):"
+		echo "    $forklag"
 	fi
 	if [[ -n "$idlecost" ]]; then
 		echo "  agent idle cost on the real prctl (patched VM, same boot, same tasks; CPU seconds over the window):"

@@ -89,7 +89,9 @@ func NewMetrics() *Metrics {
 				"sets are not observed). since=event: from the kernel's timestamp of the event (CLOCK_MONOTONIC at fork, " +
 				"so it includes the wait in the socket and behind other passes); since=arrival: from the event's arrival in " +
 				"the engine, for events without a usable timestamp (own pass only).",
-			Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
+			// 50 µs to 1.6 s by factors of 2: fine enough to tell a 2 ms p99 (the goal) from a
+			// 3 ms one, which factors of 4 (0.8, 3.2 ms) could not.
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 		}, []string{"since"}),
 	}
 	m.ledgerErrs, m.desiredErrs, m.ledgerDamaged = stateMetrics()

@@ -5,6 +5,8 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -77,6 +79,10 @@ func TestAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		poll(t, 10*time.Second, "new threads placed", func() error { return allPlaced(prctl, all, 1) })
+	})
+
+	t.Run("fork to applied, from the agent's histogram and the workload's side", func(t *testing.T) {
+		forkLag(t, cl, p, prctl, forkLagSamples)
 	})
 
 	t.Run("metrics and inspect answer", func(t *testing.T) {
@@ -405,4 +411,84 @@ func checkUnsupported(t *testing.T, cl *cluster, p *labPod) {
 
 func hasReason(list []numav1.ReasonCount, reason string) bool {
 	return slices.ContainsFunc(list, func(c numav1.ReasonCount) bool { return c.Reason == reason })
+}
+
+// forkLagSamples is how many forks forkLag measures.
+const forkLagSamples = 50
+
+// forkLag forks n children of the workload one at a time and waits until each is placed,
+// reading the agent's own numapref_fork_apply_lag_seconds{since="event"} before and after:
+// the quantiles of those forks placed by their fork event (by_event; a rescan may place
+// one first), from the event to the SET's return, as the upper bounds of their buckets. The workload's side is the time from the workload's reply (the
+// child exists) until a GET of the child shows node 1, polled every 50 µs. It prints one
+// line for lab.sh:
+//
+//	forklag n=50 by_event=… agent_p50_ms<=… agent_p99_ms<=… workload_p50_ms=… workload_p99_ms=…
+func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, n int) {
+	before := lagBuckets(t, cl)
+	var seen []time.Duration
+	for range n {
+		child, err := p.workload.RawFork()
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for placed(prctl, child, 1) != nil {
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("forked child %d not placed within 10 s", child)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		seen = append(seen, time.Since(start))
+	}
+	// Every child is placed, so every SET of a fork-event pass has returned and been
+	// observed. A child a full pass placed first (a rescan due meanwhile) is not observed.
+	after := lagBuckets(t, cl)
+	observed := after[math.Inf(1)] - before[math.Inf(1)]
+	if observed == 0 {
+		t.Fatalf("none of %d forks was placed by its fork event", n)
+	}
+	slices.Sort(seen)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	fmt.Printf("forklag n=%d by_event=%.0f agent_p50_ms<=%s agent_p99_ms<=%s workload_p50_ms=%.2f workload_p99_ms=%.2f\n", n, observed,
+		bucketQuantile(before, after, 0.5), bucketQuantile(before, after, 0.99), ms(seen[len(seen)/2]), ms(seen[len(seen)*99/100]))
+}
+
+// lagBuckets reads the cumulative buckets of numapref_fork_apply_lag_seconds{since="event"}
+// by upper bound.
+func lagBuckets(t *testing.T, cl *cluster) map[float64]float64 {
+	t.Helper()
+	mfs, err := cl.metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[float64]float64{}
+	for _, m := range mfs["numapref_fork_apply_lag_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() != "since" || l.GetValue() != "event" {
+				continue
+			}
+			for _, b := range m.GetHistogram().GetBucket() {
+				out[b.GetUpperBound()] = float64(b.GetCumulativeCount())
+			}
+			out[math.Inf(1)] = float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return out
+}
+
+// bucketQuantile is the upper bound, in ms, of the bucket that holds quantile q of the
+// observations between before and after.
+func bucketQuantile(before, after map[float64]float64, q float64) string {
+	bounds := slices.Sorted(maps.Keys(after))
+	total := after[math.Inf(1)] - before[math.Inf(1)]
+	for _, le := range bounds {
+		if after[le]-before[le] >= q*total {
+			if math.IsInf(le, 1) {
+				return "inf"
+			}
+			return strconv.FormatFloat(le*1000, 'f', 2, 64)
+		}
+	}
+	return "inf"
 }
