@@ -284,7 +284,7 @@ type csrDecision struct {
 
 func (d csrDecision) approved() bool { return d.reason == CSRReasonAgentNode }
 
-func refusal(reason, format string, args ...any) csrDecision {
+func denyCSR(reason, format string, args ...any) csrDecision {
 	return csrDecision{reason: reason, message: fmt.Sprintf(format, args...)}
 }
 
@@ -293,25 +293,25 @@ func refusal(reason, format string, args ...any) csrDecision {
 // requester (the agents' ServiceAccount) whose names are that node's, for serving.
 func decideCSR(csr *certificatesv1.CertificateSigningRequest, node *corev1.Node, requester string) csrDecision {
 	if csr.Spec.Username != requester {
-		return refusal(CSRReasonWrongRequester, "requested by %q, not by the agents' service account %q", csr.Spec.Username, requester)
+		return denyCSR(CSRReasonWrongRequester, "requested by %q, not by the agents' service account %q", csr.Spec.Username, requester)
 	}
 	name, ok := claimedNodeName(csr)
 	if !ok {
-		return refusal(CSRReasonNoNodeName, "the requester's token names %d nodes (extra %s), not one: it is not bound to a pod on a node",
+		return denyCSR(CSRReasonNoNodeName, "the requester's token names %d nodes (extra %s), not one: it is not bound to a pod on a node",
 			len(csr.Spec.Extra[nodeNameExtra]), nodeNameExtra)
 	}
 	if node == nil || node.Name != name {
-		return refusal(CSRReasonUnknownNode, "node %q of the requester's token does not exist", name)
+		return denyCSR(CSRReasonUnknownNode, "node %q of the requester's token does not exist", name)
 	}
 	if msg := checkServingUsages(csr.Spec.Usages); msg != "" {
-		return refusal(CSRReasonBadUsages, "%s", msg)
+		return denyCSR(CSRReasonBadUsages, "%s", msg)
 	}
 	req, err := parseServingRequest(csr.Spec.Request)
 	if err != nil {
-		return refusal(CSRReasonBadRequest, "%v", err)
+		return denyCSR(CSRReasonBadRequest, "%v", err)
 	}
 	if err := checkNodeNames(req, node); err != nil {
-		return refusal(CSRReasonSANsNotNodes, "%v", err)
+		return denyCSR(CSRReasonSANsNotNodes, "%v", err)
 	}
 	return csrDecision{reason: CSRReasonAgentNode, request: req,
 		message: fmt.Sprintf("serving certificate of the numapref agent of node %s", name)}
