@@ -270,15 +270,7 @@ func multiNodeSpecs() bool {
 			byNode := agents(ctx)
 			a, b := nodes[0], nodes[1]
 			// An inspector allowed to read the pods of this namespace through the agents.
-			for _, args := range [][]string{
-				{"create", "serviceaccount", "e2e-inspector", "-n", mns},
-				{"create", "clusterrolebinding", "e2e-multi-inspector", "--clusterrole=" + release + "-inspect-reader", "--serviceaccount=" + mns + ":e2e-inspector"},
-				{"create", "role", "e2e-pod-reader", "-n", mns, "--verb=get", "--resource=pods"},
-				{"create", "rolebinding", "e2e-inspector", "-n", mns, "--role=e2e-pod-reader", "--serviceaccount=" + mns + ":e2e-inspector"},
-			} {
-				out, err := kubectl(ctx, args...)
-				Expect(err).NotTo(HaveOccurred(), out)
-			}
+			makeInspector(ctx, mns, "e2e-multi-inspector")
 			inspect := func(pod string, extra ...string) (string, error) {
 				return run(ctx, "", plugin, append([]string{"inspect", mns + "/" + pod, "--token-service-account", mns + "/e2e-inspector", "-o", "json"}, extra...)...)
 			}
