@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -96,6 +97,7 @@ type rendered struct {
 	raw                 string
 	daemonSets          []appsv1.DaemonSet
 	deployments         map[string]appsv1.Deployment
+	pdbs                map[string]policyv1.PodDisruptionBudget
 	serviceAccounts     []corev1.ServiceAccount
 	clusterRoles        map[string]rbacv1.ClusterRole
 	clusterRoleBindings map[string]rbacv1.ClusterRoleBinding
@@ -123,6 +125,7 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 	r := rendered{
 		raw:                 out,
 		deployments:         map[string]appsv1.Deployment{},
+		pdbs:                map[string]policyv1.PodDisruptionBudget{},
 		clusterRoles:        map[string]rbacv1.ClusterRole{},
 		clusterRoleBindings: map[string]rbacv1.ClusterRoleBinding{},
 		roles:               map[string]rbacv1.Role{},
@@ -165,6 +168,10 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 			var o appsv1.Deployment
 			strict(&o)
 			r.deployments[o.Name] = o
+		case "PodDisruptionBudget":
+			var o policyv1.PodDisruptionBudget
+			strict(&o)
+			r.pdbs[o.Name] = o
 		case "ServiceAccount":
 			var o corev1.ServiceAccount
 			strict(&o)

@@ -33,6 +33,10 @@ func TestSummarizer(t *testing.T) {
 			if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.replicas {
 				t.Errorf("replicas = %v, want %d", d.Spec.Replicas, tc.replicas)
 			}
+			pdb, ok := r.pdbs[fullname+"-summarizer"]
+			if !ok || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || !cmp.Equal(pdb.Spec.Selector, d.Spec.Selector) {
+				t.Errorf("PodDisruptionBudget %+v, want maxUnavailable 1 over the summarizer's pods", pdb.Spec)
+			}
 			pod := d.Spec.Template.Spec
 			if pod.HostPID || pod.HostIPC || pod.HostNetwork != tc.hostNetwork {
 				t.Errorf("hostPID %v, hostIPC %v, hostNetwork %v; want only hostNetwork %v", pod.HostPID, pod.HostIPC, pod.HostNetwork, tc.hostNetwork)
