@@ -14,6 +14,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -274,12 +275,23 @@ func multiNodeSpecs() bool {
 			inspect := func(pod string, extra ...string) (string, error) {
 				return run(ctx, "", plugin, append([]string{"inspect", mns + "/" + pod, "--token-service-account", mns + "/e2e-inspector", "-o", "json"}, extra...)...)
 			}
-			// Each agent's certificate was issued through the CSR API for its node.
+			// Each agent's certificate was issued through the CSR API for its node: a request
+			// of the agents' ServiceAccount with that node's claim, approved and signed.
 			Eventually(func(g Gomega) {
-				out, err := kubectl(ctx, "get", "csr", "-o", `go-template={{range .items}}{{.spec.signerName}} {{.spec.username}} {{index .spec.extra "authentication.kubernetes.io/node-name"}} {{range .status.conditions}}{{.type}}{{end}}{{"\n"}}{{end}}`)
-				g.Expect(err).NotTo(HaveOccurred(), out)
+				var list certificatesv1.CertificateSigningRequestList
+				g.Expect(cl.List(ctx, &list)).To(Succeed())
+				issued := map[string]bool{}
+				for _, csr := range list.Items {
+					if csr.Spec.SignerName != "numapref.io/agent-serving" || len(csr.Status.Certificate) == 0 {
+						continue
+					}
+					g.Expect(csr.Spec.Username).To(HavePrefix("system:serviceaccount:"+agentNamespace+":"), csr.Name)
+					for _, n := range csr.Spec.Extra["authentication.kubernetes.io/node-name"] {
+						issued[n] = true
+					}
+				}
 				for _, n := range nodes {
-					g.Expect(out).To(MatchRegexp(`numapref.io/agent-serving system:serviceaccount:%s:\S+ \[%s\] Approved`, agentNamespace, n))
+					g.Expect(issued).To(HaveKey(n), "a node certificate issued for %s", n)
 				}
 			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 			// Each node's pod, through its own node's agent: verified for that node.
