@@ -120,10 +120,11 @@ func ensureNodeWithIP(ctx context.Context, name, ip string) {
 	Expect(k8sClient.Status().Update(ctx, node)).To(Succeed())
 }
 
-// requestCSR creates a CSR of signer for a certificate of cn and ip, through c.
-func requestCSR(ctx context.Context, c client.Client, name, signer, cn, ip string) {
+// requestCSR creates a CSR of signer for a certificate of node signer-a (every requester
+// here claims that node) and ip, through c.
+func requestCSR(ctx context.Context, c client.Client, name, signer, ip string) {
 	GinkgoHelper()
-	csr := agentCSR(name, "", servingRequest(GinkgoT(), ecKey(GinkgoT()), cn, []string{ip}, x509.CertificateRequest{}),
+	csr := agentCSR(name, "", servingRequest(GinkgoT(), ecKey(GinkgoT()), "signer-a", []string{ip}, x509.CertificateRequest{}),
 		func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.SignerName = signer
 			c.Spec.ExpirationSeconds = ptr.To[int32](3600)
@@ -176,11 +177,11 @@ var _ = Describe("Signer of the agents' serving certificates", func() {
 	})
 
 	It("signs a node's own names for its agent, and denies the rest", func() {
-		requestCSR(ctx, agentA, "signer-foreign", "example.com/other", "signer-a", "10.1.0.1")
+		requestCSR(ctx, agentA, "signer-foreign", "example.com/other", "10.1.0.1")
 		startSigner(opts)
-		requestCSR(ctx, agentA, "signer-own", AgentServingSigner, "signer-a", "10.1.0.1")
-		requestCSR(ctx, agentA, "signer-b-ip", AgentServingSigner, "signer-a", "10.1.0.2")
-		requestCSR(ctx, other, "signer-other-user", AgentServingSigner, "signer-a", "10.1.0.1")
+		requestCSR(ctx, agentA, "signer-own", AgentServingSigner, "10.1.0.1")
+		requestCSR(ctx, agentA, "signer-b-ip", AgentServingSigner, "10.1.0.2")
+		requestCSR(ctx, other, "signer-other-user", AgentServingSigner, "10.1.0.1")
 
 		By("A's request for A's IP is approved and signed by the CA")
 		var issued []byte
@@ -235,7 +236,7 @@ var _ = Describe("Signer of the agents' serving certificates", func() {
 	})
 
 	It("fails, unsigned, a request someone else approved that names another node", func() {
-		requestCSR(ctx, agentA, "signer-approved-b", AgentServingSigner, "signer-a", "10.1.0.2")
+		requestCSR(ctx, agentA, "signer-approved-b", AgentServingSigner, "10.1.0.2")
 		csr := &certificatesv1.CertificateSigningRequest{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "signer-approved-b"}, csr)).To(Succeed())
 		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
@@ -260,7 +261,7 @@ var _ = Describe("Signer of the agents' serving certificates", func() {
 			if i%2 == 1 {
 				c = other
 			}
-			requestCSR(ctx, c, name, AgentServingSigner, "signer-a", "10.1.0.1")
+			requestCSR(ctx, c, name, AgentServingSigner, "10.1.0.1")
 		}
 		certs := map[string][]byte{}
 		for i, name := range names {
