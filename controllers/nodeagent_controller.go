@@ -106,6 +106,9 @@ func NewNodeAgentReconciler(c client.Client, reader client.Reader, nodeName stri
 // +kubebuilder:rbac:groups=numa.numapref.io,resources=numapreferences,verbs=get;list;watch
 // +kubebuilder:rbac:groups=numa.numapref.io,resources=numanodereports,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The node's own serving certificate (-tls-node-certificate, serving.NodeCertificate): the
+// agent asks for it and reads the answer; only the summarizer approves and signs.
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests,verbs=get;create
 
 // Reconcile computes the node's desired state from the cache, hands it to the engine and
 // reports the engine's last results.

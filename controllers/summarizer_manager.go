@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -25,13 +26,14 @@ type ElectionOptions struct {
 // while it holds it, runs the summarizer (SetupSummary) in a manager of its own. Losing the
 // lease (an apiserver too slow to renew it, say) stops only the summarizer, which then
 // campaigns again: the node agent beside it keeps enforcing on its node, as it would not if
-// the lease were the agent manager's, whose loss ends the process.
-func RunSummarizer(cfg *rest.Config, scheme *runtime.Scheme, election ElectionOptions, opts SummaryOptions) manager.Runnable {
+// the lease were the agent manager's, whose loss ends the process. Each of also sets up more
+// on the elected manager (the agents' certificate signer).
+func RunSummarizer(cfg *rest.Config, scheme *runtime.Scheme, election ElectionOptions, opts SummaryOptions, also ...func(ctrl.Manager) error) manager.Runnable {
 	var clk clock.Clock = clock.RealClock{}
 	return nodeRunnable(func(ctx context.Context) error {
 		log := ctrl.LoggerFrom(ctx).WithName("summarizer")
 		for {
-			err := runSummarizerOnce(ctx, cfg, scheme, election, opts)
+			err := runSummarizerOnce(ctx, cfg, scheme, election, opts, also)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -45,10 +47,12 @@ func RunSummarizer(cfg *rest.Config, scheme *runtime.Scheme, election ElectionOp
 	})
 }
 
-func runSummarizerOnce(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, election ElectionOptions, opts SummaryOptions) error {
+func runSummarizerOnce(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, election ElectionOptions, opts SummaryOptions, also []func(ctrl.Manager) error) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Only the CSRs of the agents' signer, if the signer runs here (SetupAgentCertSigner).
+		Cache: cache.Options{ByObject: SignerCacheByObject()},
 		// Each campaign makes the summary controller anew, under the same name (its
 		// metrics go on); the one before it has stopped.
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
@@ -66,6 +70,11 @@ func runSummarizerOnce(ctx context.Context, cfg *rest.Config, scheme *runtime.Sc
 	}
 	if err := SetupSummary(mgr, opts); err != nil {
 		return err
+	}
+	for _, setup := range also {
+		if err := setup(mgr); err != nil {
+			return err
+		}
 	}
 	return mgr.Start(ctx)
 }

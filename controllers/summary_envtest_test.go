@@ -32,22 +32,7 @@ func startSummarizer() (stop func()) {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(SetupSummary(mgr, testSummaryOptions)).To(Succeed())
-	ctx, cancel := context.WithCancel(suiteCtx)
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-	var once atomic.Bool
-	stop = func() {
-		if once.CompareAndSwap(false, true) {
-			cancel()
-			<-done
-		}
-	}
-	DeferCleanup(stop)
-	return stop
+	return runManager(mgr)
 }
 
 var _ = Describe("Summarizer", func() {

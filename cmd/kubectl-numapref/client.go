@@ -30,6 +30,9 @@ type agentTrust struct {
 	roots      *x509.CertPool
 	serverName string // empty: the host of the agent URL
 	from       string // where the CA comes from, for messages
+	// node, when set, is the node whose agent is dialled: its certificate must name it
+	// (every agent serves a certificate of its own node, inspect.VerifyNode).
+	node string
 }
 
 // resolveTrust picks the agent's CA: none with --insecure-skip-tls-verify, the file of
@@ -60,10 +63,16 @@ func resolveTrust(ctx context.Context, cs kubernetes.Interface, o *inspectOption
 			return agentTrust{}, fmt.Errorf("reading the agents' CA from ConfigMap %s: %w", where, err)
 		}
 		pem, t.from = []byte(cm.Data[inspect.CAConfigMapCAKey]), "ConfigMap "+where
-		if t.serverName == "" {
+		if cm.Data[inspect.CAConfigMapVerifyKey] == inspect.VerifyNode {
+			// Per-node certificates: the address dialled (or --tls-server-name) and the
+			// node's name are verified (verifyNode).
+			if t.node = o.node; t.node == "" {
+				return agentTrust{}, fmt.Errorf("ConfigMap %s says every agent serves its own node's certificate, but the node of the agent is unknown", where)
+			}
+		} else if t.serverName == "" {
 			t.serverName = cm.Data[inspect.CAConfigMapNameKey]
 		}
-		if t.serverName == "" {
+		if t.serverName == "" && t.node == "" {
 			return agentTrust{}, fmt.Errorf("ConfigMap %s has no %s: the name the agents' certificate carries is unknown (or give --tls-server-name)", where, inspect.CAConfigMapNameKey)
 		}
 	}
@@ -84,9 +93,27 @@ func agentClient(cfg *rest.Config, t agentTrust, timeout time.Duration) *http.Cl
 	}
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{
 		Proxy:               proxy,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.roots, ServerName: t.serverName, InsecureSkipVerify: t.insecure},
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.roots, ServerName: t.serverName, InsecureSkipVerify: t.insecure, VerifyConnection: t.verifyNode},
 		TLSHandshakeTimeout: timeout,
 	}}
+}
+
+// verifyNode, with per-node certificates, refuses an agent whose certificate (verified
+// already for the CA and the address) does not name the node of the pod asked about: the
+// agent of node A cannot answer for node B, even where A's certificate would name B's
+// address (a node's address reused, a proxy).
+func (t agentTrust) verifyNode(cs tls.ConnectionState) error {
+	if t.node == "" || t.insecure {
+		return nil
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("the agent sent no certificate")
+	}
+	leaf := cs.PeerCertificates[0]
+	if err := leaf.VerifyHostname(t.node); err != nil {
+		return fmt.Errorf("the agent's certificate is not its node's: want node %s, it names %v (%s): %w", t.node, leaf.DNSNames, leaf.Subject.CommonName, err)
+	}
+	return nil
 }
 
 // fetchInspection asks the agent at base for pod namespace/name with token (whose origin

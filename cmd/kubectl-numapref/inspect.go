@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/numapref/numapref/internal/inspect"
@@ -35,6 +36,7 @@ type inspectOptions struct {
 	insecure   bool
 	caFile     string
 	serverName string
+	node       string // the node of the pod asked about (not a flag)
 
 	tokenServiceAccount string
 }
@@ -100,13 +102,17 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("making API client: %w", err)
 	}
-	base := o.agentURL
-	if base == "" {
-		t, err := discoverAgent(ctx, cs, ns, name, discovery{namespace: o.agentNamespace, selector: o.agentSelector, port: o.agentPort})
+	base, err := o.agentBase(ctx, cs, ns, name)
+	if err != nil {
+		return err
+	}
+	if o.agentURL != "" && o.caFile == "" && !o.insecure {
+		// The ConfigMap may ask for the node's name (per-node certificates).
+		pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return err
+			return fmt.Errorf("getting pod %s/%s: %w", ns, name, err)
 		}
-		base = t.url
+		o.node = pod.Spec.NodeName
 	}
 	trust, err := resolveTrust(ctx, cs, &o)
 	if err != nil {
@@ -124,6 +130,20 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return printJSON(stdout, pod)
 	}
 	return printTable(stdout, pod)
+}
+
+// agentBase is the URL of the agent that answers for pod ns/name: --agent-url, or the one
+// discovered on the pod's node, whose name it records in o.node.
+func (o *inspectOptions) agentBase(ctx context.Context, cs kubernetes.Interface, ns, name string) (string, error) {
+	if o.agentURL != "" {
+		return o.agentURL, nil
+	}
+	t, err := discoverAgent(ctx, cs, ns, name, discovery{namespace: o.agentNamespace, selector: o.agentSelector, port: o.agentPort})
+	if err != nil {
+		return "", err
+	}
+	o.node = t.node
+	return t.url, nil
 }
 
 func (o *inspectOptions) validate() error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,6 +52,8 @@ type agentFlags struct {
 	metricsAddr       string
 	secureMetrics     bool
 	tlsCertDir        string
+	nodeCertificate   bool
+	nodeCertLifetime  time.Duration
 	metricsAgentOnly  bool
 	probeAddr         string
 	reportInterval    time.Duration
@@ -81,6 +84,9 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.secureMetrics, "metrics-secure", true, "serve metrics (and inspect) over HTTPS with authentication and authorization; false: metrics over plain HTTP to anyone, no inspect")
 	fs.StringVar(&f.tlsCertDir, "tls-cert-dir", "", "directory with the metrics port's serving certificate, tls.crt and tls.key (a kubernetes.io/tls Secret volume), re-read when they change; "+
 		"empty: a self-signed certificate made at start, which no client can verify")
+	fs.BoolVar(&f.nodeCertificate, "tls-node-certificate", false, "serve this node's own certificate, asked for through the CSR API (signer "+inspect.AgentServingSigner+
+		", which the summarizer signs only for the agent bound to the node the certificate names) and renewed at two thirds of its life; exclusive with -tls-cert-dir")
+	fs.DurationVar(&f.nodeCertLifetime, "tls-node-certificate-lifetime", 7*24*time.Hour, "the validity -tls-node-certificate asks for (the signer may give less)")
 	fs.BoolVar(&f.metricsAgentOnly, "metrics-require-agent-audience", false, "/metrics accepts only tokens bound to the audience "+serving.AgentAudience+
 		" (inspect always does); by default it also accepts the API server's own audience, which a Prometheus pod's service account token carries")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "health probe address")
@@ -297,8 +303,12 @@ func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) 
 		pod := &corev1.Pod{}
 		return pod, cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod)
 	}
+	getCert, err := nodeCertificate(mgr, f, cs)
+	if err != nil {
+		return err
+	}
 	srv, err := serving.NewServer(serving.Options{
-		BindAddress: f.metricsAddr, CertDir: f.tlsCertDir, Auth: auth, Limits: serving.DefaultLimits(), Log: ctrl.Log.WithName("serving"),
+		BindAddress: f.metricsAddr, CertDir: f.tlsCertDir, GetCertificate: getCert, Auth: auth, Limits: serving.DefaultLimits(), Log: ctrl.Log.WithName("serving"),
 		Routes: serving.AgentRoutes(
 			promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}),
 			inspect.PathPrefix, inspect.NewHandler(nodeagent.NewPodInspector(f.nodeName, pods, engine), auth),
@@ -311,6 +321,23 @@ func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) 
 		return fmt.Errorf("agent: adding the metrics and inspect server: %w", err)
 	}
 	return nil
+}
+
+// nodeCertificate, with -tls-node-certificate, obtains and renews this node's own serving
+// certificate through the CSR API (serving.NodeCertificate) and returns where the server
+// gets it; otherwise nil (the certificate of -tls-cert-dir).
+func nodeCertificate(mgr ctrl.Manager, f *agentFlags, cs kubernetes.Interface) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	if !f.nodeCertificate {
+		return nil, nil
+	}
+	if f.tlsCertDir != "" {
+		return nil, errors.New("agent: -tls-node-certificate and -tls-cert-dir are exclusive")
+	}
+	c := &serving.NodeCertificate{Client: cs, Node: f.nodeName, Lifetime: f.nodeCertLifetime, Log: ctrl.Log.WithName("node-certificate")}
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("agent: adding the node certificate: %w", err)
+	}
+	return c.GetCertificate, nil
 }
 
 func kernelLabel(s numa.Support) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/internal/inspect"
 )
 
 // The summarizer's rights, and only its: the chart and config/rbac/summarizer give them to
@@ -55,11 +57,29 @@ func (f *summaryFlags) register(fs *flag.FlagSet) {
 // runnable campaigns for the summary lease and summarizes while it holds it
 // (controllers.RunSummarizer): losing the lease stops only the summarizer, which campaigns
 // again.
-func (f *summaryFlags) runnable(mgr manager.Manager) manager.Runnable {
+func (f *summaryFlags) runnable(mgr manager.Manager, also ...func(ctrl.Manager) error) manager.Runnable {
 	election := controllers.ElectionOptions{Namespace: f.namespace, ID: summaryLease,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
 	summary := controllers.SummaryOptions{Quiet: f.quiet, MaxDelay: f.maxDelay, PerNode: f.perNode}
-	return controllers.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary)
+	return controllers.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary, also...)
+}
+
+// signerSetup, with -agent-signer-ca-dir, sets up the signer of the agents' node
+// certificates on the elected summarizer (controllers.SetupAgentCertSigner): it approves
+// and signs a request only from the agents' ServiceAccount bound to the node it names.
+func signerSetup(caDir, namespace, agentSA string) ([]func(ctrl.Manager) error, error) {
+	if caDir == "" {
+		return nil, nil
+	}
+	if agentSA == "" {
+		return nil, errors.New("summarizer: -agent-signer-ca-dir needs -agent-service-account")
+	}
+	certPEM, keyPEM, err := controllers.LoadSignerCA(caDir)
+	if err != nil {
+		return nil, fmt.Errorf("summarizer: %w", err)
+	}
+	opts := controllers.SignerOptions{CACertPEM: certPEM, CAKeyPEM: keyPEM, AgentNamespace: namespace, AgentServiceAccount: agentSA}
+	return []func(ctrl.Manager) error{func(m ctrl.Manager) error { return controllers.SetupAgentCertSigner(m, opts) }}, nil
 }
 
 // runSummarizer is `numapref summarizer`: the summarizer Deployment's process. Its replicas
@@ -68,12 +88,15 @@ func (f *summaryFlags) runnable(mgr manager.Manager) manager.Runnable {
 func runSummarizer(args []string) error {
 	var (
 		kubeconfig, probeAddr, metricsAddr string
+		signerCADir, agentSA               string
 		f                                  summaryFlags
 	)
 	fs := flag.NewFlagSet("summarizer", flag.ContinueOnError)
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty: in-cluster")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "health probe address")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", "0", `plain-HTTP metrics address (the summary controller's queue and the API requests); "0" disables it`)
+	fs.StringVar(&signerCADir, "agent-signer-ca-dir", "", "directory with the CA (tls.crt, tls.key) that signs each agent's own node certificate (signer "+inspect.AgentServingSigner+"); empty: no signing")
+	fs.StringVar(&agentSA, "agent-service-account", "", "the agents' ServiceAccount, in the summarizer's namespace: the only requester whose node certificates are signed")
 	f.register(fs)
 	if err := parseWithLogFlags(fs, args); err != nil {
 		return err
@@ -81,11 +104,15 @@ func runSummarizer(args []string) error {
 	if f.namespace == "" {
 		return fmt.Errorf("summarizer: -leader-election-namespace (or POD_NAMESPACE) is required")
 	}
+	signer, err := signerSetup(signerCADir, f.namespace, agentSA)
+	if err != nil {
+		return err
+	}
 	mgr, err := newSummarizerManager(kubeconfig, probeAddr, metricsAddr)
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(f.runnable(mgr)); err != nil {
+	if err := mgr.Add(f.runnable(mgr, signer...)); err != nil {
 		return fmt.Errorf("summarizer: adding the summarizer: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()

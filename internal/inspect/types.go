@@ -36,14 +36,23 @@ import "github.com/numapref/numapref/internal/nodeagent/cgroups"
 const Audience = "numapref-agent"
 
 // The ConfigMap, in the agent's namespace, that publishes how to verify the agents'
-// serving certificate: the CA that signed it and the name it carries (the chart's
-// <release>-agent Service name, not an address: every agent serves the same certificate,
-// so a client dials the agent's node IP and verifies this name).
+// serving certificates: the CA that signed them and either the name they all carry (the
+// chart's <release>-agent Service name, when every agent serves the same certificate: a
+// client dials the agent's node IP and verifies this name), or, with CAConfigMapVerifyKey
+// set to VerifyNode, that each agent serves a certificate of its own node: a client then
+// verifies the address it dials and the node's name.
 const (
-	CAConfigMap        = "numapref-agent-ca"
-	CAConfigMapCAKey   = "ca.crt"
-	CAConfigMapNameKey = "serverName"
+	CAConfigMap          = "numapref-agent-ca"
+	CAConfigMapCAKey     = "ca.crt"
+	CAConfigMapNameKey   = "serverName"
+	CAConfigMapVerifyKey = "verify"
+	VerifyNode           = "node"
 )
+
+// AgentServingSigner is the signerName of the CSRs by which each node's agent asks for a
+// serving certificate naming its node (serving.NodeCertificate). The summarizer approves
+// and signs them (controllers.AgentCertSigner); nothing else should.
+const AgentServingSigner = "numapref.io/agent-serving"
 
 // APIVersion and Kind identify the schema of a Pod answer.
 const (

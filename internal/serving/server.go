@@ -78,10 +78,13 @@ type Options struct {
 	// CertDir holds CertName and KeyName, re-read when they change. Empty means a
 	// self-signed certificate made at start, which no client can verify.
 	CertDir string
-	Routes  []Route
-	Auth    *Auth
-	Limits  Limits
-	Log     logr.Logger
+	// GetCertificate, when set, gives the certificate instead (NodeCertificate's: this
+	// node's own); CertDir must then be empty.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	Routes         []Route
+	Auth           *Auth
+	Limits         Limits
+	Log            logr.Logger
 }
 
 // Server serves Routes over HTTPS; it is a controller-runtime Runnable.
@@ -110,6 +113,13 @@ func NewServer(o Options) (*Server, error) {
 		// a plugin do not need.
 		NextProtos: []string{"http/1.1"},
 	}}
+	if o.GetCertificate != nil {
+		if o.CertDir != "" {
+			return nil, errors.New("serving: a certificate directory and a certificate source are exclusive")
+		}
+		s.tls.GetCertificate = o.GetCertificate
+		return s, nil
+	}
 	if o.CertDir == "" {
 		cert, key, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
 		if err != nil {
@@ -152,14 +162,17 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Unlock()
 
 	watchDone := make(chan struct{})
-	if s.watcher != nil {
+	switch {
+	case s.o.GetCertificate != nil:
+		close(watchDone)
+	case s.watcher != nil:
 		go func() {
 			defer close(watchDone)
 			if err := s.watcher.Start(ctx); err != nil {
 				s.o.Log.Error(err, "Watching the serving certificate failed; the one loaded stays")
 			}
 		}()
-	} else {
+	default:
 		close(watchDone)
 		s.o.Log.Info("Serving a self-signed certificate: clients cannot verify it (see --tls-cert-dir)")
 	}

@@ -8,11 +8,13 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,7 +114,8 @@ func multiNodeSpecs() bool {
 			Expect(err).NotTo(HaveOccurred())
 			cl = newClient(cfg)
 			Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mns}})).To(Succeed())
-			installAgent(ctx)
+			// Every agent serves its own node's certificate, signed by the summarizer.
+			installAgent(ctx, "tls.nodeCertificates=true")
 		}, NodeTimeout(4*time.Minute))
 
 		AfterAll(func(ctx SpecContext) {
@@ -262,6 +265,48 @@ func multiNodeSpecs() bool {
 				client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"numapref.io/numa-nodes":"9"}}}`)), client.DryRunAll)
 			Expect(err).To(HaveOccurred())
 			Expect(err.Error()).To(ContainSubstring(fmt.Sprintf("may not write Node %s", foreign)))
+		}, SpecTimeout(3*time.Minute))
+
+		It("serves each node's own certificate: kubectl numapref refuses node A's agent for a pod of node B", func(ctx SpecContext) {
+			byNode := agents(ctx)
+			a, b := nodes[0], nodes[1]
+			// An inspector allowed to read the pods of this namespace through the agents.
+			makeInspector(ctx, mns, "e2e-multi-inspector")
+			inspect := func(pod string, extra ...string) (string, error) {
+				return run(ctx, "", plugin, append([]string{"inspect", mns + "/" + pod, "--token-service-account", mns + "/e2e-inspector", "-o", "json"}, extra...)...)
+			}
+			// Each agent's certificate was issued through the CSR API for its node: a request
+			// of the agents' ServiceAccount with that node's claim, approved and signed.
+			Eventually(func(g Gomega) {
+				var list certificatesv1.CertificateSigningRequestList
+				g.Expect(cl.List(ctx, &list)).To(Succeed())
+				issued := map[string]bool{}
+				for _, csr := range list.Items {
+					if csr.Spec.SignerName != "numapref.io/agent-serving" || len(csr.Status.Certificate) == 0 {
+						continue
+					}
+					g.Expect(csr.Spec.Username).To(HavePrefix("system:serviceaccount:"+agentNamespace+":"), csr.Name)
+					for _, n := range csr.Spec.Extra["authentication.kubernetes.io/node-name"] {
+						issued[n] = true
+					}
+				}
+				for _, n := range nodes {
+					g.Expect(issued).To(HaveKey(n), "a node certificate issued for %s", n)
+				}
+			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+			// Each node's pod, through its own node's agent: verified for that node.
+			for _, n := range []string{a, b} {
+				Eventually(func() error {
+					_, err := inspect("multi-" + strconv.Itoa(slices.Index(nodes, n)))
+					return err
+				}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(time.Second).Should(Succeed(), "inspect through the agent of %s", n)
+			}
+			// Node B's pod asked of node A's agent (its address given): A's certificate is
+			// refused, before any token is sent.
+			out, err := inspect("multi-"+strconv.Itoa(slices.Index(nodes, b)), "--agent-url", "https://"+byNode[a].Status.HostIP+":8443")
+			Expect(err).To(HaveOccurred(), out)
+			Expect(out).To(ContainSubstring("not its node's"))
+			logf("node %s's agent asked about a pod of %s: %s", a, b, strings.TrimSpace(out))
 		}, SpecTimeout(3*time.Minute))
 
 		It("makes Spread decisions per node: each node spreads its own pods", func(ctx SpecContext) {

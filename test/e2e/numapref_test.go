@@ -344,17 +344,8 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 	}, SpecTimeout(time.Minute))
 
 	It("shows the pod the way the agent sees it with kubectl numapref inspect", func(ctx SpecContext) {
-		// The inspector may use the endpoint and read the pods of this namespace only. The
-		// e2e kubeconfig's user is no service account: it asks for the inspector's tokens.
-		for _, args := range [][]string{
-			{"create", "serviceaccount", "e2e-inspector", "-n", ns},
-			{"create", "clusterrolebinding", "e2e-inspector", "--clusterrole=" + release + "-inspect-reader", "--serviceaccount=" + ns + ":e2e-inspector"},
-			{"create", "role", "e2e-pod-reader", "-n", ns, "--verb=get", "--resource=pods"},
-			{"create", "rolebinding", "e2e-inspector", "-n", ns, "--role=e2e-pod-reader", "--serviceaccount=" + ns + ":e2e-inspector"},
-		} {
-			out, err := kubectl(ctx, args...)
-			Expect(err).NotTo(HaveOccurred(), out)
-		}
+		// The e2e kubeconfig's user is no service account: it asks for the inspector's tokens.
+		makeInspector(ctx, ns, "e2e-inspector")
 		// No TLS flag: the plugin verifies the agent with the CA the chart published.
 		args := []string{"inspect", ns + "/work", "--token-service-account", ns + "/e2e-inspector"}
 		if u := prov.agentURL(); u != "" {
@@ -840,4 +831,20 @@ func signalWorkload(ctx context.Context, containerID, sig string) {
 	main := slices.Min(processes(tasks))
 	out, err := nodeShell(ctx, fmt.Sprintf("kill -%s %d", sig, main))
 	Expect(err).NotTo(HaveOccurred(), out)
+}
+
+// makeInspector creates the ServiceAccount e2e-inspector in namespace, which may use the
+// agents' inspect endpoint (the chart's inspect-reader ClusterRole, bound by
+// ClusterRoleBinding binding) and read the pods of that namespace only.
+func makeInspector(ctx context.Context, namespace, binding string) {
+	GinkgoHelper()
+	for _, args := range [][]string{
+		{"create", "serviceaccount", "e2e-inspector", "-n", namespace},
+		{"create", "clusterrolebinding", binding, "--clusterrole=" + release + "-inspect-reader", "--serviceaccount=" + namespace + ":e2e-inspector"},
+		{"create", "role", "e2e-pod-reader", "-n", namespace, "--verb=get", "--resource=pods"},
+		{"create", "rolebinding", "e2e-inspector", "-n", namespace, "--role=e2e-pod-reader", "--serviceaccount=" + namespace + ":e2e-inspector"},
+	} {
+		out, err := kubectl(ctx, args...)
+		Expect(err).NotTo(HaveOccurred(), out)
+	}
 }

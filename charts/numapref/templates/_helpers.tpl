@@ -70,3 +70,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
+
+{{/*
+"true" when every agent serves a certificate of its own node (tls.nodeCertificates): asked
+for through the CSR API, signed by the summarizer with the chart's CA. Only with metrics
+served, without cert-manager, and on the host network (forkEvents), where the agent listens
+on its node's address, which the certificate names.
+*/}}
+{{- define "numapref.nodeCertificates" -}}
+{{- if and .Values.metrics.enabled .Values.tls.nodeCertificates (not .Values.certManager.enabled) .Values.forkEvents -}}true{{- end -}}
+{{- end -}}

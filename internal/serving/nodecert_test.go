@@ -1,0 +1,53 @@
+package serving
+
+import (
+	"crypto"
+	"crypto/tls"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/numapref/numapref/internal/testutil/testcerts"
+)
+
+// What the signer issued is served only if it is for this agent's key, names this node and
+// is valid now.
+func TestKeyPairChecksWhatWasIssued(t *testing.T) {
+	ca := testcerts.NewCA(t, "signer")
+	ips := []net.IP{net.IPv4(10, 0, 0, 1)}
+	issued := ca.Issue(t, []string{"node-a"}, ips)
+	key := issued.TLS(t).PrivateKey.(crypto.Signer)
+	other := ca.Issue(t, []string{"node-a"}, ips).TLS(t).PrivateKey.(crypto.Signer)
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		pem     []byte
+		key     crypto.Signer
+		node    string
+		now     time.Time
+		wantErr string
+	}{
+		{name: "its own", pem: issued.Cert, key: key, node: "node-a", now: now},
+		{name: "another key's", pem: issued.Cert, key: other, node: "node-a", now: now, wantErr: "not for this agent's key"},
+		{name: "another node's", pem: issued.Cert, key: key, node: "node-b", now: now, wantErr: "does not name node node-b"},
+		{name: "expired", pem: issued.Cert, key: key, node: "node-a", now: now.Add(48 * time.Hour), wantErr: "not now"},
+		{name: "no certificate", pem: []byte("junk"), key: key, node: "node-a", now: now, wantErr: "no PEM CERTIFICATE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pair, err := keyPair(tc.pem, tc.key, tc.node, tc.now)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tls.X509KeyPair(issued.Cert, issued.Key); err != nil || pair.Leaf == nil || len(pair.Certificate) != 1 {
+					t.Fatalf("pair %+v, %v", pair, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
