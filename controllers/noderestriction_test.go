@@ -40,7 +40,7 @@ import (
 // node A's report and the numapref.io/ labels the agent publishes, and nothing of node B.
 var _ = Describe("Node restriction", Ordered, func() {
 	ctx := context.Background()
-	const agentNS, agentSA = "numapref-system", "numapref-agent"
+	const agentNS, agentSA, summarizerSA = "numapref-system", "numapref-agent", "numapref-summarizer"
 	var agent client.Client
 	var agentCfg *rest.Config
 
@@ -55,6 +55,14 @@ var _ = Describe("Node restriction", Ordered, func() {
 			ObjectMeta: metav1.ObjectMeta{Name: "numapref-agent-restriction-test"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "numapref-agent"},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: agentNS, Name: agentSA}},
+		})).To(Succeed())
+		// The summarizer's own rights (config/rbac/summarizer), for its ServiceAccount: it
+		// writes the preferences' status, which the agents may not.
+		createManifests(ctx, filepath.Join("..", "config", "rbac", "summarizer", "role.yaml"))
+		Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "numapref-summarizer-restriction-test"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "numapref-summarizer"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: agentNS, Name: summarizerSA}},
 		})).To(Succeed())
 		createNodes(ctx, "restrict-a", "restrict-b")
 		agentCfg = agentConfig(ctx, agentNS, agentSA, "restrict-a")
@@ -119,7 +127,11 @@ var _ = Describe("Node restriction", Ordered, func() {
 	It("lets the agent prove the restriction, and report NodeRestrictionMissing once the binding is gone", func() {
 		opts := testAgentOptions
 		opts.NodeRestrictionCheck = 200 * time.Millisecond
-		startAgent("restrict-a", newScriptedEngine(appliedWithTasks(3)), withConfig(agentCfg), withOptions(opts), withSummarizer())
+		startAgent("restrict-a", newScriptedEngine(appliedWithTasks(3)), withConfig(agentCfg), withOptions(opts))
+		// The summarizer as its own Deployment runs it: under its ServiceAccount, apart.
+		summarizerCfg := rest.CopyConfig(cfg)
+		summarizerCfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + agentNS + ":" + summarizerSA}
+		startSummarizerWith(summarizerCfg)
 		ns := newNamespace(ctx)
 		createRunning(ctx, builders.MakePod(ns, "db-0").Node("restrict-a").Labels(map[string]string{"app": "db"}).Containers("db").Obj())
 		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "db").Selector("app", "db").Node(0).Obj())).To(Succeed())

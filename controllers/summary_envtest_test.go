@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +27,13 @@ import (
 // startSummarizer runs the summarizer alone, as the elected agent would, until stop.
 func startSummarizer() (stop func()) {
 	GinkgoHelper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	return startSummarizerWith(cfg)
+}
+
+// startSummarizerWith is startSummarizer through c (the summarizer's own identity, say).
+func startSummarizerWith(c *rest.Config) (stop func()) {
+	GinkgoHelper()
+	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

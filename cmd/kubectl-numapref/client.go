@@ -30,9 +30,10 @@ type agentTrust struct {
 	roots      *x509.CertPool
 	serverName string // empty: the host of the agent URL
 	from       string // where the CA comes from, for messages
-	// node, when set, is the node whose agent is dialled: its certificate must name it
-	// (every agent serves a certificate of its own node, inspect.VerifyNode).
-	node string
+	// perNode: every agent serves a certificate of its own node (inspect.VerifyNode), which
+	// must name node, the node whose agent is dialled.
+	perNode bool
+	node    string
 }
 
 // resolveTrust picks the agent's CA: none with --insecure-skip-tls-verify, the file of
@@ -66,13 +67,11 @@ func resolveTrust(ctx context.Context, cs kubernetes.Interface, o *inspectOption
 		if cm.Data[inspect.CAConfigMapVerifyKey] == inspect.VerifyNode {
 			// Per-node certificates: the address dialled (or --tls-server-name) and the
 			// node's name are verified (verifyNode).
-			if t.node = o.node; t.node == "" {
-				return agentTrust{}, fmt.Errorf("ConfigMap %s says every agent serves its own node's certificate, but the node of the agent is unknown", where)
-			}
+			t.perNode, t.node = true, o.node
 		} else if t.serverName == "" {
 			t.serverName = cm.Data[inspect.CAConfigMapNameKey]
 		}
-		if t.serverName == "" && t.node == "" {
+		if t.serverName == "" && !t.perNode {
 			return agentTrust{}, fmt.Errorf("ConfigMap %s has no %s: the name the agents' certificate carries is unknown (or give --tls-server-name)", where, inspect.CAConfigMapNameKey)
 		}
 	}
@@ -103,8 +102,11 @@ func agentClient(cfg *rest.Config, t agentTrust, timeout time.Duration) *http.Cl
 // agent of node A cannot answer for node B, even where A's certificate would name B's
 // address (a node's address reused, a proxy).
 func (t agentTrust) verifyNode(cs tls.ConnectionState) error {
-	if t.node == "" || t.insecure {
+	if !t.perNode || t.insecure {
 		return nil
+	}
+	if t.node == "" {
+		return errors.New("the node whose agent is dialled is unknown: its certificate cannot be checked")
 	}
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("the agent sent no certificate")

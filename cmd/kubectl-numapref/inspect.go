@@ -106,17 +106,17 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if o.agentURL != "" && o.caFile == "" && !o.insecure {
-		// The ConfigMap may ask for the node's name (per-node certificates).
-		pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("getting pod %s/%s: %w", ns, name, err)
-		}
-		o.node = pod.Spec.NodeName
-	}
 	trust, err := resolveTrust(ctx, cs, &o)
 	if err != nil {
 		return err
+	}
+	if trust.perNode && trust.node == "" {
+		// --agent-url skipped discovery: the pod's node is what the certificate must name.
+		pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("getting pod %s/%s for the node its agent's certificate must name: %w", ns, name, err)
+		}
+		trust.node = pod.Spec.NodeName
 	}
 	token, source, err := agentToken(ctx, cfg, cs, o.tokenServiceAccount)
 	if err != nil {

@@ -63,8 +63,12 @@ func TestPerNodeCertificateNamesTheNodeDialled(t *testing.T) {
 			}
 		})
 	}
-	// Without the node, per-node verification cannot be done: an error, not a weaker check.
-	if _, err := resolveTrust(context.Background(), cs, &inspectOptions{agentNamespace: "numapref-system"}); err == nil {
-		t.Error("resolveTrust without the node succeeded")
+	// Without the node, per-node verification cannot be done: a refusal, not a weaker check.
+	trust, err := resolveTrust(context.Background(), cs, &inspectOptions{agentNamespace: "numapref-system"})
+	if err != nil || !trust.perNode {
+		t.Fatalf("resolveTrust = %+v, %v; want per-node verification", trust, err)
+	}
+	if err := trust.verifyNode(tls.ConnectionState{}); err == nil {
+		t.Error("verifyNode without the node accepted the agent")
 	}
 }
