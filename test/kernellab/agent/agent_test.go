@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -22,6 +23,7 @@ import (
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/conformance"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
+	testpoll "github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
@@ -433,11 +435,11 @@ func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, n int) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		for placed(prctl, child, 1) != nil {
-			if time.Since(start) > 10*time.Second {
-				t.Fatalf("forked child %d not placed within 10 s", child)
-			}
-			time.Sleep(50 * time.Microsecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = testpoll.Context(ctx, 50*time.Microsecond, func() error { return placed(prctl, child, 1) })
+		cancel()
+		if err != nil {
+			t.Fatalf("forked child %d not placed: %v", child, err)
 		}
 		seen = append(seen, time.Since(start))
 	}
