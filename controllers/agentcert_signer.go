@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -394,27 +393,13 @@ func checkNodeNames(req *x509.CertificateRequest, node *corev1.Node) error {
 	if len(req.IPAddresses) == 0 {
 		return fmt.Errorf("no IP address: node %q is dialled by its IP", node.Name)
 	}
-	ips := nodeIPs(node)
+	ips := inspect.NodeIPs(node)
 	for _, ip := range req.IPAddresses {
 		if !slices.ContainsFunc(ips, ip.Equal) {
 			return fmt.Errorf("IP address %s is not one of node %q's %v", ip, node.Name, ips)
 		}
 	}
 	return nil
-}
-
-// nodeIPs are a Node's internal and external IPs.
-func nodeIPs(node *corev1.Node) []net.IP {
-	var ips []net.IP
-	for _, a := range node.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
-			continue
-		}
-		if ip := net.ParseIP(a.Address); ip != nil {
-			ips = append(ips, ip)
-		}
-	}
-	return ips
 }
 
 // signerCA is the signer's CA certificate and key.

@@ -12,13 +12,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -101,7 +99,7 @@ func (c *NodeCertificate) obtain(ctx context.Context) (*tls.Certificate, error) 
 	if err != nil {
 		return nil, fmt.Errorf("getting Node %s for its addresses: %w", c.Node, err)
 	}
-	ips := nodeIPs(node)
+	ips := inspect.NodeIPs(node)
 	if len(ips) == 0 {
 		return nil, fmt.Errorf("node %s reports no InternalIP or ExternalIP address", c.Node)
 	}
@@ -190,19 +188,4 @@ func keyPair(issued []byte, key crypto.Signer, node string, now time.Time) (*tls
 		return nil, fmt.Errorf("the issued certificate is valid from %s to %s, not now", leaf.NotBefore, leaf.NotAfter)
 	}
 	return &tls.Certificate{Certificate: chain, PrivateKey: key, Leaf: leaf}, nil
-}
-
-// nodeIPs are the node's InternalIP and ExternalIP addresses: what the signer accepts and
-// what clients dial.
-func nodeIPs(node *corev1.Node) []net.IP {
-	var ips []net.IP
-	for _, a := range node.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
-			continue
-		}
-		if ip := net.ParseIP(a.Address); ip != nil {
-			ips = append(ips, ip)
-		}
-	}
-	return ips
 }

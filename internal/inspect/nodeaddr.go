@@ -1,0 +1,23 @@
+package inspect
+
+import (
+	"net"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeIPs are a Node's InternalIP and ExternalIP addresses: what an agent's node
+// certificate names (AgentServingSigner), what the signer accepts there, and what clients
+// dial.
+func NodeIPs(node *corev1.Node) []net.IP {
+	var ips []net.IP
+	for _, a := range node.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+			continue
+		}
+		if ip := net.ParseIP(a.Address); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
+}
