@@ -24,7 +24,7 @@ sets=(
   "no-fork-events|--set forkEvents=false"
   "emulated-local|--set kernel=emulated --set bindAddress=127.0.0.1 --set apiServer.host=127.0.0.1"
   "cert-manager|--set certManager.enabled=true --api-versions cert-manager.io/v1"
-  "node-certificates|--set tls.nodeCertificates=true"
+  "shared-certificate|--set tls.nodeCertificates=false"
   # The opt-in tune-balancing init container, the chart's only privileged container: its
   # one exception (container-security-context-privileged) is added only with it.
   # The monitoring objects (PodMonitor, PrometheusRule, dashboard ConfigMap), each off by

@@ -65,8 +65,8 @@ func resolveTrust(ctx context.Context, cs kubernetes.Interface, o *inspectOption
 		}
 		pem, t.from = []byte(cm.Data[inspect.CAConfigMapCAKey]), "ConfigMap "+where
 		if cm.Data[inspect.CAConfigMapVerifyKey] == inspect.VerifyNode {
-			// Per-node certificates: the address dialled (or --tls-server-name) and the
-			// node's name are verified (verifyNode).
+			// Per-node certificates: the certificate must name the node of the pod
+			// asked about (verifyNode), whatever address is dialled.
 			t.perNode, t.node = true, o.node
 		} else if t.serverName == "" {
 			t.serverName = cm.Data[inspect.CAConfigMapNameKey]
@@ -90,21 +90,25 @@ func agentClient(cfg *rest.Config, t agentTrust, timeout time.Duration) *http.Cl
 	if proxy == nil {
 		proxy = http.ProxyFromEnvironment
 	}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.roots, ServerName: t.serverName, InsecureSkipVerify: t.insecure}
+	if t.perNode && !t.insecure {
+		// verifyNode does the whole verification, for the node's name, not the address.
+		conf.InsecureSkipVerify, conf.VerifyConnection = true, t.verifyNode
+	}
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{
 		Proxy:               proxy,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: t.roots, ServerName: t.serverName, InsecureSkipVerify: t.insecure, VerifyConnection: t.verifyNode},
+		TLSClientConfig:     conf,
 		TLSHandshakeTimeout: timeout,
 	}}
 }
 
-// verifyNode, with per-node certificates, refuses an agent whose certificate (verified
-// already for the CA and the address) does not name the node of the pod asked about: the
-// agent of node A cannot answer for node B, even where A's certificate would name B's
-// address (a node's address reused, a proxy).
+// verifyNode, with per-node certificates, verifies the agent's certificate chain to the
+// CA and that it names the node of the pod asked about (a DNS SAN; the CA signs a node's
+// name only for the agent bound to that node). The address dialled is not what proves
+// the agent: the key of a certificate naming the node is. So an agent bound to loopback
+// (--agent-url https://127.0.0.1:8443) verifies, and the agent of node A cannot answer
+// for node B at any address, B's own included (A's address reused, a proxy).
 func (t agentTrust) verifyNode(cs tls.ConnectionState) error {
-	if !t.perNode || t.insecure {
-		return nil
-	}
 	if t.node == "" {
 		return errors.New("the node whose agent is dialled is unknown: its certificate cannot be checked")
 	}
@@ -112,6 +116,13 @@ func (t agentTrust) verifyNode(cs tls.ConnectionState) error {
 		return errors.New("the agent sent no certificate")
 	}
 	leaf := cs.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: t.roots, Intermediates: inter}); err != nil {
+		return fmt.Errorf("the agent's certificate is not signed by the CA of %s: %w", t.from, err)
+	}
 	if err := leaf.VerifyHostname(t.node); err != nil {
 		return fmt.Errorf("the agent's certificate is not its node's: want node %s, it names %v (%s): %w", t.node, leaf.DNSNames, leaf.Subject.CommonName, err)
 	}

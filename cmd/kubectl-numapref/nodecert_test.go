@@ -32,6 +32,7 @@ func TestPerNodeCertificateNamesTheNodeDialled(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name       string
+		ca         *testcerts.CA // nil: the published CA
 		certNode   string
 		certIPs    []net.IP
 		wantNode   string
@@ -39,11 +40,17 @@ func TestPerNodeCertificateNamesTheNodeDialled(t *testing.T) {
 	}{
 		{name: "its own node", certNode: "node-a", certIPs: loopback, wantNode: "node-a"},
 		{name: "node A's certificate for node B's agent", certNode: "node-a", certIPs: loopback, wantNode: "node-b", wantRefuse: "not its node's"},
-		{name: "node B's certificate at another address", certNode: "node-b", certIPs: []net.IP{net.IPv4(10, 0, 0, 2)}, wantNode: "node-b", wantRefuse: "127.0.0.1"},
+		// The name proves the agent, not the address: an agent bound to loopback verifies.
+		{name: "node B's certificate at another address", certNode: "node-b", certIPs: []net.IP{net.IPv4(10, 0, 0, 2)}, wantNode: "node-b"},
+		{name: "node B's name from another CA", ca: testcerts.NewCA(t, "other-ca"), certNode: "node-b", certIPs: loopback, wantNode: "node-b", wantRefuse: "not signed by the CA"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-			ts.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, []string{tc.certNode}, tc.certIPs).TLS(t)}}
+			issuer := ca
+			if tc.ca != nil {
+				issuer = tc.ca
+			}
+			ts.TLS = &tls.Config{Certificates: []tls.Certificate{issuer.Issue(t, []string{tc.certNode}, tc.certIPs).TLS(t)}}
 			ts.StartTLS()
 			defer ts.Close()
 			o := inspectOptions{agentNamespace: "numapref-system", node: tc.wantNode}

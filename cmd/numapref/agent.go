@@ -325,7 +325,8 @@ func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) 
 
 // nodeCertificate, with -tls-node-certificate, obtains and renews this node's own serving
 // certificate through the CSR API (serving.NodeCertificate) and returns where the server
-// gets it; otherwise nil (the certificate of -tls-cert-dir).
+// gets it; otherwise nil (the certificate of -tls-cert-dir). Until the first is issued the
+// TLS port serves nothing and the agent is not ready ("serving-certificate").
 func nodeCertificate(mgr ctrl.Manager, f *agentFlags, cs kubernetes.Interface) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
 	if !f.nodeCertificate {
 		return nil, nil
@@ -336,6 +337,9 @@ func nodeCertificate(mgr ctrl.Manager, f *agentFlags, cs kubernetes.Interface) (
 	c := &serving.NodeCertificate{Client: cs, Node: f.nodeName, Lifetime: f.nodeCertLifetime, Log: ctrl.Log.WithName("node-certificate")}
 	if err := mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("agent: adding the node certificate: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("serving-certificate", c.Ready); err != nil {
+		return nil, fmt.Errorf("agent: adding the node certificate's ready check: %w", err)
 	}
 	return c.GetCertificate, nil
 }

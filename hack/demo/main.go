@@ -131,11 +131,11 @@ func run(binDir, helmBin string, keep bool) (err error) {
 	d := &demo{ctx: ctx, kubectl: filepath.Join(binDir, "kubectl"), helm: helmBin, cfg: node.Kubeconfig()}
 
 	step("helm install numapref (kernel=emulated)")
-	repo, tag, _ := strings.Cut(localnode.AgentImage, ":")
-	if err := d.show(d.helm, "install", "numapref", "charts/numapref", "-n", "numapref-system", "--create-namespace", "--wait",
-		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
-		"--set", "kernel=emulated", "--set", "rescanInterval=2s",
-		"--set", "apiServer.host=127.0.0.1", "--set", "bindAddress=127.0.0.1"); err != nil {
+	install := []string{"install", "numapref", "charts/numapref", "-n", "numapref-system", "--create-namespace", "--wait"}
+	for _, v := range append(localnode.ChartValues(), "kernel=emulated", "rescanInterval=2s") {
+		install = append(install, "--set", v)
+	}
+	if err := d.show(d.helm, install...); err != nil {
 		return err
 	}
 	if err := d.show(d.kubectl, "-n", "numapref-system", "get", "pods", "-o", "wide"); err != nil {

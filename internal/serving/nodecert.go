@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -59,13 +60,34 @@ func (c *NodeCertificate) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate
 	return c.cert, nil
 }
 
+// Ready is a healthz.Checker for the agent's readiness: an error until this node's
+// certificate is issued, and once the one served has expired. Until then the TLS port
+// serves nothing (no certificate a client could verify), and the pod's readiness says why;
+// the agent's work on its node goes on.
+func (c *NodeCertificate) Ready(*http.Request) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cert == nil {
+		return errors.New("this node's serving certificate is not issued yet: is the summarizer (the signer of " + inspect.AgentServingSigner + ") running?")
+	}
+	if now := c.clock().Now(); !now.Before(c.cert.Leaf.NotAfter) {
+		return fmt.Errorf("this node's serving certificate expired at %s and no new one is issued", c.cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// clock is Clock, else the real one.
+func (c *NodeCertificate) clock() clock.WithTicker {
+	if c.Clock == nil {
+		return clock.RealClock{}
+	}
+	return c.Clock
+}
+
 // Start obtains a certificate, then a new one at two thirds of each one's validity, until
 // ctx is done; a failed attempt is retried with backoff, the current certificate served
 // meanwhile.
 func (c *NodeCertificate) Start(ctx context.Context) error {
-	if c.Clock == nil {
-		c.Clock = clock.RealClock{}
-	}
 	backoff := time.Second
 	for {
 		wait := backoff
@@ -82,13 +104,13 @@ func (c *NodeCertificate) Start(ctx context.Context) error {
 			c.mu.Unlock()
 			backoff = time.Second
 			leaf := cert.Leaf
-			wait = leaf.NotBefore.Add(leaf.NotAfter.Sub(leaf.NotBefore) * 2 / 3).Sub(c.Clock.Now())
+			wait = leaf.NotBefore.Add(leaf.NotAfter.Sub(leaf.NotBefore) * 2 / 3).Sub(c.clock().Now())
 			c.Log.Info("Serving this node's own certificate", "notAfter", leaf.NotAfter, "renewIn", wait.Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-c.Clock.After(max(wait, time.Second)):
+		case <-c.clock().After(max(wait, time.Second)):
 		}
 	}
 }
@@ -130,7 +152,7 @@ func (c *NodeCertificate) obtain(ctx context.Context) (*tls.Certificate, error) 
 	if err != nil {
 		return nil, err
 	}
-	return keyPair(issued, key, c.Node, c.Clock.Now())
+	return keyPair(issued, key, c.Node, c.clock().Now())
 }
 
 // waitIssued polls CSR name until it carries a certificate, or says it never will.
@@ -152,7 +174,7 @@ func (c *NodeCertificate) waitIssued(ctx context.Context, name string) ([]byte, 
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-c.Clock.After(interval):
+		case <-c.clock().After(interval):
 			interval = min(2*interval, 10*time.Second)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/numapref/numapref/internal/testutil/testcerts"
 )
 
@@ -49,5 +51,32 @@ func TestKeyPairChecksWhatWasIssued(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// The agent is not ready while its node's certificate is not issued, or once the one it
+// serves has expired: the pod's readiness says why its TLS port serves nothing.
+func TestNodeCertificateReadiness(t *testing.T) {
+	ca := testcerts.NewCA(t, "signer")
+	issued := ca.Issue(t, []string{"node-a"}, []net.IP{net.IPv4(10, 0, 0, 1)})
+	key := issued.TLS(t).PrivateKey.(crypto.Signer)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := &NodeCertificate{Node: "node-a", Clock: clk}
+	if err := c.Ready(nil); err == nil || !strings.Contains(err.Error(), "not issued yet") {
+		t.Fatalf("Ready before any certificate = %v, want not issued", err)
+	}
+	pair, err := keyPair(issued.Cert, key, "node-a", clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.cert = pair
+	c.mu.Unlock()
+	if err := c.Ready(nil); err != nil {
+		t.Fatalf("Ready with a valid certificate = %v", err)
+	}
+	clk.SetTime(pair.Leaf.NotAfter)
+	if err := c.Ready(nil); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("Ready past the certificate's NotAfter = %v, want expired", err)
 	}
 }

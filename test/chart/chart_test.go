@@ -310,13 +310,14 @@ func TestRender(t *testing.T) {
 		args        []string
 		ports       []corev1.ContainerPort
 		metricsAuth bool
+		sharedCert  bool // the chart's shared serving certificate, mounted (else each node's own, or none)
 	}{
 		{
 			name:        "defaults",
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
 			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--kubelet-cgroup-root=/"},
-				"--metrics-bind-address=[$(HOST_IP)]:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
+				"--metrics-bind-address=[$(HOST_IP)]:8443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
 			metricsAuth: true,
@@ -331,6 +332,7 @@ func TestRender(t *testing.T) {
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
 			metricsAuth: true,
+			sharedCert:  true,
 		},
 		{
 			name: "every flag value changed, metrics off",
@@ -353,7 +355,7 @@ func TestRender(t *testing.T) {
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
 			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
-				"--metrics-bind-address=[$(HOST_IP)]:9443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
+				"--metrics-bind-address=[$(HOST_IP)]:9443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=3"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9443}, {Name: "health", ContainerPort: 8081}},
 			metricsAuth: true,
@@ -451,7 +453,7 @@ func TestRender(t *testing.T) {
 				{Name: "state", MountPath: "/var/lib/numapref"},
 				{Name: "run", MountPath: "/run/numapref"},
 			}
-			if tc.metricsAuth {
+			if tc.sharedCert {
 				// The serving certificate, read-only (tls_test.go checks what is in it).
 				wantMounts = append(wantMounts, corev1.VolumeMount{Name: "tls", MountPath: "/etc/numapref/tls", ReadOnly: true})
 			}
@@ -464,7 +466,7 @@ func TestRender(t *testing.T) {
 				{Name: "state", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/numapref", Type: &orCreate}}},
 				{Name: "run", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/numapref", Type: &orCreate}}},
 			}
-			if tc.metricsAuth {
+			if tc.sharedCert {
 				wantVolumes = append(wantVolumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{
 					Secret: &corev1.SecretVolumeSource{SecretName: fullname + "-agent-tls", DefaultMode: ptr(int32(0o400))}}})
 			}

@@ -128,8 +128,18 @@ func TestPodMonitor(t *testing.T) {
 	if ep.TLSConfig.CA.ConfigMap.Name != "numapref-agent-ca" || ep.TLSConfig.CA.ConfigMap.Key != "ca.crt" || ca.Data["ca.crt"] == "" {
 		t.Errorf("TLS CA %+v: want the chart's ConfigMap numapref-agent-ca, key ca.crt", ep.TLSConfig.CA)
 	}
-	if want := release + "-numapref-agent." + namespace + ".svc"; ep.TLSConfig.ServerName != want || ca.Data["serverName"] != want {
-		t.Errorf("serverName %q (ConfigMap: %q), want %q", ep.TLSConfig.ServerName, ca.Data["serverName"], want)
+	// Per-node certificates (the default): Prometheus verifies each target's address,
+	// which its node's certificate names; no shared name. With one certificate for all,
+	// the published name.
+	if ep.TLSConfig.ServerName != "" || ca.Data["serverName"] != "" || ca.Data["verify"] != "node" {
+		t.Errorf("serverName %q (ConfigMap: %q, verify %q), want none: each agent's address is verified", ep.TLSConfig.ServerName, ca.Data["serverName"], ca.Data["verify"])
+	}
+	sharedValues := monitoringValues(map[string]any{"enabled": true}, nil, nil)
+	sharedValues["tls"] = map[string]any{"nodeCertificates": false}
+	shared := render(t, sharedValues, operatorAPIs...)
+	_, sharedEP := podMonitorOf(t, shared)
+	if want := release + "-numapref-agent." + namespace + ".svc"; sharedEP.TLSConfig.ServerName != want || shared.configMaps["numapref-agent-ca"].Data["serverName"] != want {
+		t.Errorf("one certificate for all: serverName %q (ConfigMap: %q), want %q", sharedEP.TLSConfig.ServerName, shared.configMaps["numapref-agent-ca"].Data["serverName"], want)
 	}
 	scraper := release + "-numapref-metrics-scraper"
 	if ep.Authorization.Type != "Bearer" || ep.Authorization.Credentials.Name != scraper || ep.Authorization.Credentials.Key != "token" {

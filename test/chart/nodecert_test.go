@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// tls.nodeCertificates: every agent asks for its own node's certificate, only the
-// summarizer mounts the CA's key to sign them, and the ConfigMap tells clients to verify
-// the node. Without the host network (forkEvents=false) or with cert-manager the shared
-// certificate stays.
+// tls.nodeCertificates (on by default): every agent asks for its own node's certificate,
+// only the summarizer mounts the CA's key to sign them, and the ConfigMap tells clients to
+// verify the node, with no shared name. Off, without the host network (forkEvents=false) or
+// with cert-manager, the shared certificate stays.
 func TestNodeCertificates(t *testing.T) {
 	fullname := release + "-numapref"
 	caSecret := fullname + "-agent-ca"
@@ -19,12 +19,13 @@ func TestNodeCertificates(t *testing.T) {
 		values  map[string]any
 		perNode bool
 	}{
-		{name: "default: shared", perNode: false},
-		{name: "on", values: map[string]any{"tls": map[string]any{"nodeCertificates": true}}, perNode: true},
+		{name: "default: per node", perNode: true},
+		{name: "off: shared", values: map[string]any{"tls": map[string]any{"nodeCertificates": false}}, perNode: false},
 		{name: "on, no fork events", values: map[string]any{"forkEvents": false, "tls": map[string]any{"nodeCertificates": true}}, perNode: false},
+		{name: "on, cert-manager", values: map[string]any{"certManager": map[string]any{"enabled": true}}, perNode: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := render(t, tc.values)
+			r := render(t, tc.values, "--api-versions", "cert-manager.io/v1")
 			agent := r.daemonSets[0].Spec.Template.Spec
 			args := agent.Containers[0].Args
 			if got := slices.Contains(args, "--tls-node-certificate"); got != tc.perNode {
@@ -33,11 +34,19 @@ func TestNodeCertificates(t *testing.T) {
 			if got := slices.Contains(args, "--tls-cert-dir=/etc/numapref/tls"); got == tc.perNode {
 				t.Errorf("agent reads the shared certificate: %v, want %v", got, !tc.perNode)
 			}
-			if _, shared := r.secrets[fullname+"-agent-tls"]; shared == tc.perNode {
-				t.Errorf("shared serving Secret rendered: %v, want %v", shared, !tc.perNode)
+			_, shared := r.secrets[fullname+"-agent-tls"]
+			if _, issued := r.other["Certificate/"+fullname+"-agent"]; issued {
+				shared = true // cert-manager's
 			}
-			if got := r.configMaps["numapref-agent-ca"].Data["verify"] == "node"; got != tc.perNode {
+			if shared == tc.perNode {
+				t.Errorf("shared serving certificate rendered: %v, want %v", shared, !tc.perNode)
+			}
+			cm := r.configMaps["numapref-agent-ca"].Data
+			if got := cm["verify"] == "node"; got != tc.perNode {
 				t.Errorf("ConfigMap verify: node: %v, want %v", got, tc.perNode)
+			}
+			if _, named := cm["serverName"]; named == tc.perNode {
+				t.Errorf("ConfigMap serverName published: %v, want %v", named, !tc.perNode)
 			}
 			// The CA's key: mounted by the summarizer alone, and only per node.
 			for _, v := range agent.Volumes {

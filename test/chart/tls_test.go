@@ -67,11 +67,21 @@ func caConfigMap(t *testing.T, r rendered) *x509.Certificate {
 	return ca
 }
 
+// sharedCertificate is the values of one serving certificate for every agent, signed by
+// the chart (tls.nodeCertificates off), with the tls values given.
+func sharedCertificate(tlsValues map[string]any) map[string]any {
+	v := map[string]any{"nodeCertificates": false}
+	for k, x := range tlsValues {
+		v[k] = x
+	}
+	return map[string]any{"tls": v}
+}
+
 // TestServingCertificate: what the agents serve and how clients verify it, for both ways
 // the chart provisions it, and nothing of it without the metrics port.
 func TestServingCertificate(t *testing.T) {
 	t.Run("generated: signed by the published CA for the published name", func(t *testing.T) {
-		r := render(t, nil)
+		r := render(t, sharedCertificate(nil))
 		ca := caConfigMap(t, r)
 		sec, ok := r.secrets[tlsSecret]
 		if !ok || sec.Type != corev1.SecretTypeTLS {
@@ -135,7 +145,7 @@ func TestServingCertificate(t *testing.T) {
 	})
 
 	t.Run("generated, shorter life", func(t *testing.T) {
-		r := render(t, map[string]any{"tls": map[string]any{"caValidityDays": 100, "validityDays": 30, "renewBeforeDays": 5}})
+		r := render(t, sharedCertificate(map[string]any{"caValidityDays": 100, "validityDays": 30, "renewBeforeDays": 5}))
 		caConfigMap(t, r)
 		leaf := parseCert(t, "tls.crt", r.secrets[tlsSecret].Data["tls.crt"])
 		if d := time.Until(leaf.NotAfter); d < 29*24*time.Hour || d > 31*24*time.Hour {

@@ -99,10 +99,12 @@ func TestCertificatesAcrossUpgrades(t *testing.T) {
 		}
 	}
 	chart := filepath.Join(repoRoot(t), chartDir)
-	helm("install", release, chart, "--create-namespace")
+	// One certificate for every agent (tls.nodeCertificates off), then per node.
+	shared := []string{"--set", "tls.nodeCertificates=false"}
+	helm(append([]string{"install", release, chart, "--create-namespace"}, shared...)...)
 	first := readTLSState(t, cs)
 
-	helm("upgrade", release, chart, "--set", "rescanInterval=20s")
+	helm(append([]string{"upgrade", release, chart, "--set", "rescanInterval=20s"}, shared...)...)
 	if got := readTLSState(t, cs); got != first {
 		t.Fatal("helm upgrade changed the CA or the serving certificate")
 	}
@@ -114,7 +116,7 @@ func TestCertificatesAcrossUpgrades(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets(namespace).Patch(context.Background(), tlsSecret, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	helm("upgrade", release, chart)
+	helm(append([]string{"upgrade", release, chart}, shared...)...)
 	renewed := readTLSState(t, cs)
 	if renewed.caCert != first.caCert || renewed.caKey != first.caKey || renewed.published != first.published {
 		t.Error("renewing the serving certificate changed the CA")
@@ -127,10 +129,26 @@ func TestCertificatesAcrossUpgrades(t *testing.T) {
 	if err := cs.CoreV1().Secrets(namespace).Delete(context.Background(), caSecret, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	helm("upgrade", release, chart)
+	helm(append([]string{"upgrade", release, chart}, shared...)...)
 	replaced := readTLSState(t, cs)
 	if replaced.caCert == renewed.caCert || replaced.cert == renewed.cert {
 		t.Error("after the CA Secret was deleted, the old CA or a certificate it signed stayed")
+	}
+
+	// Per-node certificates (the default): the same CA, which the summarizer signs with;
+	// the shared certificate gone, and clients told to verify the node. (An upgrade without
+	// values would reuse the release's.)
+	helm("upgrade", release, chart, "--reset-values")
+	ca, err := cs.CoreV1().Secrets(namespace).Get(context.Background(), caSecret, metav1.GetOptions{})
+	if err != nil || string(ca.Data["tls.crt"]) != replaced.caCert || string(ca.Data["tls.key"]) != replaced.caKey {
+		t.Errorf("per-node certificates changed or lost the CA (%v)", err)
+	}
+	if _, err := cs.CoreV1().Secrets(namespace).Get(context.Background(), tlsSecret, metav1.GetOptions{}); err == nil {
+		t.Error("per-node certificates left the shared serving Secret")
+	}
+	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(context.Background(), inspect.CAConfigMap, metav1.GetOptions{})
+	if err != nil || cm.Data[inspect.CAConfigMapVerifyKey] != inspect.VerifyNode || cm.Data[inspect.CAConfigMapCAKey] != replaced.caCert {
+		t.Errorf("CA ConfigMap after the switch to per-node certificates: %v, %v", cm.Data, err)
 	}
 	helm("uninstall", release)
 	if _, err := cs.CoreV1().ConfigMaps(namespace).Get(context.Background(), inspect.CAConfigMap, metav1.GetOptions{}); err == nil {

@@ -81,9 +81,12 @@ func monitoringSpecs() bool {
 			token = strings.TrimSpace(out)
 			caPEM, err = kubectl(ctx, "get", "configmap", "numapref-agent-ca", "-n", agentNamespace, "-o", `go-template={{index .data "ca.crt"}}`)
 			Expect(err).NotTo(HaveOccurred(), caPEM)
-			serverName, err := kubectl(ctx, "get", "configmap", "numapref-agent-ca", "-n", agentNamespace, "-o", `go-template={{.data.serverName}}`)
-			Expect(err).NotTo(HaveOccurred(), serverName)
-			Expect(serverName).To(Equal(agentServerName))
+			// Per-node certificates (the chart's default): no shared name; Prometheus
+			// verifies each target's address, which its node's certificate names, as the
+			// PodMonitor does.
+			verify, err := kubectl(ctx, "get", "configmap", "numapref-agent-ca", "-n", agentNamespace, "-o", `go-template={{.data.verify}}/{{.data.serverName}}`)
+			Expect(err).NotTo(HaveOccurred(), verify)
+			Expect(verify).To(Equal("node/<no value>"))
 
 			applyPreferenceIn(ctx, mns, "e2e-mon", "node: 0")
 			Expect(cl.Create(ctx, workloadPodOn(primaryNode(), mns, "mon-work", map[string]string{"app": "e2e-mon"}, nil, "work"))).To(Succeed())
@@ -94,7 +97,7 @@ func monitoringSpecs() bool {
 				return err
 			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 			prom = startPrometheus(ctx, GinkgoT().TempDir(), scrapeConfig{
-				job: job, caPEM: caPEM, serverName: serverName, token: token, target: target,
+				job: job, caPEM: caPEM, token: token, target: target,
 			})
 			DeferCleanup(func() { Expect(prom.stop()).To(Succeed()) })
 		}, NodeTimeout(5*time.Minute))
@@ -256,7 +259,7 @@ func alertRules() map[string]string {
 // scrapeConfig is what Prometheus needs to scrape the agents: the chart's PodMonitor, or the
 // hand-written config of its NOTES.
 type scrapeConfig struct {
-	job, caPEM, serverName, token string
+	job, caPEM, token string
 	// target is the agent pod as the PodMonitor's pod discovery finds it: its address
 	// (host network: the node's) and metrics port, and the labels its relabelings add.
 	target agentTarget
@@ -302,8 +305,8 @@ type prometheus struct {
 
 // prometheusConfig is the scrape configuration the Prometheus Operator generates for the
 // chart's PodMonitor (templates/podmonitor.yaml), in the form of the chart's NOTES: pod
-// discovery of the agent pods' metrics port, HTTPS verified with the published CA as the
-// agents' name, a bearer token, the pod's labels as the operator adds them, honor_labels
+// discovery of the agent pods' metrics port, HTTPS verified with the published CA for the
+// address scraped (each agent serves its node's own certificate), a bearer token, the pod's labels as the operator adds them, honor_labels
 // so a selected pod's own namespace/pod/container win, the node, and the rules file.
 func prometheusConfig(c scrapeConfig, dir string) (string, error) {
 	files := map[string]string{"ca.crt": c.caPEM, "token": c.token}
@@ -323,12 +326,12 @@ scrape_configs:
     scheme: https
     metrics_path: /metrics
     honor_labels: true
-    tls_config: {ca_file: %q, server_name: %q}
+    tls_config: {ca_file: %q}
     authorization: {credentials_file: %q}
     static_configs:
       - targets: [%q]
         labels: {namespace: %q, pod: %q, container: %q, node: %q}
-`, rules, c.job, filepath.Join(dir, "ca.crt"), c.serverName, filepath.Join(dir, "token"),
+`, rules, c.job, filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token"),
 		c.target.address, c.target.namespace, c.target.pod, c.target.container, c.target.node), nil
 }
 

@@ -114,8 +114,9 @@ func multiNodeSpecs() bool {
 			Expect(err).NotTo(HaveOccurred())
 			cl = newClient(cfg)
 			Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mns}})).To(Succeed())
-			// Every agent serves its own node's certificate, signed by the summarizer.
-			installAgent(ctx, "tls.nodeCertificates=true")
+			// Every agent serves its own node's certificate, signed by the summarizer (the
+			// chart's default).
+			installAgent(ctx)
 		}, NodeTimeout(4*time.Minute))
 
 		AfterAll(func(ctx SpecContext) {

@@ -764,10 +764,6 @@ func labelsOf(sel string) map[string]string {
 	return m
 }
 
-// agentServerName is the name the agents' certificate carries (the chart's agent Service,
-// release numapref); agentCurl dials agentAddr:8443 on the node and verifies that name.
-const agentServerName = release + "-agent." + agentNamespace + ".svc"
-
 // agentAddr is where the agent of the primary node listens (agentAddress).
 var agentAddr string
 
@@ -793,7 +789,8 @@ func agentAddress(ctx context.Context) string {
 }
 
 // agentCurl is a node shell script that GETs path from the agent on this node with token,
-// verifying its certificate with caPEM as agentServerName, and prints the body, then
+// verifying its certificate with caPEM as the node's own (the chart's per-node
+// certificates: the node's name, whatever address is dialled), and prints the body, then
 // "HTTP <status>".
 func agentCurl(caPEM, token, path string) string {
 	return agentCurlAt(agentAddr, caPEM, token, path)
@@ -805,7 +802,7 @@ func agentCurlAt(addr, caPEM, token, path string) string {
 %s
 EOF
 curl -s --cacert "$ca" --connect-to %[2]s:8443:%[5]s:8443 -w '\nHTTP %%{http_code}\n' -H "Authorization: Bearer %[3]s" https://%[2]s:8443%[4]s
-rc=$?; rm -f "$ca"; exit $rc`, strings.TrimSpace(caPEM), agentServerName, token, path, addr)
+rc=$?; rm -f "$ca"; exit $rc`, strings.TrimSpace(caPEM), primaryNode(), token, path, addr)
 }
 
 // metricValue returns the value of the sample line starting with series, or -1.

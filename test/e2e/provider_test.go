@@ -104,14 +104,7 @@ func (p *localProvider) agentLogs(context.Context) string {
 	return b.String()
 }
 
-func (p *localProvider) values() []string {
-	// No kube-proxy: the agent (host network) reaches the apiserver at 127.0.0.1, and its
-	// listeners stay there too.
-	// The summarizer too reaches the API server at 127.0.0.1, so on the host network; one
-	// replica, as two on one node would want the same health port.
-	return []string{"apiServer.host=127.0.0.1", "apiServer.port=6443", "bindAddress=127.0.0.1",
-		"summarizer.hostNetwork=true", "summarizer.replicas=1"}
-}
+func (p *localProvider) values() []string { return localnode.ChartValues() }
 
 // The agent listens on 127.0.0.1 only (bindAddress), not on the node's address.
 func (p *localProvider) agentURL() string { return "https://127.0.0.1:8443" }
