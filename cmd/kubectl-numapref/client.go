@@ -189,6 +189,10 @@ func tlsHint(err error, t agentTrust) string {
 	if !errors.As(err, &verify) && !errors.As(err, &unknown) && !errors.As(err, &hostname) {
 		return ""
 	}
+	if t.perNode {
+		// verifyNode's own message says what failed: the CA or the node's name.
+		return ""
+	}
 	name := t.serverName
 	if name == "" {
 		name = "the agent URL's host"
