@@ -57,6 +57,9 @@ type options struct {
 	idle    time.Duration
 	threads int
 	profile string
+	server  bool // the forking server instead (server.go)
+	rounds  int
+	clients int
 }
 
 func main() {
@@ -77,6 +80,9 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 0, "also measure the idle cost over this window (the kernel lab's idlecost line); 0 skips it")
 	flag.IntVar(&o.threads, "threads", 1, "extra threads of the selected workload")
 	flag.StringVar(&o.profile, "profile", "", "the agent's -profile: a CPU profile to <path>.cpu and allocations to <path>.allocs, written when the agent is stopped (SIGTERM) at the end")
+	flag.BoolVar(&o.server, "server", false, "measure a forking server instead: PostgreSQL in a lab container, pgbench -C for -storm per run, without and with the agent")
+	flag.IntVar(&o.rounds, "rounds", 3, "with -server: rounds of a run without and a run with the agent")
+	flag.IntVar(&o.clients, "clients", 4, "with -server: pgbench's clients")
 	flag.BoolVar(&o.keep, "keep", false, "leave the agent running after the figures, until interrupted (for a profiler)")
 	flag.Parse()
 	for _, r := range strings.FieldsFunc(rates, func(c rune) bool { return c == ',' }) {
@@ -96,6 +102,9 @@ func main() {
 func run(o options) error {
 	if o.agent == "" {
 		return errors.New("-agent is required")
+	}
+	if o.server {
+		return measureServer(o)
 	}
 	if o.samples > 0 && o.kernel != "emulated" {
 		return errors.New("-samples needs -kernel emulated (only the emulator shows a child placed)")
