@@ -57,17 +57,26 @@ func (s *setup) measureIdle(o options) error {
 	return nil
 }
 
-// floorPass is one pass of the floor; it returns the tasks it read.
+// floorPass is one pass of the floor over every container; it returns the tasks it read.
 func (s *setup) floorPass() (int, error) {
 	threads := "cgroup.threads"
 	if s.lab.Version() == 1 {
 		threads = "tasks"
 	}
-	return hostlab.FloorPass(s.container.Dirs()[0], threads, func(pid, tid int) error {
+	read := func(pid, tid int) error {
 		if s.emuDir == "" {
 			return nil
 		}
 		_, err := numa.ReadSchedNUMA(filepath.Join(s.emuDir, "proc", strconv.Itoa(pid), "task"), tid)
 		return err
-	})
+	}
+	total := 0
+	for _, c := range append([]*hostlab.Container{s.container}, s.others...) {
+		n, err := hostlab.FloorPass(c.Dirs()[0], threads, read)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
 }

@@ -7,8 +7,8 @@
 //	nice -n 5 go run ./test/forkcost -agent /tmp/numapref [-kernel auto|emulated] [-rates 1000,5000] [-storm 15s]
 //	nice -n 5 go run ./test/forkcost -agent /tmp/numapref -rates '' -rescan 2s -idle 60s [-keep]
 //
-// It makes a lab container with a workload (hostlab), persists a desired state that
-// selects it, and starts the agent binary as its own process without an API server (an
+// It makes a lab container with a workload (hostlab; -containers N: N of them), persists a
+// desired state that selects them, and starts the agent binary as its own process without an API server (an
 // unreachable kubeconfig: the engine enforces the persisted state, the proc connector's
 // fork events on). It then reads the agent's CPU time (utime+stime of /proc/<pid>/stat)
 // over a quiet window and over a fork storm at each rate. The storm is another process
@@ -45,21 +45,22 @@ import (
 )
 
 type options struct {
-	agent   string
-	kernel  string
-	rates   []int
-	quiet   time.Duration
-	storm   time.Duration
-	exec    bool
-	samples int
-	keep    bool
-	rescan  time.Duration
-	idle    time.Duration
-	threads int
-	profile string
-	server  bool // the forking server instead (server.go)
-	rounds  int
-	clients int
+	agent      string
+	kernel     string
+	rates      []int
+	quiet      time.Duration
+	storm      time.Duration
+	exec       bool
+	samples    int
+	keep       bool
+	rescan     time.Duration
+	idle       time.Duration
+	threads    int
+	profile    string
+	server     bool // the forking server instead (server.go)
+	containers int
+	rounds     int
+	clients    int
 }
 
 func main() {
@@ -78,6 +79,7 @@ func main() {
 	flag.IntVar(&o.samples, "samples", 0, "with -kernel emulated: selected forks timed in a second storm per rate")
 	flag.DurationVar(&o.rescan, "rescan", 10*time.Second, "the agent's -rescan-interval")
 	flag.DurationVar(&o.idle, "idle", 0, "also measure the idle cost over this window (the kernel lab's idlecost line); 0 skips it")
+	flag.IntVar(&o.containers, "containers", 1, "selected lab containers (pods of one container), each with a workload")
 	flag.IntVar(&o.threads, "threads", 1, "extra threads of the selected workload")
 	flag.StringVar(&o.profile, "profile", "", "the agent's -profile: a CPU profile to <path>.cpu and allocations to <path>.allocs, written when the agent is stopped (SIGTERM) at the end")
 	flag.BoolVar(&o.server, "server", false, "measure a forking server instead: PostgreSQL in a lab container, pgbench -C for -storm per run, without and with the agent")
@@ -122,6 +124,9 @@ func run(o options) error {
 	fmt.Printf("quiet: %.1f ms of agent CPU per second, %.0f forks/s on the host\n", quiet.cpuRate()/1e6, quiet.forkRate())
 	if o.idle > 0 {
 		if err := s.measureIdle(o); err != nil {
+			return err
+		}
+		if err := s.printMemory(); err != nil {
 			return err
 		}
 	}

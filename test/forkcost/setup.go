@@ -22,11 +22,15 @@ import (
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
-// setup is the lab container, its workload and the agent under measurement.
+// setup is the lab containers, their workloads and the agent under measurement. The first
+// container's workload is the one that forks (selectedForks); -containers adds others, each
+// with a workload of its own, all selected.
 type setup struct {
 	lab       *hostlab.Lab
 	workload  *hostlab.Workload
 	container *hostlab.Container
+	others    []*hostlab.Container
+	workloads []*hostlab.Workload // every container's, workload first
 	agent     *exec.Cmd
 	dir       string
 	emuDir    string
@@ -50,23 +54,15 @@ func setUp(o options) (*setup, error) {
 }
 
 func (s *setup) start(o options) error {
-	c, err := s.lab.Container(corev1.PodQOSGuaranteed, podUID, strings.Repeat("24", 32))
+	desires, err := s.startContainers(o)
 	if err != nil {
-		return err
-	}
-	s.container = c
-	if s.workload, err = c.StartWorkload(o.threads); err != nil {
 		return err
 	}
 	if s.dir, err = os.MkdirTemp("", "forkcost-"); err != nil {
 		return err
 	}
 	stateDir := filepath.Join(s.dir, "state")
-	if err := writeDesired(stateDir, nodeagent.Desire{
-		Pod: types.NamespacedName{Namespace: "ns", Name: "forkcost"}, PodUID: types.UID(podUID), Container: "app",
-		Ref:  cgroups.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSGuaranteed, ContainerID: c.ContainerID},
-		Node: 0,
-	}); err != nil {
+	if err := writeDesired(stateDir, desires...); err != nil {
 		return err
 	}
 	args := []string{"-state-dir", stateDir, "-kubelet-cgroup-root", s.lab.KubeletCgroupRoot(), "-rescan-interval", o.rescan.String()}
@@ -81,13 +77,52 @@ func (s *setup) start(o options) error {
 		return err
 	}
 	if o.kernel == "emulated" {
-		if err := waitFor(30*time.Second, "the workload placed", func() error { return s.placed(s.workload.Pid()) }); err != nil {
+		if err := waitFor(60*time.Second, "every workload placed", func() error {
+			for _, w := range s.workloads {
+				if err := s.placed(w.Pid()); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
 			return err
 		}
 	}
 	// Let the start's passes and caches settle before the quiet window.
 	time.Sleep(3 * time.Second)
 	return nil
+}
+
+// startContainers makes o.containers lab containers of one pod each, starts a workload in
+// each, and returns the desired state that selects them all (node 0).
+func (s *setup) startContainers(o options) ([]nodeagent.Desire, error) {
+	var desires []nodeagent.Desire
+	for i := range max(o.containers, 1) {
+		uid, id := podUID, strings.Repeat("24", 32)
+		if i > 0 {
+			uid, id = fmt.Sprintf("26262626-2222-3333-4444-%012d", i), fmt.Sprintf("%s%04x", strings.Repeat("26", 30), i)
+		}
+		c, err := s.lab.Container(corev1.PodQOSGuaranteed, uid, id)
+		if err != nil {
+			return nil, err
+		}
+		w, err := c.StartWorkload(o.threads)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			s.container, s.workload = c, w
+		} else {
+			s.others = append(s.others, c)
+		}
+		s.workloads = append(s.workloads, w)
+		desires = append(desires, nodeagent.Desire{
+			Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("forkcost-%d", i)}, PodUID: types.UID(uid), Container: "app",
+			Ref:  cgroups.ContainerRef{PodUID: uid, QOS: corev1.PodQOSGuaranteed, ContainerID: c.ContainerID},
+			Node: 0,
+		})
+	}
+	return desires, nil
 }
 
 func (s *setup) close() {
@@ -98,8 +133,8 @@ func (s *setup) close() {
 		_ = s.agent.Wait()
 		t.Stop()
 	}
-	if s.workload != nil {
-		s.workload.Stop()
+	for _, w := range s.workloads {
+		w.Stop()
 	}
 	_ = s.lab.Close()
 	if s.dir != "" {
@@ -148,6 +183,22 @@ func (s *setup) selectedForks(n int, d time.Duration) ([]time.Duration, error) {
 		lags = append(lags, time.Since(began))
 	}
 	return lags, nil
+}
+
+// printMemory prints the agent's resident memory (VmRSS, RssAnon, RssFile of its status).
+func (s *setup) printMemory() error {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.agent.Process.Pid))
+	if err != nil {
+		return fmt.Errorf("reading the agent's memory: %w", err)
+	}
+	kib := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(k, "Rss") || k == "VmRSS" {
+			kib[k] = strings.TrimSuffix(strings.TrimSpace(v), " kB")
+		}
+	}
+	fmt.Printf("memory containers=%d vmrss_kib=%s rssanon_kib=%s rssfile_kib=%s\n", len(s.workloads), kib["VmRSS"], kib["RssAnon"], kib["RssFile"])
+	return nil
 }
 
 // writeDesired persists a desired state as the agent's engine writes it (desired.json).
