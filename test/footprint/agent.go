@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -52,11 +53,15 @@ func startAgent(env *envtest.Environment, path, dir string, o options) (*agent, 
 		return nil, err
 	}
 	defer out.Close()
-	a.cmd = exec.Command(path, "agent", "-node-name", nodeName, "-kubeconfig", kubeconfigPath,
+	args := []string{"agent", "-node-name", nodeName, "-kubeconfig", kubeconfigPath,
 		"-kernel", o.kernel, "-emulator-state-dir", filepath.Join(dir, "emulator"), "-state-dir", filepath.Join(dir, "state"),
-		"-cgroup-driver", "cgroupfs", "-rescan-interval", o.rescan.String(), "-pod-name", agentName+"-0", "-pod-namespace", namespace,
+		"-cgroup-driver", "cgroupfs", "-rescan-interval", o.rescan.String(), "-pod-name", agentName + "-0", "-pod-namespace", namespace,
 		// Ports the kernel picks: nothing here connects to them.
-		"-metrics-bind-address", "127.0.0.1:0", "-health-probe-bind-address", "127.0.0.1:0")
+		"-metrics-bind-address", "127.0.0.1:0", "-health-probe-bind-address", "127.0.0.1:0"}
+	if o.profile != "" {
+		args = append(args, "-profile", o.profile)
+	}
+	a.cmd = exec.Command(path, args...)
 	a.cmd.Stdout, a.cmd.Stderr = out, out
 	if err := a.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the agent: %w", err)
@@ -90,8 +95,8 @@ func (a *agent) alive() error {
 	}
 }
 
-// waitReported waits until the agent's NumaNodeReport counts every pod, and returns how
-// long after its start that was.
+// waitReported waits until the agent's NumaNodeReport counts every pod and it has written
+// its Event about each, and returns how long after its start that was.
 func waitReported(ctx context.Context, c client.Client, a *agent, pods int) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -107,6 +112,15 @@ func waitReported(ctx context.Context, c client.Client, a *agent, pods int) (tim
 		}
 		if got := report.Status.Totals.Pods; int(got) != pods {
 			return fmt.Errorf("the node report counts %d pods of %d", got, pods)
+		}
+		// Each pod gets one Warning (ContainerNotFound: no container runs here), sent
+		// through the client's rate limiter: once all are written, the start's burst is over.
+		var events eventsv1.EventList
+		if err := c.List(ctx, &events, client.InNamespace(namespace)); err != nil {
+			return fmt.Errorf("listing Events: %w", err)
+		}
+		if len(events.Items) < pods {
+			return fmt.Errorf("%d Events of %d pods written", len(events.Items), pods)
 		}
 		return nil
 	})

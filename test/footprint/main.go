@@ -6,10 +6,11 @@
 // to it that look Running (they exist only in the API: no container runs) and a
 // NumaPreference that selects them, writes an admin kubeconfig, and runs the real agent
 // binary as a child process for that node, with a state dir and an emulated kernel of its
-// own. Once the agent's NumaNodeReport counts every pod, it samples VmRSS, RssAnon and
-// RssFile of /proc/<pid>/status -samples times over -window and prints one line with the
-// last sample, the largest VmRSS and the binary's size. Run from the module root, as root
-// (the agent's fork events and seccomp filter):
+// own. Once the agent's NumaNodeReport counts every pod and its Event about each pod is
+// written (the start's burst is over), it samples VmRSS, RssAnon and RssFile of
+// /proc/<pid>/status -samples times over -window and prints one line with the last sample,
+// the largest VmRSS and the binary's size. Run from the module root, as root (the agent's
+// fork events and seccomp filter):
 //
 //	CGO_ENABLED=0 go build -trimpath -o /tmp/numapref ./cmd/numapref
 //	KUBEBUILDER_ASSETS=... nice -n 5 go run ./test/footprint -agent /tmp/numapref [-pods 110] [-window 30s]
@@ -28,6 +29,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -43,6 +45,7 @@ type options struct {
 	kernel  string
 	rescan  time.Duration
 	keep    bool
+	profile string
 }
 
 func main() {
@@ -53,6 +56,7 @@ func main() {
 	flag.IntVar(&o.samples, "samples", 6, "samples of /proc/<pid>/status over the window")
 	flag.StringVar(&o.kernel, "kernel", "emulated", "the agent's -kernel")
 	flag.DurationVar(&o.rescan, "rescan", 10*time.Second, "the agent's -rescan-interval")
+	flag.StringVar(&o.profile, "profile", "", "the agent's -profile: its CPU profile to <path>.cpu and its allocations (and the heap in use) to <path>.allocs, written when it is stopped at the end")
 	flag.BoolVar(&o.keep, "keep", false, "after the figures, keep the agent running until interrupted (for a closer look at its /proc/<pid>/smaps)")
 	flag.Parse()
 	if o.agent == "" || o.pods < 1 || o.samples < 1 {
@@ -80,7 +84,7 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("the agent binary: %w", err)
 	}
 	scheme := k8sruntime.NewScheme()
-	if err := errors.Join(corev1.AddToScheme(scheme), appsv1.AddToScheme(scheme), numav1.AddToScheme(scheme)); err != nil {
+	if err := errors.Join(corev1.AddToScheme(scheme), appsv1.AddToScheme(scheme), eventsv1.AddToScheme(scheme), numav1.AddToScheme(scheme)); err != nil {
 		return err
 	}
 	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
@@ -114,7 +118,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("footprint: %d pods reported %s after the agent started; over %s (%d samples): VmRSS %.1f MiB (max %.1f), RssAnon %.1f MiB, RssFile %.1f MiB; binary %.1f MB (%s)\n",
+	fmt.Printf("footprint: %d pods reported, and their Events written, %s after the agent started; over %s (%d samples): VmRSS %.1f MiB (max %.1f), RssAnon %.1f MiB, RssFile %.1f MiB; binary %.1f MB (%s)\n",
 		o.pods, reported.Round(time.Millisecond), o.window, o.samples, mib(last.rss), mib(peak), mib(last.anon), mib(last.file), float64(info.Size())/1e6, o.agent)
 	if o.keep {
 		fmt.Printf("agent pid %d kept running; interrupt to stop\n", a.cmd.Process.Pid)
