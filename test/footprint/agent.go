@@ -136,26 +136,62 @@ func waitReported(ctx context.Context, c client.Client, a *agent, pods int) (tim
 // memory is one sample of /proc/<pid>/status, in KiB.
 type memory struct{ rss, anon, file uint64 }
 
-// sampleWindow reads the agent's memory o.samples times, evenly over o.window, and returns
-// the last sample and the largest VmRSS seen.
-func sampleWindow(ctx context.Context, a *agent, o options) (last memory, peak uint64, err error) {
+// window is what sampleWindow saw: the last sample, the largest VmRSS, and the agent's CPU
+// time over the window (GC included: its cost is what a smaller heap trades for).
+type window struct {
+	last    memory
+	peak    uint64
+	cpu     time.Duration
+	elapsed time.Duration
+}
+
+// sampleWindow reads the agent's memory o.samples times, evenly over o.window.
+func sampleWindow(ctx context.Context, a *agent, o options) (w window, err error) {
+	pid := a.cmd.Process.Pid
+	cpu0, err := cpuTime(pid)
+	if err != nil {
+		return w, err
+	}
+	start := time.Now()
 	tick := time.NewTicker(o.window / time.Duration(o.samples))
 	defer tick.Stop()
 	for range o.samples {
 		select {
 		case <-ctx.Done():
-			return last, peak, ctx.Err()
+			return w, ctx.Err()
 		case <-tick.C:
 		}
 		if err := a.alive(); err != nil {
-			return last, peak, err
+			return w, err
 		}
-		if last, err = readMemory(a.cmd.Process.Pid); err != nil {
-			return last, peak, err
+		if w.last, err = readMemory(pid); err != nil {
+			return w, err
 		}
-		peak = max(peak, last.rss)
+		w.peak = max(w.peak, w.last.rss)
 	}
-	return last, peak, nil
+	cpu1, err := cpuTime(pid)
+	w.cpu, w.elapsed = cpu1-cpu0, time.Since(start)
+	return w, err
+}
+
+// cpuTime is the process's utime+stime (/proc/<pid>/stat, USER_HZ = 100).
+func cpuTime(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the agent's CPU time: %w", err)
+	}
+	// The fields after the command's closing parenthesis: state is the first, utime the 12th.
+	_, rest, ok := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %q", pid, data)
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64)
+	stime, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 func readMemory(pid int) (memory, error) {

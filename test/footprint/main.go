@@ -9,8 +9,9 @@
 // own. Once the agent's NumaNodeReport counts every pod and its Event about each pod is
 // written (the start's burst is over), it samples VmRSS, RssAnon and RssFile of
 // /proc/<pid>/status -samples times over -window and prints one line with the last sample,
-// the largest VmRSS and the binary's size. Run from the module root, as root (the agent's
-// fork events and seccomp filter):
+// the largest VmRSS, the agent's CPU over the window and the binary's size. Run from the
+// module root, as root (the agent's fork events and seccomp filter); the agent inherits
+// the environment (GOGC, GODEBUG=gctrace=1):
 //
 //	CGO_ENABLED=0 go build -trimpath -o /tmp/numapref ./cmd/numapref
 //	KUBEBUILDER_ASSETS=... nice -n 5 go run ./test/footprint -agent /tmp/numapref [-pods 110] [-window 30s]
@@ -114,12 +115,13 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	last, peak, err := sampleWindow(ctx, a, o)
+	w, err := sampleWindow(ctx, a, o)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("footprint: %d pods reported, and their Events written, %s after the agent started; over %s (%d samples): VmRSS %.1f MiB (max %.1f), RssAnon %.1f MiB, RssFile %.1f MiB; binary %.1f MB (%s)\n",
-		o.pods, reported.Round(time.Millisecond), o.window, o.samples, mib(last.rss), mib(peak), mib(last.anon), mib(last.file), float64(info.Size())/1e6, o.agent)
+	fmt.Printf("footprint: %d pods reported, and their Events written, %s after the agent started; over %s (%d samples): VmRSS %.1f MiB (max %.1f), RssAnon %.1f MiB, RssFile %.1f MiB, CPU %.1f ms/s; binary %.1f MB (%s)\n",
+		o.pods, reported.Round(time.Millisecond), o.window, o.samples, mib(w.last.rss), mib(w.peak), mib(w.last.anon), mib(w.last.file),
+		float64(w.cpu.Milliseconds())/w.elapsed.Seconds(), float64(info.Size())/1e6, o.agent)
 	if o.keep {
 		fmt.Printf("agent pid %d kept running; interrupt to stop\n", a.cmd.Process.Pid)
 		<-ctx.Done()
