@@ -136,10 +136,12 @@ func waitReported(ctx context.Context, c client.Client, a *agent, pods int) (tim
 // memory is one sample of /proc/<pid>/status, in KiB.
 type memory struct{ rss, anon, file uint64 }
 
-// window is what sampleWindow saw: the last sample, the largest VmRSS, and the agent's CPU
+// window is what sampleWindow saw: the last sample, the samples' mean (the heap's part
+// moves by a MiB or more with the collector's cycle), the largest VmRSS, and the agent's CPU
 // time over the window (GC included: its cost is what a smaller heap trades for).
 type window struct {
 	last    memory
+	mean    memory
 	peak    uint64
 	cpu     time.Duration
 	elapsed time.Duration
@@ -168,7 +170,10 @@ func sampleWindow(ctx context.Context, a *agent, o options) (w window, err error
 			return w, err
 		}
 		w.peak = max(w.peak, w.last.rss)
+		w.mean.rss, w.mean.anon, w.mean.file = w.mean.rss+w.last.rss, w.mean.anon+w.last.anon, w.mean.file+w.last.file
 	}
+	n := uint64(o.samples)
+	w.mean = memory{rss: w.mean.rss / n, anon: w.mean.anon / n, file: w.mean.file / n}
 	cpu1, err := cpuTime(pid)
 	w.cpu, w.elapsed = cpu1-cpu0, time.Since(start)
 	return w, err

@@ -8,8 +8,8 @@
 // binary as a child process for that node, with a state dir and an emulated kernel of its
 // own. Once the agent's NumaNodeReport counts every pod and its Event about each pod is
 // written (the start's burst is over), it samples VmRSS, RssAnon and RssFile of
-// /proc/<pid>/status -samples times over -window and prints one line with the last sample,
-// the largest VmRSS, the agent's CPU over the window and the binary's size. Run from the
+// /proc/<pid>/status -samples times over -window and prints one line with the samples' mean,
+// the last sample, the largest VmRSS, the agent's CPU over the window and the binary's size. Run from the
 // module root, as root (the agent's fork events and seccomp filter); the agent inherits
 // the environment (GOGC, GODEBUG=gctrace=1):
 //
@@ -119,8 +119,8 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("footprint: %d pods reported, and their Events written, %s after the agent started; over %s (%d samples): VmRSS %.1f MiB (max %.1f), RssAnon %.1f MiB, RssFile %.1f MiB, CPU %.1f ms/s; binary %.1f MB (%s)\n",
-		o.pods, reported.Round(time.Millisecond), o.window, o.samples, mib(w.last.rss), mib(w.peak), mib(w.last.anon), mib(w.last.file),
+	fmt.Printf("footprint: %d pods reported, and their Events written, %s after the agent started; over %s (%d samples): mean VmRSS %.1f MiB (last %.1f, max %.1f), RssAnon %.1f MiB (last %.1f), RssFile %.1f MiB (last %.1f), CPU %.1f ms/s; binary %.1f MB (%s)\n",
+		o.pods, reported.Round(time.Millisecond), o.window, o.samples, mib(w.mean.rss), mib(w.last.rss), mib(w.peak), mib(w.mean.anon), mib(w.last.anon), mib(w.mean.file), mib(w.last.file),
 		float64(w.cpu.Milliseconds())/w.elapsed.Seconds(), float64(info.Size())/1e6, o.agent)
 	if o.keep {
 		fmt.Printf("agent pid %d kept running; interrupt to stop\n", a.cmd.Process.Pid)
