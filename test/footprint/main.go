@@ -8,10 +8,10 @@
 // binary as a child process for that node, with a state dir and an emulated kernel of its
 // own. Once the agent's NumaNodeReport counts every pod and its Event about each pod is
 // written (the start's burst is over), it samples VmRSS, RssAnon and RssFile of
-// /proc/<pid>/status -samples times over -window and prints one line with the samples' mean,
-// the last sample, the largest VmRSS, the agent's CPU over the window and the binary's size. Run from the
-// module root, as root (the agent's fork events and seccomp filter); the agent inherits
-// the environment (GOGC, GODEBUG=gctrace=1):
+// /proc/<pid>/status -samples times over -window and prints one line with the samples'
+// mean, the last sample, the largest VmRSS, the agent's CPU over the window and the
+// binary's size. Run from the module root, as root (the agent's fork events and seccomp
+// filter); the agent inherits the environment (GOGC, GODEBUG=gctrace=1):
 //
 //	CGO_ENABLED=0 go build -trimpath -o /tmp/numapref ./cmd/numapref
 //	KUBEBUILDER_ASSETS=... nice -n 5 go run ./test/footprint -agent /tmp/numapref [-pods 110] [-window 30s]
