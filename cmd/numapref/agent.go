@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -283,16 +282,16 @@ func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) 
 	if f.metricsAddr == "0" {
 		return nil
 	}
-	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	cs, err := newReviewClients(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
-		return fmt.Errorf("agent: making the review client: %w", err)
+		return fmt.Errorf("agent: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	policy, skipped := serving.LearnTokenPolicy(ctx, mgr.GetConfig(), cs.Discovery().RESTClient())
+	policy, skipped := serving.LearnTokenPolicy(ctx, mgr.GetConfig(), cs.discovery.RESTClient())
 	log.Info("Tokens are checked locally before any review", "issuer", policy.Issuer, "apiAudiences", policy.APIAudiences, "notChecked", skipped)
 	auth, err := serving.NewAuth(serving.AuthOptions{
-		Tokens: cs.AuthenticationV1().TokenReviews(), Access: cs.AuthorizationV1().SubjectAccessReviews(),
+		Tokens: cs.authentication.TokenReviews(), Access: cs.authorization.SubjectAccessReviews(),
 		TTLs: serving.DefaultCacheTTLs(), Policy: policy,
 	})
 	if err != nil {
@@ -327,7 +326,7 @@ func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) 
 // certificate through the CSR API (serving.NodeCertificate) and returns where the server
 // gets it; otherwise nil (the certificate of -tls-cert-dir). Until the first is issued the
 // TLS port serves nothing and the agent is not ready ("serving-certificate").
-func nodeCertificate(mgr ctrl.Manager, f *agentFlags, cs kubernetes.Interface) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+func nodeCertificate(mgr ctrl.Manager, f *agentFlags, cs serving.NodeCertificateClient) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
 	if !f.nodeCertificate {
 		return nil, nil
 	}

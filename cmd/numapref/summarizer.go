@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,7 +17,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/controllers"
 	"github.com/numapref/numapref/internal/inspect"
 )
@@ -151,12 +149,9 @@ func apiClientSetup(who, kubeconfig string) (*rest.Config, *runtime.Scheme, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: loading kubeconfig: %w", who, err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, nil, err
-	}
-	if err := numav1.AddToScheme(scheme); err != nil {
-		return nil, nil, err
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", who, err)
 	}
 	if err := controllers.RegisterMetrics(ctrlmetrics.Registry); err != nil {
 		return nil, nil, fmt.Errorf("%s: registering controller metrics: %w", who, err)

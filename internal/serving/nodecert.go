@@ -19,7 +19,8 @@ import (
 	"github.com/go-logr/logr"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	certificatesv1client "k8s.io/client-go/kubernetes/typed/certificates/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -35,7 +36,7 @@ import (
 // another node's agent. It is a controller-runtime Runnable; GetCertificate serves the
 // current certificate, and none before the first is issued.
 type NodeCertificate struct {
-	Client kubernetes.Interface
+	Client NodeCertificateClient
 	Node   string
 	// Lifetime is the validity asked for (the signer may give less); renewal starts at two
 	// thirds of the validity given.
@@ -45,6 +46,14 @@ type NodeCertificate struct {
 
 	mu   sync.Mutex
 	cert *tls.Certificate
+}
+
+// NodeCertificateClient is what NodeCertificate asks the API: the Node's addresses, and
+// the CSRs. A kubernetes.Interface is one; the agent passes the two typed clients alone, so
+// that its binary does not link every API group's client.
+type NodeCertificateClient interface {
+	CoreV1() corev1client.CoreV1Interface
+	CertificatesV1() certificatesv1client.CertificatesV1Interface
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every agent has its own.
