@@ -34,9 +34,9 @@ type EngineConfig struct {
 	// kernel.numa_balancing are read under it. Empty means "/proc".
 	ProcRoot string
 	// OnlineNodes are the NUMA nodes this host has online, and CPUNode maps each CPU to its
-	// NUMA node (FollowCPUs). Topology, when not nil, reads both again at every full pass
-	// (node and CPU hotplug; numa.ReadOnline), and these two are then only what the engine
-	// starts with.
+	// NUMA node (FollowCPUs). Topology, when not nil, reads both again at a full pass when
+	// it is due (node and CPU hotplug; numa.ReadOnline; topologyDue), and these two are
+	// then only what the engine starts with.
 	OnlineNodes []int
 	CPUNode     map[int]int
 	Topology    func() (numa.Online, error)
@@ -146,8 +146,11 @@ type Engine struct {
 	// forkSets holds when fork passes set tasks other than the one their event named:
 	// tasks whose own fork event is still queued. Cleared by full passes.
 	forkSets map[int]setMark
-	// topo is the host's online nodes and CPUs as the last full pass read them.
-	topo topology
+	// topo is the host's online nodes and CPUs as a full pass last read them, at topoRead
+	// for desire generation topoGen (topologyDue).
+	topo     topology
+	topoRead time.Time
+	topoGen  uint64
 	// choices are the sticky choices of Spread and MostFreeMemory; resolved is every
 	// automatic container's node as the last full pass chose it (placement.go).
 	choices  map[choiceKey]choice

@@ -14,17 +14,28 @@ type forkFilterer interface {
 }
 
 // forkMarkEvery is how long after a fork the filter passed for nothing the engine reads
-// the last pid again for the filter's mark.
-const forkMarkEvery = 100 * time.Millisecond
+// the last pid again for the filter's mark, when the last reading is older than
+// forkMarkMax; while passed forks keep coming, each reading waits twice as long as the
+// one before, up to forkMarkMax. A reading that moves the mark attaches a new filter to
+// the socket (the kernel checks and copies the program): on a host whose young processes
+// fork all the time (a build: make's shells fork compilers within milliseconds of their
+// birth) readings every 100 ms were a quarter of the idle agent's CPU, for forks that pass
+// however fresh the mark is. A new process that forks a lot (a forking server, a storm)
+// is behind the mark after two readings: 0.3 s on a host otherwise quiet, up to 2 s on one
+// whose young processes keep forking.
+const (
+	forkMarkEvery = 100 * time.Millisecond
+	forkMarkMax   = time.Second
+)
 
 // forkWatch keeps the kernel's filter of fork events in step with the listings, so that an
 // unrelated fork does not wake the agent. onProcEvent acts on a fork whose creator is a
 // listed process (tgids); the filter passes those, and every fork of a process born after
 // the mark: a child of a selected process that no pass has listed yet (its own fork event
 // still on its way) may fork in turn. The mark is the last pid as read at the reading
-// before the last one. A reading is taken forkMarkEvery after a fork the filter passed
-// for nothing (a young process's), so the mark follows the pids while young processes
-// fork, and an idle host costs no reading. It moves only when no fork event waits, so
+// before the last one. A reading is taken after a fork the filter passed for nothing (a
+// young process's; forkMarkEvery, backing off to forkMarkMax), so the mark follows the
+// pids while young processes fork, and an idle host costs no reading. It moves only when no fork event waits, so
 // every process born by then in a selected container had its fork event handled and its
 // fork pass list it, or a full pass listed it (a child the fork pass's looks missed waits
 // for the rescan, as its own forks always did). When pids wrap around, or the last pid
@@ -34,6 +45,9 @@ type forkWatch struct {
 	set      numa.ForkFilter
 	attached bool // set is the socket's filter
 	armed    bool // a reading is on its way
+	// read is when the last reading was due, and wait how long it waited (armForkMark).
+	read time.Time
+	wait time.Duration
 }
 
 // armForkMark schedules a reading of the last pid, after a fork the filter passed for
@@ -44,7 +58,12 @@ func (e *Engine) armForkMark() {
 		return
 	}
 	w.armed = true
-	e.cfg.Clock.AfterFunc(forkMarkEvery, func() { signal(e.markDue) })
+	if now := e.cfg.Clock.Now(); w.read.IsZero() || now.Sub(w.read) > forkMarkMax {
+		w.wait = forkMarkEvery
+	} else {
+		w.wait = min(max(2*w.wait, forkMarkEvery), forkMarkMax)
+	}
+	e.cfg.Clock.AfterFunc(w.wait, func() { signal(e.markDue) })
 }
 
 // markForks takes a reading of the last pid and moves the filter's mark, unless fork
@@ -53,7 +72,7 @@ func (e *Engine) markForks() {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
 	w := &e.forkWatch
-	w.armed = false
+	w.armed, w.read = false, e.cfg.Clock.Now()
 	if len(e.cfg.ProcEvents) > 0 {
 		return
 	}

@@ -83,10 +83,35 @@ func TestForkWatch(t *testing.T) {
 	if n := fc.Waiters(); n != 1 {
 		t.Fatalf("%d timers after three unrelated forks, want one reading", n)
 	}
-	fc.Step(forkMarkEvery)
-	select {
-	case <-e.markDue:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no reading due after forkMarkEvery")
+	// The first reading after a quiet spell comes forkMarkEvery after the passed fork;
+	// while passed forks keep coming, each waits twice as long, up to a second (each
+	// reading that moves the mark attaches a new filter); after a quiet second, 100 ms
+	// again.
+	unrelated := func() {
+		e.onProcEvent(numa.ProcEvent{Kind: numa.ProcEventFork, ParentTGID: 4000, ParentTID: 4000, ChildTID: 4001, ChildTGID: 4001})
 	}
+	due := func(after time.Duration) {
+		t.Helper()
+		fc.Step(after - time.Millisecond)
+		select {
+		case <-e.markDue:
+			t.Fatalf("a reading due before %v", after)
+		default:
+		}
+		fc.Step(time.Millisecond)
+		select {
+		case <-e.markDue:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no reading due %v after a passed fork", after)
+		}
+		e.markForks()
+	}
+	due(100 * time.Millisecond)
+	for _, after := range []time.Duration{200, 400, 800, 1000, 1000} {
+		unrelated()
+		due(after * time.Millisecond)
+	}
+	fc.Step(forkMarkMax + time.Millisecond)
+	unrelated()
+	due(100 * time.Millisecond)
 }

@@ -64,7 +64,7 @@ func (e *Engine) fullPass() {
 		return
 	}
 	e.persistDesired(p.desired, p.gen)
-	e.readTopology()
+	e.readTopology(p.gen)
 	clear(e.forkSets)
 	pl := e.planner(p, nil)
 	choicesDirty := pl.resolve(p.desired)

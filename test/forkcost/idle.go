@@ -26,6 +26,11 @@ func (s *setup) measureIdle(o options) error {
 		tasks int
 		err   error
 	}
+	pid := s.agent.Process.Pid
+	vol0, invol0, err := contextSwitches(pid)
+	if err != nil {
+		return err
+	}
 	w, err := s.sample(func() error {
 		done := make(chan struct{})
 		go func() {
@@ -47,6 +52,10 @@ func (s *setup) measureIdle(o options) error {
 	if err != nil {
 		return err
 	}
+	vol1, invol1, err := contextSwitches(pid)
+	if err != nil {
+		return err
+	}
 	agent := float64(w.cpu) / 1e9
 	ratio := "inf"
 	if floor.cpu > 0 {
@@ -54,6 +63,9 @@ func (s *setup) measureIdle(o options) error {
 	}
 	fmt.Printf("idlecost window_s=%.0f rescan_s=%.0f tasks=%d agent_cpu_s=%.2f agent_core_pct=%.2f floor_cpu_s=%.3f ratio=%s host_forks_per_s=%.0f\n",
 		w.elapsed.Seconds(), o.rescan.Seconds(), floor.tasks, agent, 100*agent/w.elapsed.Seconds(), floor.cpu, ratio, w.forkRate())
+	// Not part of the idlecost line, whose fields the kernel lab's summary parses.
+	fmt.Printf("idlewakeups voluntary_per_s=%.1f involuntary_per_s=%.1f threads=%d\n",
+		float64(vol1-vol0)/w.elapsed.Seconds(), float64(invol1-invol0)/w.elapsed.Seconds(), threads(pid))
 	return nil
 }
 
