@@ -85,8 +85,35 @@ func (e *Engine) markForks() {
 	e.filterForks()
 }
 
+// maxStaleTGIDs is how many processes no longer listed an attached filter may still pass
+// before it is replaced (keepFilter).
+const maxStaleTGIDs = 64
+
+// keepFilter says whether the attached filter can stay although the listings changed:
+// with the same mark, it passes every fork the wanted one does, and at most maxStaleTGIDs
+// processes that are gone. A forking server's new child is born after the mark, so it
+// passes already; without this, its listing and its exit attached a new filter each, two
+// program copies in the kernel per connection. A stale process's pid reused by an
+// unrelated process passes a fork for nothing, which schedules a reading, which replaces
+// the filter.
+func keepFilter(attached, want numa.ForkFilter) bool {
+	if attached.Equal(want) {
+		return true
+	}
+	if attached.All() || want.All() || attached.Above != want.Above || !attached.Covers(want) {
+		return false
+	}
+	stale := 0
+	for _, t := range attached.TGIDs {
+		if _, found := slices.BinarySearch(want.TGIDs, t); !found {
+			stale++
+		}
+	}
+	return stale <= maxStaleTGIDs
+}
+
 // filterForks gives the socket the filter of the current listings and mark, if it
-// changed. The caller holds passMu.
+// changed and the attached one does not do (keepFilter). The caller holds passMu.
 func (e *Engine) filterForks() {
 	if e.cfg.ForkFilter == nil {
 		return
@@ -98,7 +125,7 @@ func (e *Engine) filterForks() {
 	} else {
 		f.TGIDs = slices.Sorted(maps.Keys(e.tgids))
 	}
-	if w.attached && f.Equal(w.set) {
+	if w.attached && keepFilter(w.set, f) {
 		return
 	}
 	err := e.cfg.ForkFilter.FilterForks(f)

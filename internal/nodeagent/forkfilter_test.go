@@ -115,3 +115,35 @@ func TestForkWatch(t *testing.T) {
 	unrelated()
 	due(100 * time.Millisecond)
 }
+
+// The attached filter stays while, with the same mark, it passes whatever the wanted one
+// does and few processes it names are gone: a forking server's children, born after the
+// mark, attach nothing when listed or when they exit.
+func TestKeepFilter(t *testing.T) {
+	server := numa.ForkFilter{Above: 500, TGIDs: []int{100}}
+	stale := func(n int) numa.ForkFilter {
+		f := numa.ForkFilter{Above: 500, TGIDs: []int{100}}
+		for i := range n {
+			f.TGIDs = append(f.TGIDs, 600+i)
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		name           string
+		attached, want numa.ForkFilter
+		keep           bool
+	}{
+		{"the same", server, server, true},
+		{"a child born after the mark listed", server, numa.ForkFilter{Above: 500, TGIDs: []int{100, 601}}, true},
+		{"a process born before the mark listed", server, numa.ForkFilter{Above: 500, TGIDs: []int{100, 450}}, false},
+		{"the children gone, a few", stale(maxStaleTGIDs), server, true},
+		{"the children gone, too many", stale(maxStaleTGIDs + 1), server, false},
+		{"the mark moved", server, numa.ForkFilter{Above: 700, TGIDs: []int{100}}, false},
+		{"every fork, narrowed", numa.ForkFilter{}, server, false},
+		{"narrow, every fork wanted", server, numa.ForkFilter{}, false},
+	} {
+		if got := keepFilter(tc.attached, tc.want); got != tc.keep {
+			t.Errorf("%s: keepFilter = %v, want %v", tc.name, got, tc.keep)
+		}
+	}
+}

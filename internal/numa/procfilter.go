@@ -35,6 +35,22 @@ func (f ForkFilter) Equal(g ForkFilter) bool {
 	return f.Above == g.Above && slices.Equal(f.TGIDs, g.TGIDs)
 }
 
+// Covers says whether g passes every fork f passes (sorted TGIDs).
+func (g ForkFilter) Covers(f ForkFilter) bool {
+	switch {
+	case g.All():
+		return true
+	case f.All() || g.Above > f.Above:
+		return false
+	}
+	for _, t := range f.TGIDs {
+		if _, found := slices.BinarySearch(g.TGIDs, t); !found && t <= g.Above {
+			return false
+		}
+	}
+	return true
+}
+
 // MaxFilterTGIDs bounds ForkFilter.TGIDs: a classic BPF program holds at most 4096
 // instructions, and each process takes four.
 const MaxFilterTGIDs = 900

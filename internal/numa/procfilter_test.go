@@ -94,3 +94,26 @@ func TestProcFilterBounds(t *testing.T) {
 		t.Error("a filter for lost events was built")
 	}
 }
+
+func TestForkFilterCovers(t *testing.T) {
+	f := ForkFilter{Above: 500, TGIDs: []int{100, 200}}
+	for _, tc := range []struct {
+		name string
+		g    ForkFilter
+		want bool
+	}{
+		{"itself", f, true},
+		{"every fork", ForkFilter{}, true},
+		{"a lower mark, the same processes", ForkFilter{Above: 400, TGIDs: []int{100, 200}}, true},
+		{"a higher mark", ForkFilter{Above: 600, TGIDs: []int{100, 200}}, false},
+		{"a process missing", ForkFilter{Above: 500, TGIDs: []int{100}}, false},
+		{"a missing process above its own mark", ForkFilter{Above: 150, TGIDs: []int{100}}, true},
+	} {
+		if got := tc.g.Covers(f); got != tc.want {
+			t.Errorf("%s: Covers = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if (ForkFilter{Above: 500}).Covers(ForkFilter{}) {
+		t.Error("a narrow filter covers every fork")
+	}
+}
