@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -104,6 +105,23 @@ func defaultMetricsAddr(hostIP string) string {
 	return net.JoinHostPort(hostIP, "8443")
 }
 
+// agentGCPercent is the agent's GOGC: a heap goal of 1.5× the live heap instead of 2×.
+// At 110 selected pods it keeps ~2 MiB less resident (VmRSS 39.2 against 40.8 MiB) for no
+// measurable idle CPU (BENCHMARKS.md, "The cost table").
+const agentGCPercent = 50
+
+// applyGCPercent sets agentGCPercent unless GOGC is in the environment, and returns the
+// GOGC in force (-1: off).
+func applyGCPercent(getenv func(string) string) int {
+	if getenv("GOGC") != "" {
+		old := debug.SetGCPercent(100)
+		debug.SetGCPercent(old)
+		return old
+	}
+	debug.SetGCPercent(agentGCPercent)
+	return agentGCPercent
+}
+
 func runAgent(args []string) error {
 	var f agentFlags
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
@@ -118,6 +136,7 @@ func runAgent(args []string) error {
 	if f.maxTasks < 1 {
 		return fmt.Errorf("agent: -max-tasks-per-container must be at least 1, not %d", f.maxTasks)
 	}
+	applyGCPercent(os.Getenv)
 	ctx := ctrl.SetupSignalHandler()
 	// Before anything that reads the state dir, or starts a kernel emulator on this host.
 	lock, err := holdStateDir(ctx, &f)

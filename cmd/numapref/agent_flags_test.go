@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,19 @@ func TestMaxTasksPerContainerMustBePositive(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "-max-tasks-per-container must be at least 1") {
 			t.Errorf("-max-tasks-per-container=%s: %v, want it refused", v, err)
 		}
+	}
+}
+
+// The agent collects at 1.5× the live heap unless GOGC says otherwise.
+func TestAgentGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	if got := applyGCPercent(func(string) string { return "" }); got != agentGCPercent {
+		t.Errorf("without GOGC: %d, want %d", got, agentGCPercent)
+	}
+	if old := debug.SetGCPercent(80); old != agentGCPercent {
+		t.Errorf("GOGC in force %d, want %d", old, agentGCPercent)
+	}
+	if got := applyGCPercent(func(string) string { return "80" }); got != 80 {
+		t.Errorf("with GOGC=80: %d in force, want it kept", got)
 	}
 }
