@@ -107,9 +107,9 @@ func TestForkWatch(t *testing.T) {
 		e.markForks()
 	}
 	due(100 * time.Millisecond)
-	for _, after := range []time.Duration{200, 400, 800, 1000, 1000} {
+	for _, after := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second} {
 		unrelated()
-		due(after * time.Millisecond)
+		due(after)
 	}
 	fc.Step(forkMarkMax + time.Millisecond)
 	unrelated()

@@ -75,11 +75,14 @@ func startAgent(env *envtest.Environment, path, dir string, o options) (*agent, 
 func (a *agent) stop() error {
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-a.exited:
+	case err := <-a.exited:
+		_ = err // by the signal, or its exit status after a clean shutdown: stopped either way
 		return nil
 	case <-time.After(30 * time.Second):
 		_ = a.cmd.Process.Kill()
-		<-a.exited
+		if err := <-a.exited; err != nil {
+			return fmt.Errorf("the agent did not stop within 30s of SIGTERM; killed: %w", err)
+		}
 		return errors.New("the agent did not stop within 30s of SIGTERM; killed")
 	}
 }

@@ -293,19 +293,19 @@ func logTail(path string) string {
 }
 
 // startAgent starts the agent binary without an API server, its log in dir/agent.log.
-func startAgent(o options, dir string, args ...string) (*exec.Cmd, string, error) {
+func startAgent(o options, dir string, args ...string) (*exec.Cmd, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(testenv.UnreachableKubeconfig), 0o600); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	health, err := freePort()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	logPath := filepath.Join(dir, "agent.log")
 	out, err := os.Create(logPath)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	defer out.Close()
 	cmd := exec.Command(o.agent, append([]string{"agent", "-node-name", "forkcost", "-kubeconfig", kubeconfig,
@@ -314,9 +314,9 @@ func startAgent(o options, dir string, args ...string) (*exec.Cmd, string, error
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := hostlab.StartOnSpawnerThread(cmd); err != nil {
-		return nil, "", fmt.Errorf("starting the agent: %w", err)
+		return nil, fmt.Errorf("starting the agent: %w", err)
 	}
-	return cmd, health, waitFor(60*time.Second, "the agent's health probe", func() error {
+	return cmd, waitFor(60*time.Second, "the agent's health probe", func() error {
 		if !healthy(health) {
 			return fmt.Errorf("not healthy; log:\n%s", logTail(logPath))
 		}

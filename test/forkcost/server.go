@@ -201,7 +201,7 @@ func (s *server) benchWithAgent(o options) (tps float64, sampled, placed int, er
 		emu = filepath.Join(dir, "emulator")
 		args = append(args, "-emulator-state-dir", emu)
 	}
-	agent, _, err := startAgent(o, dir, args...)
+	agent, err := startAgent(o, dir, args...)
 	if agent != nil {
 		defer func() {
 			_ = agent.Process.Signal(syscall.SIGTERM)

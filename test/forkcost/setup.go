@@ -73,7 +73,7 @@ func (s *setup) start(o options) error {
 		s.emuDir = filepath.Join(s.dir, "emulator")
 		args = append(args, "-emulator-state-dir", s.emuDir)
 	}
-	if s.agent, _, err = startAgent(o, s.dir, args...); err != nil {
+	if s.agent, err = startAgent(o, s.dir, args...); err != nil {
 		return err
 	}
 	if o.kernel == "emulated" {
