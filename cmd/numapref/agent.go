@@ -110,16 +110,12 @@ func defaultMetricsAddr(hostIP string) string {
 // measurable idle CPU (BENCHMARKS.md, "The cost table").
 const agentGCPercent = 50
 
-// applyGCPercent sets agentGCPercent unless GOGC is in the environment, and returns the
-// GOGC in force (-1: off).
-func applyGCPercent(getenv func(string) string) int {
-	if getenv("GOGC") != "" {
-		old := debug.SetGCPercent(100)
-		debug.SetGCPercent(old)
-		return old
+// applyGCPercent sets agentGCPercent unless GOGC is in the environment (the runtime has
+// applied that one already).
+func applyGCPercent(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(agentGCPercent)
 	}
-	debug.SetGCPercent(agentGCPercent)
-	return agentGCPercent
 }
 
 func runAgent(args []string) error {

@@ -35,10 +35,10 @@ const (
 // still on its way) may fork in turn. The mark is the last pid as read at the reading
 // before the last one. A reading is taken after a fork the filter passed for nothing (a
 // young process's; forkMarkEvery, backing off to forkMarkMax), so the mark follows the
-// pids while young processes fork, and an idle host costs no reading. It moves only when no fork event waits, so
-// every process born by then in a selected container had its fork event handled and its
-// fork pass list it, or a full pass listed it (a child the fork pass's looks missed waits
-// for the rescan, as its own forks always did). When pids wrap around, or the last pid
+// pids while young processes fork, and an idle host costs no reading. It moves only when
+// no fork event waits, so every process born by then in a selected container had its
+// fork event handled and its fork pass list it, or a full pass listed it (a child the
+// fork pass's looks missed waits for the rescan, as its own forks always did). When pids wrap around, or the last pid
 // cannot be read, every fork passes until two readings made a mark again.
 type forkWatch struct {
 	marks    [2]int // the last pid at the last two readings, older first

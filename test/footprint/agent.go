@@ -3,15 +3,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/poll"
 )
 
@@ -136,15 +134,12 @@ func waitReported(ctx context.Context, c client.Client, a *agent, pods int) (tim
 	return time.Since(a.start), nil
 }
 
-// memory is one sample of /proc/<pid>/status, in KiB.
-type memory struct{ rss, anon, file uint64 }
-
 // window is what sampleWindow saw: the last sample, the samples' mean (the heap's part
 // moves by a MiB or more with the collector's cycle), the largest VmRSS, and the agent's CPU
 // time over the window (GC included: its cost is what a smaller heap trades for).
 type window struct {
-	last    memory
-	mean    memory
+	last    hostlab.Memory // KiB
+	mean    hostlab.Memory
 	peak    uint64
 	cpu     time.Duration
 	elapsed time.Duration
@@ -153,7 +148,7 @@ type window struct {
 // sampleWindow reads the agent's memory o.samples times, evenly over o.window.
 func sampleWindow(ctx context.Context, a *agent, o options) (w window, err error) {
 	pid := a.cmd.Process.Pid
-	cpu0, err := cpuTime(pid)
+	cpu0, err := hostlab.ProcessCPU(pid)
 	if err != nil {
 		return w, err
 	}
@@ -169,61 +164,17 @@ func sampleWindow(ctx context.Context, a *agent, o options) (w window, err error
 		if err := a.alive(); err != nil {
 			return w, err
 		}
-		if w.last, err = readMemory(pid); err != nil {
+		if w.last, err = hostlab.ProcessMemory(pid); err != nil {
 			return w, err
 		}
-		w.peak = max(w.peak, w.last.rss)
-		w.mean.rss, w.mean.anon, w.mean.file = w.mean.rss+w.last.rss, w.mean.anon+w.last.anon, w.mean.file+w.last.file
+		w.peak = max(w.peak, w.last.RSS)
+		w.mean.RSS, w.mean.Anon, w.mean.File = w.mean.RSS+w.last.RSS, w.mean.Anon+w.last.Anon, w.mean.File+w.last.File
 	}
 	n := uint64(o.samples)
-	w.mean = memory{rss: w.mean.rss / n, anon: w.mean.anon / n, file: w.mean.file / n}
-	cpu1, err := cpuTime(pid)
+	w.mean = hostlab.Memory{RSS: w.mean.RSS / n, Anon: w.mean.Anon / n, File: w.mean.File / n}
+	cpu1, err := hostlab.ProcessCPU(pid)
 	w.cpu, w.elapsed = cpu1-cpu0, time.Since(start)
 	return w, err
-}
-
-// cpuTime is the process's utime+stime (/proc/<pid>/stat, USER_HZ = 100).
-func cpuTime(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading the agent's CPU time: %w", err)
-	}
-	// The fields after the command's closing parenthesis: state is the first, utime the 12th.
-	_, rest, ok := strings.Cut(string(data), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %q", pid, data)
-	}
-	utime, err1 := strconv.ParseUint(f[11], 10, 64)
-	stime, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
-}
-
-func readMemory(pid int) (memory, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return memory{}, fmt.Errorf("reading the agent's memory: %w", err)
-	}
-	defer f.Close()
-	var m memory
-	fields := map[string]*uint64{"VmRSS:": &m.rss, "RssAnon:": &m.anon, "RssFile:": &m.file}
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		f := strings.Fields(s.Text())
-		if p, ok := fields[f[0]]; ok && len(f) == 3 {
-			if *p, err = strconv.ParseUint(f[1], 10, 64); err != nil {
-				return memory{}, fmt.Errorf("parsing %q of /proc/%d/status: %w", s.Text(), pid, err)
-			}
-			delete(fields, f[0])
-		}
-	}
-	if len(fields) > 0 {
-		return memory{}, fmt.Errorf("/proc/%d/status lacks %d of VmRSS, RssAnon, RssFile", pid, len(fields))
-	}
-	return m, s.Err()
 }
 
 // tail is the end of the agent's log, for an error.

@@ -120,7 +120,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	fmt.Printf("footprint: %d pods reported, and their Events written, %s after the agent started; over %s (%d samples): mean VmRSS %.1f MiB (last %.1f, max %.1f), RssAnon %.1f MiB (last %.1f), RssFile %.1f MiB (last %.1f), CPU %.1f ms/s; binary %.1f MB (%s)\n",
-		o.pods, reported.Round(time.Millisecond), o.window, o.samples, mib(w.mean.rss), mib(w.last.rss), mib(w.peak), mib(w.mean.anon), mib(w.last.anon), mib(w.mean.file), mib(w.last.file),
+		o.pods, reported.Round(time.Millisecond), o.window, o.samples, mib(w.mean.RSS), mib(w.last.RSS), mib(w.peak), mib(w.mean.Anon), mib(w.last.Anon), mib(w.mean.File), mib(w.last.File),
 		float64(w.cpu.Milliseconds())/w.elapsed.Seconds(), float64(info.Size())/1e6, o.agent)
 	if o.keep {
 		fmt.Printf("agent pid %d kept running; interrupt to stop\n", a.cmd.Process.Pid)

@@ -15,11 +15,12 @@ import (
 
 // measureIdle prints the agent's CPU over an idle window beside the floor's, as the kernel
 // lab's idlecost line does (test/kernellab/agent): the floor is a bare loop at the agent's
-// rescan interval over the same container, run on one locked thread of this process in the
-// same window: list cgroup.procs and cgroup.threads (tasks on cgroup v1), list /proc/<pid>/task of each process,
-// and read each task's preference. The lab's read is the real prctl GET; here it is the
-// emulator's sched file of the task (-kernel emulated), or nothing (-kernel auto on a
-// kernel without the patch, where the agent reads no task either).
+// rescan interval over the same containers, run on one locked thread of this process in
+// the same window: list cgroup.procs and cgroup.threads (tasks on cgroup v1), list
+// /proc/<pid>/task of each process, and read each task's preference. The lab's read is
+// the real prctl GET; here it is the emulator's sched file of the task (-kernel emulated),
+// or nothing (-kernel auto on a kernel without the patch, where the agent reads no task
+// either).
 func (s *setup) measureIdle(o options) error {
 	var floor struct {
 		cpu   float64
@@ -31,7 +32,7 @@ func (s *setup) measureIdle(o options) error {
 	if err != nil {
 		return err
 	}
-	w, err := s.sample(func() error {
+	w, err := sample(pid, func() error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

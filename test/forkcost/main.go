@@ -117,7 +117,7 @@ func run(o options) error {
 	}
 	defer s.close()
 	fmt.Printf("agent pid %d, -kernel %s, storm children %s\n", s.agent.Process.Pid, o.kernel, map[bool]string{false: "fork+exit", true: "fork+exec+exit"}[o.exec])
-	quiet, err := s.sample(func() error { time.Sleep(o.quiet); return nil })
+	quiet, err := sample(s.agent.Process.Pid, func() error { time.Sleep(o.quiet); return nil })
 	if err != nil {
 		return err
 	}
@@ -159,9 +159,8 @@ type window struct {
 func (w window) cpuRate() float64  { return float64(w.cpu) / w.elapsed.Seconds() }
 func (w window) forkRate() float64 { return float64(w.forks) / w.elapsed.Seconds() }
 
-// sample reads the agent's CPU time and the host's fork count around f.
-func (s *setup) sample(f func() error) (window, error) {
-	pid := s.agent.Process.Pid
+// sample reads the CPU time of process pid (the agent) and the host's fork count around f.
+func sample(pid int, f func() error) (window, error) {
 	cpu0, err1 := hostlab.ProcessCPU(pid)
 	forks0, err2 := hostForks()
 	began := time.Now()
@@ -196,7 +195,7 @@ func hostForks() (int64, error) {
 // fork of the whole host.
 func (s *setup) measureCPU(o options, rate int, quiet window) error {
 	var forks int
-	w, err := s.sample(func() error {
+	w, err := sample(s.agent.Process.Pid, func() error {
 		var err error
 		forks, err = storm(rate, o.storm, o.exec, nil)
 		// The agent may still hold a backlog: let it drain before the reading.

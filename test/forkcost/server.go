@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -59,7 +59,7 @@ func measureServer(o options) error {
 		return fmt.Errorf("pgbench -i: %w\n%s", err, out)
 	}
 	var without, with []float64
-	var sampled, placed int
+	var sampled, nPlaced int
 	for round := range o.rounds {
 		tps, err := srv.bench(o)
 		if err != nil {
@@ -71,14 +71,14 @@ func measureServer(o options) error {
 			return err
 		}
 		with = append(with, tps)
-		sampled, placed = sampled+s, placed+p
+		sampled, nPlaced = sampled+s, nPlaced+p
 		fmt.Printf("round %d: %.0f tps without the agent, %.0f with\n", round+1, without[round], tps)
 	}
 	w, a := mean(without), mean(with)
 	fmt.Printf("forking server (pgbench -C -S, %d clients, %v per run, %d rounds): %.0f tps without the agent, %.0f with: %.1f%% fewer",
 		o.clients, o.storm, o.rounds, w, a, 100*(w-a)/w)
 	if o.kernel == "emulated" {
-		fmt.Printf("; backends older than 100 ms placed: %d of %d samples", placed, sampled)
+		fmt.Printf("; backends older than 100 ms placed: %d of %d samples", nPlaced, sampled)
 	}
 	fmt.Println()
 	return nil
@@ -178,7 +178,7 @@ func (s *server) bench(o options) (float64, error) {
 
 // benchWithAgent starts the agent selecting the server's container, runs bench, samples
 // the backends meanwhile (with the emulator), and stops the agent.
-func (s *server) benchWithAgent(o options) (tps float64, sampled, placed int, err error) {
+func (s *server) benchWithAgent(o options) (tps float64, sampled, nPlaced int, err error) {
 	dir, err := os.MkdirTemp("", "forkcost-agent-")
 	if err != nil {
 		return 0, 0, 0, err
@@ -212,8 +212,7 @@ func (s *server) benchWithAgent(o options) (tps float64, sampled, placed int, er
 		return 0, 0, 0, err
 	}
 	if emu != "" {
-		probe := &setup{emuDir: emu}
-		if err := waitFor(30*time.Second, "the postmaster placed", func() error { return probe.placed(s.postgres.Process.Pid) }); err != nil {
+		if err := waitFor(30*time.Second, "the postmaster placed", func() error { return placed(emu, s.postgres.Process.Pid) }); err != nil {
 			return 0, 0, 0, err
 		}
 		stop := make(chan struct{})
@@ -221,11 +220,11 @@ func (s *server) benchWithAgent(o options) (tps float64, sampled, placed int, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sampled, placed = s.sampleBackends(probe, stop)
+			sampled, nPlaced = s.sampleBackends(emu, stop)
 		}()
 		defer func() { close(stop); wg.Wait() }()
 	}
-	w, err := (&setup{agent: agent}).sample(func() error {
+	w, err := sample(agent.Process.Pid, func() error {
 		var err error
 		tps, err = s.bench(o)
 		return err
@@ -234,19 +233,19 @@ func (s *server) benchWithAgent(o options) (tps float64, sampled, placed int, er
 		fmt.Printf("  with the agent: its CPU %.1f ms/s, %.0f µs per fork of the host (%.0f forks/s)\n",
 			w.cpuRate()/1e6, float64(w.cpu)/float64(max(w.forks, 1))/1e3, w.forkRate())
 	}
-	return tps, sampled, placed, err
+	return tps, sampled, nPlaced, err
 }
 
 // sampleBackends reads the container's processes every 20 ms until stop and counts those
 // older than 100 ms, and of them those the emulator shows placed.
-func (s *server) sampleBackends(probe *setup, stop <-chan struct{}) (sampled, placed int) {
+func (s *server) sampleBackends(emuDir string, stop <-chan struct{}) (sampled, nPlaced int) {
 	procs := filepath.Join(s.container.Dirs()[0], "cgroup.procs")
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-stop:
-			return sampled, placed
+			return sampled, nPlaced
 		case <-tick.C:
 		}
 		data, err := os.ReadFile(procs)
@@ -258,30 +257,21 @@ func (s *server) sampleBackends(probe *setup, stop <-chan struct{}) (sampled, pl
 			if age, err := processAge(pid); err != nil || age < 100*time.Millisecond {
 				continue
 			}
-			err := probe.placed(pid)
+			err := placed(emuDir, pid)
 			if hostlab.Running(pid) { // a backend gone meanwhile is not counted
 				sampled++
 				if err == nil {
-					placed++
+					nPlaced++
 				}
 			}
 		}
 	}
 }
 
-// processAge is how long ago pid started (its start time in /proc/<pid>/stat, in clock
-// ticks since boot, against /proc/uptime).
+// processAge is how long ago pid started: its start time (clock ticks after boot,
+// numa.ReadTask) against /proc/uptime.
 func processAge(pid int) (time.Duration, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	_, rest, ok := strings.Cut(string(stat), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 20 {
-		return 0, errors.New("short stat")
-	}
-	start, err := strconv.ParseFloat(f[19], 64) // field 22: starttime
+	task, err := numa.ReadTask("/proc", pid)
 	if err != nil {
 		return 0, err
 	}
@@ -291,10 +281,10 @@ func processAge(pid int) (time.Duration, error) {
 	}
 	uptime, err := strconv.ParseFloat(strings.Fields(string(up))[0], 64)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("parsing /proc/uptime: %w", err)
 	}
 	const ticks = 100 // USER_HZ
-	return time.Duration((uptime - start/ticks) * float64(time.Second)), nil
+	return time.Duration((uptime - float64(task.StartTime)/ticks) * float64(time.Second)), nil
 }
 
 func (s *server) close() {

@@ -79,7 +79,7 @@ func (s *setup) start(o options) error {
 	if o.kernel == "emulated" {
 		if err := waitFor(60*time.Second, "every workload placed", func() error {
 			for _, w := range s.workloads {
-				if err := s.placed(w.Pid()); err != nil {
+				if err := placed(s.emuDir, w.Pid()); err != nil {
 					return err
 				}
 			}
@@ -142,13 +142,14 @@ func (s *setup) close() {
 	}
 }
 
-// placed says whether the emulator holds node 0 for every task of process pid.
-func (s *setup) placed(pid int) error {
+// placed says whether the emulator whose state is in emuDir holds node 0 for every task of
+// process pid.
+func placed(emuDir string, pid int) error {
 	tids, err := hostlab.TasksOf(pid)
 	if err != nil {
 		return err
 	}
-	taskDir := filepath.Join(s.emuDir, "proc", strconv.Itoa(pid), "task")
+	taskDir := filepath.Join(emuDir, "proc", strconv.Itoa(pid), "task")
 	for _, tid := range tids {
 		sched, err := numa.ReadSchedNUMA(taskDir, tid)
 		if err != nil {
@@ -174,7 +175,7 @@ func (s *setup) selectedForks(n int, d time.Duration) ([]time.Duration, error) {
 			return lags, err
 		}
 		deadline := began.Add(5 * time.Second)
-		for s.placed(child) != nil {
+		for placed(s.emuDir, child) != nil {
 			if time.Now().After(deadline) {
 				return lags, fmt.Errorf("selected child %d not placed within 5s", child)
 			}
@@ -187,17 +188,11 @@ func (s *setup) selectedForks(n int, d time.Duration) ([]time.Duration, error) {
 
 // printMemory prints the agent's resident memory (VmRSS, RssAnon, RssFile of its status).
 func (s *setup) printMemory() error {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.agent.Process.Pid))
+	m, err := hostlab.ProcessMemory(s.agent.Process.Pid)
 	if err != nil {
-		return fmt.Errorf("reading the agent's memory: %w", err)
+		return err
 	}
-	kib := map[string]string{}
-	for line := range strings.Lines(string(data)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(k, "Rss") || k == "VmRSS" {
-			kib[k] = strings.TrimSuffix(strings.TrimSpace(v), " kB")
-		}
-	}
-	fmt.Printf("memory containers=%d vmrss_kib=%s rssanon_kib=%s rssfile_kib=%s\n", len(s.workloads), kib["VmRSS"], kib["RssAnon"], kib["RssFile"])
+	fmt.Printf("memory containers=%d vmrss_kib=%d rssanon_kib=%d rssfile_kib=%d\n", len(s.workloads), m.RSS, m.Anon, m.File)
 	return nil
 }
 

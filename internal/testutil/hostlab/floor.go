@@ -78,3 +78,33 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	const tick = time.Second / 100 // USER_HZ
 	return time.Duration(utime+stime) * tick, nil
 }
+
+// Memory is one reading of a process's resident memory from /proc/<pid>/status, in KiB:
+// VmRSS and its anonymous and file-backed parts.
+type Memory struct{ RSS, Anon, File uint64 }
+
+// ProcessMemory reads Memory of process pid; a status without all three fields is an error.
+func ProcessMemory(pid int) (Memory, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Memory{}, fmt.Errorf("reading the memory of process %d: %w", pid, err)
+	}
+	var m Memory
+	fields := map[string]*uint64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File}
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		if p, ok := fields[f[0]]; ok {
+			if *p, err = strconv.ParseUint(f[1], 10, 64); err != nil {
+				return Memory{}, fmt.Errorf("parsing %q of /proc/%d/status: %w", strings.TrimSpace(line), pid, err)
+			}
+			delete(fields, f[0])
+		}
+	}
+	if len(fields) > 0 {
+		return Memory{}, fmt.Errorf("/proc/%d/status lacks %d of VmRSS, RssAnon, RssFile", pid, len(fields))
+	}
+	return m, nil
+}

@@ -162,17 +162,27 @@ func TestStreamWorkload(t *testing.T) {
 			t.Errorf("thread %d affinity %v after the touch, want every CPU (%v)", tid, got, want)
 		}
 	}
-	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(w.Pid()), "status"))
+	mem, err := ProcessMemory(w.Pid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			if kb < 16<<10 {
-				t.Errorf("RssAnon %d kB, want the 16 MiB touched", kb)
-			}
-		}
+	if mem.Anon < 16<<10 {
+		t.Errorf("RssAnon %d kB, want the 16 MiB touched", mem.Anon)
+	}
+}
+
+// ProcessMemory reads a live process's resident memory, and says when the process is gone.
+func TestProcessMemory(t *testing.T) {
+	m, err := ProcessMemory(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// VmRSS is RssAnon + RssFile + RssShmem.
+	if m.Anon == 0 || m.File == 0 || m.RSS < m.Anon+m.File {
+		t.Errorf("memory %+v: want anonymous and file-backed pages, VmRSS at least their sum", m)
+	}
+	if _, err := ProcessMemory(1 << 30); err == nil {
+		t.Error("ProcessMemory of a pid that cannot exist succeeded")
 	}
 }
 
