@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -109,12 +110,18 @@ var _ = Describe("Summarizer lease", func() {
 		}).Should(Succeed())
 
 		// Someone else takes the lease for a while: the summarizer cannot renew, and stops.
-		lease := &coordinationv1.Lease{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "numapref-summary"}, lease)).To(Succeed())
+		// The holder renews every 200 ms, so the thief's update may lose a race on the
+		// resourceVersion: it reads again and retries, as any contender would.
 		thief, hold := "thief", int32(4)
-		lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &thief, &hold
-		lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-		Expect(k8sClient.Update(ctx, lease)).To(Succeed())
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			lease := &coordinationv1.Lease{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "numapref-summary"}, lease); err != nil {
+				return err
+			}
+			lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &thief, &hold
+			lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			return k8sClient.Update(ctx, lease)
+		})).To(Succeed())
 
 		// Meanwhile the node agent works on: a new pod is reported in its node's report.
 		createRunning(ctx, builders.MakePod(ns, "l-1").Node("lease-node").Label("app", "lease").Containers("main").Obj())
