@@ -34,7 +34,7 @@
 #   assert_clock_updated WARNING via prctl_chg_pref_nid is waived (patched kernel),
 #   counted per backtrace; any other report fails the lab.
 #
-# Usage: hack/kernel/lab.sh [--out DIR] [--strict | --no-strict]
+# Usage: hack/kernel/lab.sh [--out DIR] [--strict | --no-strict] [--before REV]
 #   --out DIR     results directory (default: a new /tmp/kernellab.XXXXXX);
 #                 DIR/patched, DIR/control, DIR/agent-patched, DIR/agent-control
 #                 (run.sh results), DIR/diffreport.txt, DIR/effect-table.md,
@@ -46,19 +46,24 @@
 #   --no-strict   list such calls as KNOWN, not counted as agreement, without
 #                 failing the lab (also KERNEL_LAB_STRICT=0 in the environment,
 #                 which `make kernel-lab KERNEL_LAB_STRICT=0` passes on)
+#   --before REV  also build the agent binary of commit REV, and run
+#                 TestForkLagBeforeAfter in the patched agent boot: fork->applied of
+#                 REV's agent, then this tree's, in the same boot (forklag-before and
+#                 forklag-after lines in the summary)
 # Exit status: 0 when every step passed, 1 otherwise.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
-out="" strict=1 own_out=""
+out="" strict=1 own_out="" before=""
 [[ "${KERNEL_LAB_STRICT:-1}" != 0 ]] || strict=0
 while (($# > 0)); do
 	case "$1" in
 	--out) out="${2:?}"; shift 2 ;;
 	--strict) strict=1; shift ;;
 	--no-strict) strict=0; shift ;;
+	--before) before="$(git -C "$repo" rev-parse --verify "${2:?}^{commit}")"; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "lab.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
 	esac
@@ -106,6 +111,16 @@ log "compiling the test binaries"
 	go build -trimpath -o "$bins/kmsgcheck" ./test/kernellab/kmsgcheck &&
 	go build -trimpath -o "$bins/effectreport" ./test/kernellab/effectreport &&
 	go build -trimpath -o "$bins/apihost" ./test/kernellab/apihost)
+before_files=() before_tests=""
+if [[ -n "$before" ]]; then
+	log "compiling the agent of ${before:0:12} (--before)"
+	src="$(mktemp -d)"
+	git -C "$repo" archive "$before" | tar -x -C "$src"
+	(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bins/numapref-before" ./cmd/numapref)
+	rm -rf "$src"
+	before_files=(--file numapref-before="$bins/numapref-before")
+	before_tests="|TestForkLagBeforeAfter"
+fi
 
 # kernel_log KIND [-no-waiver]: the boot's kernel log through kmsgcheck (exact waiver).
 kernel_log() {
@@ -291,10 +306,10 @@ else
 	}
 	# Patched: the agent's checks, its idle cost, then the four-scenario experiment.
 	rc=0
-	agent_vm patched --args "-test.v -test.run ^(TestAgent|TestEffect)$" || rc=$?
+	agent_vm patched "${before_files[@]}" --args "-test.v -test.run ^(TestAgent|TestEffect$before_tests)$" || rc=$?
 	alog="$out/agent-patched/tests/agent.log"
 	((rc != 2)) || step "agent-patched: vm" FAIL "$(grep '^vm:' "$out/agent-patched/summary" | head -n1)"
-	for t in TestAgent TestEffect; do
+	for t in TestAgent TestEffect ${before:+TestForkLagBeforeAfter}; do
 		if grep -q -- "^--- PASS: $t " "$alog" 2>/dev/null; then
 			step "agent-patched: $t" ok "$(grep -c -- "^    --- PASS: $t/" "$alog") subtests passed ($alog)"
 		else
@@ -312,6 +327,19 @@ else
 		step "agent-patched: fork->applied (agent)" ok "${forklag#forklag }"
 	else
 		step "agent-patched: fork->applied (agent)" FAIL "no forklag line ($alog)"
+	fi
+	if [[ -n "$before" ]]; then
+		for side in before after; do
+			line="$(grep -E "^forklag-$side " "$alog" 2>/dev/null | cut -d' ' -f2- || true)"
+			what="this tree"
+			[[ "$side" == after ]] || what="${before:0:12}"
+			if [[ -n "$line" ]]; then
+				step "agent-patched: fork->applied, $side" ok "$line"
+				forklag+=$'\n'"    $side ($what): $line"
+			else
+				step "agent-patched: fork->applied, $side" FAIL "no forklag-$side line ($alog)"
+			fi
+		done
 	fi
 	reports="$out/agent-patched/reports/agent"
 	if "$bins/effectreport" -svg "$out/effect-locality.svg" "$reports/effect.jsonl" "$reports/effect-scenarios.jsonl" \

@@ -84,7 +84,7 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("fork to applied, from the agent's histogram and the workload's side", func(t *testing.T) {
-		forkLag(t, cl, p, prctl, forkLagSamples)
+		forkLag(t, cl, p, prctl, "forklag")
 	})
 
 	t.Run("metrics and inspect answer", func(t *testing.T) {
@@ -418,15 +418,17 @@ func hasReason(list []numav1.ReasonCount, reason string) bool {
 // forkLagSamples is how many forks forkLag measures.
 const forkLagSamples = 50
 
-// forkLag forks n children of the workload one at a time and waits until each is placed,
-// reading the agent's own numapref_fork_apply_lag_seconds{since="event"} before and after:
-// the quantiles of those forks placed by their fork event (by_event; a rescan may place
-// one first), from the event to the SET's return, as the upper bounds of their buckets. The workload's side is the time from the workload's reply (the
-// child exists) until a GET of the child shows node 1, polled every 50 µs. It prints one
-// line for lab.sh:
+// forkLag forks forkLagSamples children of the workload one at a time and waits until each
+// is placed, reading the agent's own numapref_fork_apply_lag_seconds{since="event"} before
+// and after: the quantiles of those forks placed by their fork event (by_event; a rescan
+// may place one first), from the event to the SET's return, as the upper bounds of their
+// buckets. The workload's side is the time from the workload's reply (the child exists)
+// until a GET of the child shows node 1, polled every 50 µs. It prints one line for lab.sh,
+// starting with label:
 //
 //	forklag n=50 by_event=… agent_p50_ms<=… agent_p99_ms<=… workload_p50_ms=… workload_p99_ms=…
-func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, n int) {
+func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, label string) {
+	n := forkLagSamples
 	before := lagBuckets(t, cl)
 	var seen []time.Duration
 	for range n {
@@ -452,7 +454,7 @@ func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, n int) {
 	}
 	slices.Sort(seen)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	fmt.Printf("forklag n=%d by_event=%.0f agent_p50_ms<=%s agent_p99_ms<=%s workload_p50_ms=%.2f workload_p99_ms=%.2f\n", n, observed,
+	fmt.Printf("%s n=%d by_event=%.0f agent_p50_ms<=%s agent_p99_ms<=%s workload_p50_ms=%.2f workload_p99_ms=%.2f\n", label, n, observed,
 		bucketQuantile(before, after, 0.5), bucketQuantile(before, after, 0.99), ms(seen[len(seen)/2]), ms(seen[len(seen)*99/100]))
 }
 
@@ -493,4 +495,40 @@ func bucketQuantile(before, after map[float64]float64, q float64) string {
 		}
 	}
 	return "inf"
+}
+
+// TestForkLagBeforeAfter measures fork→applied of an earlier commit's agent binary
+// (hack/kernel/lab.sh --before REV puts it in the initramfs) and of this tree's, in one
+// boot, one after the other: each places a pod of its own, then forkLag forks its
+// workload. Only the workload's side compares like with like: the earlier binary's
+// histogram may have other buckets. It prints forklag-before and forklag-after lines.
+func TestForkLagBeforeAfter(t *testing.T) {
+	if kernel := labenv.Kernel(t); kernel != "patched" {
+		t.Fatalf("fork→applied needs the patched kernel, not %s", kernel)
+	}
+	if _, err := os.Stat(file(beforeBinaryName)); err != nil {
+		t.Fatalf("no earlier binary (lab.sh --before REV puts it in the initramfs): %v", err)
+	}
+	prctl, support := numa.NewPrctl(prPreferredNID, "/proc")
+	if !support.Supported {
+		t.Fatalf("the patched kernel does not prove the prctl: %s", support.Reason)
+	}
+	cl := newCluster(t, "patched")
+	lab := newHostlab(t)
+	for _, run := range []struct{ name, binary string }{{"before", beforeBinaryName}, {"after", agentBinaryName}} {
+		t.Run(run.name, func(t *testing.T) {
+			name := "lag-" + run.name
+			labels := map[string]string{"app": name}
+			p := cl.createPod(t, lab, name, labels, 4, false)
+			cl.startAgentBinary(t, lab, run.binary, "state-"+run.name)
+			cl.applyPreference(t, name, labels, 1)
+			t.Cleanup(func() { cl.deletePreference(t, name) })
+			tids, err := p.workload.TIDs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			poll(t, apiWait, "every task of "+name+" placed", func() error { return allPlaced(prctl, tids, 1) })
+			forkLag(t, cl, p, prctl, "forklag-"+run.name)
+		})
+	}
 }

@@ -54,6 +54,8 @@ const (
 	rescanInterval  = 2 * time.Second
 	apiWait         = 90 * time.Second
 	agentBinaryName = "numapref"
+	// beforeBinaryName is an earlier commit's agent (hack/kernel/lab.sh --before REV).
+	beforeBinaryName = "numapref-before"
 )
 
 func file(name string) string { return filepath.Join(filesDir, name) }
@@ -302,6 +304,13 @@ type agent struct {
 // agent's own pod-bound token, on the hostlab's cgroup root, and waits until it is ready.
 func (cl *cluster) startAgent(t *testing.T, lab *hostlab.Lab, extra ...string) *agent {
 	t.Helper()
+	return cl.startAgentBinary(t, lab, agentBinaryName, "state", extra...)
+}
+
+// startAgentBinary is startAgent with the initramfs's binary named binary, keeping its
+// state in the directory named stateDir.
+func (cl *cluster) startAgentBinary(t *testing.T, lab *hostlab.Lab, binary, stateDir string, extra ...string) *agent {
+	t.Helper()
 	logDir := cl.reportTo
 	if logDir == "" {
 		logDir = cl.tmp
@@ -320,14 +329,14 @@ func (cl *cluster) startAgent(t *testing.T, lab *hostlab.Lab, extra ...string) *
 		"--host-root=/",
 		"--cgroup-driver=cgroupfs",
 		"--kubelet-cgroup-root=" + lab.KubeletCgroupRoot(),
-		"--state-dir=" + filepath.Join(cl.tmp, "state"),
+		"--state-dir=" + filepath.Join(cl.tmp, stateDir),
 		"--rescan-interval=" + rescanInterval.String(),
 		"--report-interval=1s",
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + healthAddr,
 		"--tls-cert-dir=" + cl.serveTLS(t),
 	}, extra...)
-	cmd := exec.Command(file(agentBinaryName), args...)
+	cmd := exec.Command(file(binary), args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	a := &agent{cmd: cmd, log: logPath, started: time.Now()}
