@@ -50,6 +50,9 @@ verify: generate ## Fail when generated files are stale, code is unformatted, or
 	go vet -tags $(TEST_TAGS) ./...
 	go vet -tags e2e ./test/e2e/
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@# No build output in the tree: every tracked file is source, under 512 KiB.
+	@big="$$(git ls-files -z | xargs -0 stat -c '%s %n' -- 2>/dev/null | awk '$$1 > 524288 { print $$2 " (" $$1 " bytes)" }')"; \
+		test -z "$$big" || { echo "tracked files over 512 KiB (build output?): $$big"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "generated files are not committed: run make generate and commit"; exit 1; }
 	@# The linters last: the checks above take seconds, golangci-lint a minute or more.
 	$(MAKE) --no-print-directory lint
