@@ -347,11 +347,11 @@ func TestStartReturnsOnCancel(t *testing.T) {
 }
 
 // BenchmarkStartContainer is the runtime's StartContainer with the plugin and a placer
-// that does nothing: the round trip through the socket.
+// that does nothing: the round trip through the socket, without the tests' proxy.
 func BenchmarkStartContainer(b *testing.B) {
 	r := startRuntime(b)
 	got := make(placements, 1)
-	startPlugin(b, r.socket, got)
+	startPlugin(b, r.inner, got)
 	r.waitPlugin()
 	pod, ctr := testPod(), testContainer("app", 1, api.ContainerState_CONTAINER_CREATED)
 	for b.Loop() {

@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 // process ends, which closes them), so a restart closes the proxy's connections too.
 type fakeRuntime struct {
 	t           testing.TB
-	dir, socket string // socket is the one the plugin dials
+	dir, socket string // socket is the one the plugin dials, the proxy's
+	inner       string // the adaptation's
 	metrics     *runtimeMetrics
 
 	mu    sync.Mutex
@@ -47,7 +48,10 @@ type fakeRuntime struct {
 // newRuntime returns a runtime that is not started: its socket does not exist yet.
 func newRuntime(t testing.TB) *fakeRuntime {
 	dir := t.TempDir()
-	r := &fakeRuntime{t: t, dir: dir, socket: filepath.Join(dir, "nri.sock"), metrics: &runtimeMetrics{}}
+	r := &fakeRuntime{
+		t: t, dir: dir, metrics: &runtimeMetrics{},
+		socket: filepath.Join(dir, "nri.sock"), inner: filepath.Join(dir, "adaptation.sock"),
+	}
 	t.Cleanup(r.stop)
 	return r
 }
@@ -62,10 +66,9 @@ func startRuntime(t testing.TB) *fakeRuntime {
 // start starts the adaptation and the proxy in front of it.
 func (r *fakeRuntime) start() {
 	r.t.Helper()
-	inner := filepath.Join(r.dir, "adaptation.sock")
 	a, err := adaptation.New("fake-runtime", "v0.0.0", r.synchronize,
 		func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil },
-		adaptation.WithSocketPath(inner),
+		adaptation.WithSocketPath(r.inner),
 		adaptation.WithPluginPath(filepath.Join(r.dir, "plugins")),
 		adaptation.WithPluginConfigPath(filepath.Join(r.dir, "conf.d")),
 		adaptation.WithMetrics(r.metrics))
@@ -75,7 +78,7 @@ func (r *fakeRuntime) start() {
 	if err := a.Start(); err != nil {
 		r.t.Fatalf("starting the adaptation: %v", err)
 	}
-	px, err := startProxy(r.socket, inner)
+	px, err := startProxy(r.socket, r.inner)
 	if err != nil {
 		a.Stop()
 		r.t.Fatal(err)
