@@ -52,7 +52,7 @@ func (e *Engine) apply(p *pass, pl plan) {
 	// crash before then loses nothing, and a fork costs one ledger write, not three.
 	e.ledgerDirty = e.ledgerDirty || dirty
 	saved := e.writeAheadAndSet(p, sets)
-	if saved && p.fork == nil && e.ledgerDirty {
+	if saved && p.full() && e.ledgerDirty {
 		if err := e.saveLedger(); err != nil {
 			e.ledgerFailed(err)
 		} else {

@@ -105,7 +105,7 @@ func (e *Engine) loadDesired() error {
 	if !found {
 		return err
 	}
-	e.desired, e.synced = ds, true
+	e.desired, e.api, e.synced = ds, ds, true
 	e.cfg.Log.Info("Enforcing the desired state the last run persisted until the API's arrives", "containers", len(ds))
 	signal(e.kick)
 	return nil

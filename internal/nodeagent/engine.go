@@ -58,6 +58,10 @@ type EngineConfig struct {
 	// ForkRetryDelays are the looks a fork pass takes again when it did not list the new
 	// task (see DefaultForkRetryDelays); nil means the default.
 	ForkRetryDelays []time.Duration
+	// StartGrace is how long a desire learnt at a container's start (PlaceAtStart) counts
+	// while the API's desired state does not hold the container running; 0 means
+	// DefaultStartGrace.
+	StartGrace time.Duration
 	// Metrics receives the engine's measurements; nil makes unregistered ones.
 	Metrics *Metrics
 	// Clock runs the rescan ticker and the fork retries' timers, and times passes and
@@ -113,8 +117,12 @@ type ContainerResult struct {
 type Engine struct {
 	cfg EngineConfig
 
-	mu      sync.Mutex // guards desired, desiredGen, synced, results, managed
+	mu sync.Mutex // guards desired, api, starts, desiredGen, synced, results, managed
+	// desired is what passes act on: api, the last SetDesired's, with the starts it does
+	// not hold yet (PlaceAtStart, withStarts).
 	desired map[ContainerKey]Desire
+	api     map[ContainerKey]Desire
+	starts  map[ContainerKey]startDesire
 	// desiredGen counts the changes of desired; savedGen (under passMu) is the one on disk.
 	desiredGen, savedGen uint64
 	synced               bool
@@ -174,6 +182,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.ForkRetryDelays == nil {
 		cfg.ForkRetryDelays = DefaultForkRetryDelays
 	}
+	if cfg.StartGrace <= 0 {
+		cfg.StartGrace = DefaultStartGrace
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
@@ -204,6 +215,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		cfg:      cfg,
 		topo:     newTopology(cfg.OnlineNodes, cfg.CPUNode),
 		desired:  make(map[ContainerKey]Desire),
+		api:      make(map[ContainerKey]Desire),
+		starts:   make(map[ContainerKey]startDesire),
 		results:  make(map[ContainerKey]ContainerResult),
 		changes:  make(chan struct{}, 1),
 		kick:     make(chan struct{}, 1),
@@ -223,10 +236,11 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	return e, errors.Join(e.loadState(), cerr, e.loadDesired())
 }
 
-// SetDesired replaces the whole desired state of this host. The first call marks the engine
-// synced: before it the engine does nothing, so a restarted agent never undoes work whose
-// desire it simply has not read yet. A desired state persisted by the last run (DesiredPath)
-// counts as a first call; the live one replaces it.
+// SetDesired replaces the whole desired state of this host (but for the starts it does not
+// hold yet: PlaceAtStart). The first call marks the engine synced: before it the engine
+// does nothing, so a restarted agent never undoes work whose desire it simply has not read
+// yet. A desired state persisted by the last run (DesiredPath) counts as a first call; the
+// live one replaces it.
 func (e *Engine) SetDesired(ds []Desire) {
 	m := make(map[ContainerKey]Desire, len(ds))
 	for _, d := range ds {
@@ -237,11 +251,9 @@ func (e *Engine) SetDesired(ds []Desire) {
 		e.mu.Unlock()
 		return // Drain emptied the desire for good
 	}
-	changed := !e.synced || !maps.EqualFunc(m, e.desired, desireEqual)
-	e.desired, e.synced = m, true
-	if changed {
-		e.desiredGen++
-	}
+	e.api = m
+	changed := e.mergeStarts() || !e.synced
+	e.synced = true
 	e.mu.Unlock()
 	if changed {
 		signal(e.kick)
@@ -304,9 +316,10 @@ func (e *Engine) Drain() int {
 	e.mu.Lock()
 	e.draining.Store(true) // under mu: no SetDesired lands after the empty desire
 	if len(e.desired) > 0 || !e.synced {
-		e.desired, e.synced = map[ContainerKey]Desire{}, true
+		e.desired, e.api, e.synced = map[ContainerKey]Desire{}, map[ContainerKey]Desire{}, true
 		e.desiredGen++
 	}
+	clear(e.starts)
 	e.mu.Unlock()
 	e.fullPass()
 	e.passMu.Lock()

@@ -123,12 +123,13 @@ func (e *Engine) trusted(key ContainerKey, d Desire, fork *forkMark) map[int]boo
 
 // verifyStarts says whether pass p reads the start time of every known task that holds
 // the agent's value, to refresh the entry of a reused tid that inherited it: a full pass
-// after fork events were lost. Else a fork pass reads only its own event's task's
+// after fork events were lost, and a start pass (every task of a starting container is
+// new, even one whose tid the ledger knows). Else a fork pass reads only its own event's task's
 // (planner.verify), and without fork events no pass does (a read of /proc per task and
 // pass would cost as much as the GETs): undo then restores such a task by itself (an
 // inheritor, restoreListed).
 func (e *Engine) verifyStarts(p *pass) bool {
-	return p.fork == nil && e.lostForks.Swap(false)
+	return p.atStart || p.full() && e.lostForks.Swap(false)
 }
 
 // markSet is the setMark of a SET that just returned.

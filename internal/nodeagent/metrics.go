@@ -64,7 +64,7 @@ func NewMetrics() *Metrics {
 		}),
 		passSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "numapref", Name: "pass_duration_seconds",
-			Help:    "Duration of engine passes: full (every container: rescans and desired-state changes) or fork (one container, on a fork event).",
+			Help:    "Duration of engine passes: full (every container: rescans and desired-state changes), fork (one container, on a fork event) or start (one container the runtime is starting, through NRI).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}, []string{"kind"}),
 		kernel: prometheus.NewGaugeVec(prometheus.GaugeOpts{

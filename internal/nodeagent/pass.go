@@ -16,7 +16,10 @@ import (
 
 // pass is the state of one pass.
 type pass struct {
-	fork    *forkMark // the fork event of a fork pass; nil for a full pass
+	fork *forkMark // the fork event of a fork pass; nil for a full or start pass
+	// atStart marks a start pass: one container at its start (PlaceAtStart), every task
+	// of it new.
+	atStart bool
 	desired map[ContainerKey]Desire
 	gen     uint64 // desired's generation
 	results map[ContainerKey]ContainerResult
@@ -28,22 +31,32 @@ type pass struct {
 
 // kind is the pass's label in the pass-duration metric.
 func (p *pass) kind() string {
-	if p.fork == nil {
+	switch {
+	case p.atStart:
+		return "start"
+	case p.fork == nil:
 		return "full"
 	}
 	return "fork"
 }
 
+// full says whether the pass checks every container.
+func (p *pass) full() bool { return p.fork == nil && !p.atStart }
+
 // newPass snapshots the desire; ok is false before the engine is synced (nothing to do).
-func (e *Engine) newPass(fork *forkMark) (p *pass, ok bool) {
-	p = &pass{fork: fork, start: e.cfg.Clock.Now(), ids: e.newIdentifier()}
+// A fork pass has fork's event, a start pass atStart; a full pass neither.
+func (e *Engine) newPass(fork *forkMark, atStart bool) (p *pass, ok bool) {
+	p = &pass{fork: fork, atStart: atStart, start: e.cfg.Clock.Now(), ids: e.newIdentifier()}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.synced {
 		return nil, false
 	}
+	if p.full() {
+		e.mergeStarts() // starts past their grace end here when no SetDesired comes
+	}
 	p.desired, p.gen = e.desired, e.desiredGen
-	if fork == nil {
+	if p.full() {
 		p.results = make(map[ContainerKey]ContainerResult, len(e.desired))
 		p.listing = make(map[ContainerKey]containerListing, len(e.desired))
 		p.tgids = make(map[int]ContainerKey)
@@ -59,7 +72,7 @@ func (e *Engine) newPass(fork *forkMark) (p *pass, ok bool) {
 func (e *Engine) fullPass() {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	p, ok := e.newPass(nil)
+	p, ok := e.newPass(nil, false)
 	if !ok {
 		return
 	}
@@ -81,7 +94,7 @@ func (e *Engine) forkPass(key ContainerKey, fork *forkMark) {
 	}
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	p, ok := e.newPass(fork)
+	p, ok := e.newPass(fork, false)
 	if !ok {
 		return
 	}
@@ -111,7 +124,7 @@ func (e *Engine) finish(p *pass, pl plan, choicesDirty bool) {
 	if changed {
 		signal(e.changes)
 	}
-	if p.fork == nil {
+	if p.full() {
 		e.cfg.Metrics.reportResults(p.results)
 		e.cfg.Metrics.reportBalancing(e.cfg.ProcRoot)
 	}

@@ -1,0 +1,103 @@
+//go:build host && linux
+
+package nodeagent
+
+import (
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
+)
+
+// TestEnginePlacesAtStart: a container placed at its start (PlaceAtStart) has its tasks
+// set at once, by a start pass; its desire holds while the API does not report it
+// running, the API's confirmation costs no SET, and a start the API never confirms is
+// undone once StartGrace has passed. Before the engine is synced it places nothing.
+func TestEnginePlacesAtStart(t *testing.T) {
+	el := newEngineLab(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	m := NewMetrics()
+	e := el.engineWith(t, EngineConfig{Clock: clk, Metrics: m, StartGrace: time.Minute})
+
+	confirmed, _, d := el.container(t, "confirmed", 0, 2)
+	if _, ok := e.PlaceAtStart(d); ok {
+		t.Fatal("an engine that has no desired state yet placed a container at its start")
+	}
+	if v := el.values(t, confirmed.Pid()); !allEqual(v, -1) {
+		t.Fatalf("before the first desired state, tasks have %v; want -1", v)
+	}
+
+	// The API's first desired state: the new pod is not running yet, so it holds nothing.
+	e.SetDesired(nil)
+	r, ok := e.PlaceAtStart(d)
+	if !ok || r.Reason != numav1.ReasonApplied || r.Tasks < 1 {
+		t.Fatalf("PlaceAtStart = %+v, %v; want Applied with the container's tasks", r, ok)
+	}
+	// The init task is the one that matters at a start: its thread execs the program. (The
+	// Go runtime of the lab's workload may add a thread while the pass runs.)
+	if v := el.init(t, confirmed); v != 0 {
+		t.Fatalf("after PlaceAtStart, the init task has %d; want node 0", v)
+	}
+	if got := passStats(t, m, "start").count; got != 1 {
+		t.Errorf("start passes observed = %d, want 1", got)
+	}
+
+	// The API still knows nothing of the container, within the grace: a rescan keeps it.
+	e.SetDesired(nil)
+	clk.Step(30 * time.Second)
+	if v := el.settle(t, e, confirmed.Pid()); !allEqual(v, 0) {
+		t.Fatalf("a rescan within the grace undid the start: %v", v)
+	}
+	// The API reports it running: the same desire, no SET.
+	e.SetDesired([]Desire{d})
+	before := el.emu.Stats()
+	e.Pass()
+	if after := el.emu.Stats(); after != before {
+		t.Errorf("the API's confirmation changed the kernel state: %+v -> %+v", before, after)
+	}
+	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonApplied {
+		t.Errorf("after confirmation: %+v", r)
+	}
+
+	// A start the API never confirms (its pod gone from the API, or no longer selected):
+	// undone by the first pass after the grace, even with no new desired state.
+	unconfirmed, _, u := el.container(t, "unconfirmed", 0, 2)
+	if r, ok := e.PlaceAtStart(u); !ok || r.Reason != numav1.ReasonApplied {
+		t.Fatalf("PlaceAtStart = %+v, %v", r, ok)
+	}
+	clk.Step(59 * time.Second)
+	if v := el.settle(t, e, unconfirmed.Pid()); !allEqual(v, 0) {
+		t.Fatalf("undone before the grace: %v", v)
+	}
+	clk.Step(time.Second)
+	e.Pass()
+	if v := el.values(t, unconfirmed.Pid()); !allEqual(v, -1) {
+		t.Errorf("a start the API never confirmed is still placed after the grace: %v", v)
+	}
+	if v := el.values(t, confirmed.Pid()); !allEqual(v, 0) {
+		t.Errorf("the confirmed container lost its node: %v", v)
+	}
+
+	// Draining: nothing is placed at a start any more.
+	late, _, l := el.container(t, "late", 0, 1)
+	e.Drain()
+	if _, ok := e.PlaceAtStart(l); ok {
+		t.Error("a draining engine placed a container at its start")
+	}
+	if v := el.values(t, late.Pid(), confirmed.Pid()); !allEqual(v, -1) {
+		t.Errorf("after Drain: %v", v)
+	}
+}
+
+// init reads the value of w's init task (its process's main thread).
+func (el *engineLab) init(t *testing.T, w *hostlab.Workload) int {
+	t.Helper()
+	v, err := el.emu.Get(w.Pid())
+	if err != nil {
+		t.Fatalf("emulated GET of %d: %v", w.Pid(), err)
+	}
+	return v
+}
