@@ -122,6 +122,10 @@ type realHost struct {
 	topo     *numa.Topology
 	topoRoot string
 	stateDir string
+	// kernel, when set, is the engine's kernel in place of emu (a wrapper of it); engine
+	// is the last started agent's.
+	kernel numa.PreferredNode
+	engine *nodeagent.Engine
 }
 
 // engineResolver is what the engine needs of the cgroup resolver.
@@ -172,13 +176,18 @@ func (h *realHost) start(c *rest.Config, syncTimeout time.Duration) *runningAgen
 	pe, err := numa.OpenProcEvents()
 	testenv.RequireNoError(GinkgoTB(), err, "opening the proc connector (CAP_NET_ADMIN)", "sudo make integration")
 	DeferCleanup(pe.Close)
+	kernel := h.kernel
+	if kernel == nil {
+		kernel = h.emu
+	}
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
-		Resolver: h.resolver, Kernel: h.emu, Support: h.emu.Support(), OnlineNodes: h.topo.Online, CPUNode: h.topo.CPUNode,
+		Resolver: h.resolver, Kernel: kernel, Support: h.emu.Support(), OnlineNodes: h.topo.Online, CPUNode: h.topo.CPUNode,
 		MemFree:    func(n int) (uint64, error) { return numa.ReadNodeMemFree(h.topoRoot, n) },
 		LedgerPath: filepath.Join(h.stateDir, "ledger.json"), DesiredPath: filepath.Join(h.stateDir, "desired.json"),
 		ProcEvents: pe.Events(), RescanInterval: time.Hour, Log: log.Log.WithName("engine"),
 	})
 	Expect(err).NotTo(HaveOccurred())
+	h.engine = engine
 	a := startAgent(h.node, engine, withConfig(c), withSummarizer(), withSyncTimeout(syncTimeout), withRunnables(engine))
 	stop := a.stop
 	a.stop = func() { stop(); pe.Close() }

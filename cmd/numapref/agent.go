@@ -24,6 +24,7 @@ import (
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/serving"
@@ -45,6 +46,7 @@ type agentFlags struct {
 	rescanInterval    time.Duration
 	maxTasks          int
 	forkEvents        bool
+	nriSocket         string
 	cgroupVersion     int
 	cgroupDriver      string
 	cgroupRoot        string
@@ -76,6 +78,8 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.rescanInterval, "rescan-interval", 10*time.Second, "how often every selected container is checked again")
 	fs.IntVar(&f.maxTasks, "max-tasks-per-container", nodeagent.DefaultMaxTasksPerContainer, "one container's share of what the agent keeps per task for the node (ledger entries, pidfds): a container with more tasks is not placed (reason TooManyTasks), the others are; at most what the ledger holds (about 300,000)")
 	fs.BoolVar(&f.forkEvents, "fork-events", true, "react to fork events from the proc connector (needs CAP_NET_ADMIN and the host network)")
+	fs.StringVar(&f.nriSocket, "nri-socket", "", "the container runtime's NRI socket (containerd >= 1.7, CRI-O >= 1.26; usually "+nri.DefaultSocket+"): "+
+		"the agent registers as an NRI plugin and places each selected container as the runtime starts it, before its program runs; empty: off, containers are placed once the API reports them running")
 	fs.IntVar(&f.cgroupVersion, "cgroup-version", 0, "cgroup version (1 or 2); 0 probes")
 	fs.StringVar(&f.cgroupDriver, "cgroup-driver", "", `cgroup driver ("systemd" or "cgroupfs"); empty probes`)
 	fs.StringVar(&f.cgroupRoot, "cgroup-root", "", "where the cgroup filesystems are mounted (default <host-root>/sys/fs/cgroup)")
@@ -229,6 +233,16 @@ func runAgent(args []string) error {
 		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
 	}); err != nil {
 		return err
+	}
+	if f.nriSocket != "" {
+		plugin, err := nri.New(nri.Config{Socket: f.nriSocket, Log: ctrl.Log.WithName("nri"),
+			Placer: controllers.NewStartPlacer(mgr.GetClient(), engine, ctrl.Log.WithName("start"))})
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		if err := mgr.Add(plugin); err != nil {
+			return fmt.Errorf("agent: adding the NRI plugin: %w", err)
+		}
 	}
 	if err := setupDrain(mgr, &f, engine); err != nil {
 		return err

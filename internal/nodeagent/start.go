@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,7 +79,7 @@ func (e *Engine) PlaceAtStart(d Desire) (r ContainerResult, ok bool) {
 func (e *Engine) mergeStarts() bool {
 	now := e.cfg.Clock.Now()
 	for key, s := range e.starts {
-		if a, ok := e.api[key]; ok && a.Ref.ContainerID == s.Ref.ContainerID || now.Sub(s.at) >= e.cfg.StartGrace {
+		if a, ok := e.api[key]; ok && sameContainer(a.Ref.ContainerID, s.Ref.ContainerID) || now.Sub(s.at) >= e.cfg.StartGrace {
 			delete(e.starts, key)
 		}
 	}
@@ -95,6 +96,18 @@ func (e *Engine) mergeStarts() bool {
 	e.desired = merged
 	e.desiredGen++
 	return true
+}
+
+// sameContainer says whether two container IDs name one container: the API's has the
+// runtime's scheme ("containerd://<id>"), the runtime's own, at a start, may not.
+func sameContainer(a, b string) bool {
+	bare := func(id string) string {
+		if _, rest, ok := strings.Cut(id, "://"); ok {
+			return rest
+		}
+		return id
+	}
+	return a != "" && bare(a) == bare(b)
 }
 
 // startPass checks the one container key at its start: none of its tasks is trusted and

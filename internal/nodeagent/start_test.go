@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,23 @@ func TestPlanStart(t *testing.T) {
 				t.Errorf("desire (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestSameContainer(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"containerd://" + id, id, true},
+		{id, "cri-o://" + id, true},
+		{"containerd://" + id, "containerd://" + id, true},
+		{"containerd://" + id, strings.Repeat("cd", 32), false},
+		{"", "", false}, // a container not running yet is no container
+	} {
+		if got := sameContainer(tc.a, tc.b); got != tc.want {
+			t.Errorf("sameContainer(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
 	}
 }

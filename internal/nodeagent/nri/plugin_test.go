@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/ttrpc"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/numapref/numapref/internal/testutil/nriruntime"
 	"github.com/numapref/numapref/internal/testutil/poll"
 )
 
@@ -146,10 +147,10 @@ func TestNewChecksConfig(t *testing.T) {
 
 // 1. The plugin registers: it says it is connected, and the runtime has it.
 func TestRegisters(t *testing.T) {
-	r := startRuntime(t)
-	p := startPlugin(t, r.socket, make(placements))
+	r := nriruntime.Start(t)
+	p := startPlugin(t, r.Socket, make(placements))
 	poll.True(t, wait, "the plugin connects", p.Connected)
-	r.waitPlugin()
+	r.WaitPlugin()
 	if got := p.Stats(); got.Connects != 1 {
 		t.Errorf("Stats().Connects = %d, want 1", got.Connects)
 	}
@@ -158,16 +159,16 @@ func TestRegisters(t *testing.T) {
 // 2. A StartContainer reaches the placer with every field, while the container's init (a
 // real process here) exists; the runtime gets the plugin's success.
 func TestStartContainerReachesPlacer(t *testing.T) {
-	r := startRuntime(t)
+	r := nriruntime.Start(t)
 	type placed struct {
 		s     Start
 		alive error // signal 0 to s.Pid while placing
 	}
 	got := make(chan placed, 1)
-	p := startPlugin(t, r.socket, placerFunc(func(_ context.Context, s Start) {
+	p := startPlugin(t, r.Socket, placerFunc(func(_ context.Context, s Start) {
 		got <- placed{s, syscall.Kill(s.Pid, 0)}
 	}))
-	r.waitPlugin()
+	r.WaitPlugin()
 
 	init := exec.Command("sleep", "60")
 	if err := init.Start(); err != nil {
@@ -176,7 +177,7 @@ func TestStartContainerReachesPlacer(t *testing.T) {
 	t.Cleanup(func() { _ = init.Process.Kill(); _ = init.Wait() })
 	pid := init.Process.Pid
 
-	if err := r.startContainer(testPod(), testContainer("app", pid, api.ContainerState_CONTAINER_CREATED)); err != nil {
+	if err := r.StartContainer(testPod(), testContainer("app", pid, api.ContainerState_CONTAINER_CREATED)); err != nil {
 		t.Fatalf("the runtime's StartContainer: %v", err)
 	}
 	var pl placed
@@ -191,8 +192,8 @@ func TestStartContainerReachesPlacer(t *testing.T) {
 	if pl.alive != nil {
 		t.Errorf("the init process %d was not there while placing: %v", pid, pl.alive)
 	}
-	answers := r.metrics.answers(api.Event_START_CONTAINER.PrettyName())
-	if len(answers) != 1 || answers[0].err != nil || answers[0].plugin != "50-numapref" {
+	answers := r.Answers(api.Event_START_CONTAINER.PrettyName())
+	if len(answers) != 1 || answers[0].Err != nil || answers[0].Plugin != "50-numapref" {
 		t.Errorf("the runtime's record of StartContainer = %+v, want one success of 50-numapref", answers)
 	}
 	if s := p.Stats(); s.Starts != 1 || s.Late != 0 {
@@ -205,10 +206,10 @@ func TestStartContainerReachesPlacer(t *testing.T) {
 // placer would be recorded with DeadlineExceeded), stays connected, and counts the
 // placer as late until it returns.
 func TestSlowPlacerDoesNotHoldRuntime(t *testing.T) {
-	r := startRuntime(t)
+	r := nriruntime.Start(t)
 	release := make(chan struct{})
 	placerErr := make(chan error, 1)
-	p := startPlugin(t, r.socket, placerFunc(func(ctx context.Context, _ Start) {
+	p := startPlugin(t, r.Socket, placerFunc(func(ctx context.Context, _ Start) {
 		<-release // ignores ctx, as a stuck placer would
 		placerErr <- ctx.Err()
 	}), func(c *Config) { c.RequestTimeout = 100 * time.Millisecond })
@@ -219,20 +220,20 @@ func TestSlowPlacerDoesNotHoldRuntime(t *testing.T) {
 			close(release)
 		}
 	})
-	r.waitPlugin()
+	r.WaitPlugin()
 
-	if err := r.startContainer(testPod(), testContainer("app", 1, api.ContainerState_CONTAINER_CREATED)); err != nil {
+	if err := r.StartContainer(testPod(), testContainer("app", 1, api.ContainerState_CONTAINER_CREATED)); err != nil {
 		t.Fatalf("the runtime's StartContainer: %v", err)
 	}
-	answers := r.metrics.answers(api.Event_START_CONTAINER.PrettyName())
-	if len(answers) != 1 || answers[0].err != nil {
+	answers := r.Answers(api.Event_START_CONTAINER.PrettyName())
+	if len(answers) != 1 || answers[0].Err != nil {
 		t.Fatalf("the runtime's record of StartContainer = %+v, want one success (an answer, not its timeout)", answers)
 	}
 	if s := p.Stats(); s.Late != 1 || s.LateRunning != 1 {
 		t.Errorf("Stats() with the placer still blocked = %+v, want Late 1, LateRunning 1", s)
 	}
-	if !p.Connected() || r.metrics.plugins() != 1 {
-		t.Errorf("after the late placer: Connected %v, runtime's plugins %d; want true, 1", p.Connected(), r.metrics.plugins())
+	if !p.Connected() || r.Plugins() != 1 {
+		t.Errorf("after the late placer: Connected %v, runtime's plugins %d; want true, 1", p.Connected(), r.Plugins())
 	}
 
 	close(release)
@@ -250,19 +251,19 @@ func TestSlowPlacerDoesNotHoldRuntime(t *testing.T) {
 // 4. The runtime restarts: the plugin sees the connection go, connects to the new runtime
 // on the same socket, and handles its StartContainer.
 func TestReconnectsAfterRuntimeRestart(t *testing.T) {
-	r := startRuntime(t)
+	r := nriruntime.Start(t)
 	got := make(placements, 4)
-	p := startPlugin(t, r.socket, got)
+	p := startPlugin(t, r.Socket, got)
 	poll.True(t, wait, "the plugin connects", p.Connected)
-	r.waitPlugin()
+	r.WaitPlugin()
 
-	r.stop()
+	r.Stop()
 	poll.True(t, wait, "the plugin sees the runtime go", func() bool { return !p.Connected() })
-	r.start()
+	r.Start()
 	poll.True(t, wait, "the plugin connects again", p.Connected)
-	r.waitPlugin()
+	r.WaitPlugin()
 
-	if err := r.startContainer(testPod(), testContainer("after", 5, api.ContainerState_CONTAINER_CREATED)); err != nil {
+	if err := r.StartContainer(testPod(), testContainer("after", 5, api.ContainerState_CONTAINER_CREATED)); err != nil {
 		t.Fatalf("the new runtime's StartContainer: %v", err)
 	}
 	if diff := cmp.Diff(wantStart("after", 5, false), got.next(t)); diff != "" {
@@ -276,8 +277,8 @@ func TestReconnectsAfterRuntimeRestart(t *testing.T) {
 // 5. No socket at Start: Start keeps trying without an error, and connects once the
 // runtime appears.
 func TestWaitsForAbsentSocket(t *testing.T) {
-	r := newRuntime(t)
-	p := startPlugin(t, r.socket, make(placements))
+	r := nriruntime.New(t)
+	p := startPlugin(t, r.Socket, make(placements))
 	poll.True(t, wait, "the plugin tries again", func() bool { return p.Stats().DialFailures >= 3 })
 	select {
 	case err := <-p.done:
@@ -288,35 +289,35 @@ func TestWaitsForAbsentSocket(t *testing.T) {
 		t.Error("Connected with no runtime")
 	}
 
-	r.start()
+	r.Start()
 	poll.True(t, wait, "the plugin connects", p.Connected)
-	r.waitPlugin()
+	r.WaitPlugin()
 }
 
 // 6. Synchronize at registration hands the running containers to the placer, with
 // Running, and asks the runtime for no update.
 func TestSynchronizePassesRunning(t *testing.T) {
-	r := newRuntime(t)
-	r.running([]*api.PodSandbox{testPod()}, []*api.Container{
+	r := nriruntime.New(t)
+	r.Running([]*api.PodSandbox{testPod()}, []*api.Container{
 		testContainer("created", 0, api.ContainerState_CONTAINER_CREATED),
 		testContainer("running", 10, api.ContainerState_CONTAINER_RUNNING),
 		testContainer("stopped", 0, api.ContainerState_CONTAINER_STOPPED),
 	})
-	r.start()
+	r.Start()
 	got := make(placements, 4)
-	p := startPlugin(t, r.socket, got)
+	p := startPlugin(t, r.Socket, got)
 	if diff := cmp.Diff(wantStart("running", 10, true), got.next(t)); diff != "" {
 		t.Errorf("the placer's Start (-want +got):\n%s", diff)
 	}
-	r.waitPlugin()
+	r.WaitPlugin()
 	poll.True(t, wait, "Stats counts the synced container", func() bool { return p.Stats().Synced == 1 })
 	select {
 	case s := <-got:
 		t.Errorf("a second container was placed: %+v", s)
 	default:
 	}
-	answers := r.metrics.answers("Synchronize")
-	if len(answers) != 1 || answers[0].err != nil {
+	answers := r.Answers("Synchronize")
+	if len(answers) != 1 || answers[0].Err != nil {
 		t.Errorf("the runtime's record of Synchronize = %+v, want one success", answers)
 	}
 }
@@ -324,19 +325,19 @@ func TestSynchronizePassesRunning(t *testing.T) {
 // 7. Start returns nil once its ctx ends, connected or waiting for the socket.
 func TestStartReturnsOnCancel(t *testing.T) {
 	t.Run("connected", func(t *testing.T) {
-		r := startRuntime(t)
-		p := startPlugin(t, r.socket, make(placements))
+		r := nriruntime.Start(t)
+		p := startPlugin(t, r.Socket, make(placements))
 		poll.True(t, wait, "the plugin connects", p.Connected)
 		if err := p.stop(t); err != nil {
 			t.Errorf("Start = %v, want nil", err)
 		}
 		poll.True(t, wait, "the runtime drops the plugin", func() bool {
-			_ = r.startContainer(testPod(), testContainer("x", 1, api.ContainerState_CONTAINER_CREATED)) // prunes closed plugins
-			return r.metrics.plugins() == 0
+			_ = r.StartContainer(testPod(), testContainer("x", 1, api.ContainerState_CONTAINER_CREATED)) // prunes closed plugins
+			return r.Plugins() == 0
 		})
 	})
 	t.Run("no socket", func(t *testing.T) {
-		p := startPlugin(t, newRuntime(t).socket, make(placements), func(c *Config) {
+		p := startPlugin(t, nriruntime.New(t).Socket, make(placements), func(c *Config) {
 			c.MinBackoff, c.MaxBackoff = time.Hour, time.Hour // Start is waiting out its backoff
 		})
 		poll.True(t, wait, "the plugin failed to dial", func() bool { return p.Stats().DialFailures == 1 })
@@ -349,13 +350,13 @@ func TestStartReturnsOnCancel(t *testing.T) {
 // BenchmarkStartContainer is the runtime's StartContainer with the plugin and a placer
 // that does nothing: the round trip through the socket, without the tests' proxy.
 func BenchmarkStartContainer(b *testing.B) {
-	r := startRuntime(b)
+	r := nriruntime.Start(b)
 	got := make(placements, 1)
-	startPlugin(b, r.inner, got)
-	r.waitPlugin()
+	startPlugin(b, r.Direct, got)
+	r.WaitPlugin()
 	pod, ctr := testPod(), testContainer("app", 1, api.ContainerState_CONTAINER_CREATED)
 	for b.Loop() {
-		if err := r.startContainer(pod, ctr); err != nil {
+		if err := r.StartContainer(pod, ctr); err != nil {
 			b.Fatal(err)
 		}
 		<-got
@@ -366,22 +367,22 @@ func BenchmarkStartContainer(b *testing.B) {
 // leaves the library's stub waiting, under its own lock, for a configuration that never
 // comes. The plugin abandons that stub and connects to the next runtime.
 func TestRuntimeGoneBeforeConfigure(t *testing.T) {
-	r := newRuntime(t)
-	l, err := net.Listen("unix", r.socket)
+	r := nriruntime.New(t)
+	l, err := net.Listen("unix", r.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go dieAfterRegistration(l)
 
-	p := startPlugin(t, r.socket, make(placements), func(c *Config) { c.stuckGrace = 200 * time.Millisecond })
+	p := startPlugin(t, r.Socket, make(placements), func(c *Config) { c.stuckGrace = 200 * time.Millisecond })
 	// The stub gets stuck only when its ttrpc client takes the reply before it sees the
 	// connection close; otherwise its registration fails and the plugin tries again.
 	poll.True(t, wait, "the plugin abandons a stuck stub", func() bool { return p.Stats().Abandoned >= 1 })
 	_ = l.Close()
 
-	r.start()
+	r.Start()
 	poll.True(t, wait, "the plugin connects to the next runtime", p.Connected)
-	r.waitPlugin()
+	r.WaitPlugin()
 }
 
 // dieAfterRegistration accepts plugins on l until it is closed, answers each one's

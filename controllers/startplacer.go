@@ -1,0 +1,69 @@
+package controllers
+
+import (
+	"context"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/nri"
+)
+
+// StartEngine is what StartPlacer needs of the apply engine.
+type StartEngine interface {
+	PlaceAtStart(nodeagent.Desire) (nodeagent.ContainerResult, bool)
+}
+
+// StartPlacer places containers as the runtime starts them (NRI: internal/nodeagent/nri),
+// before the kubelet posts their status. One decision, two triggers: nodeagent.PlanStart
+// decides as the node agent controller does (PlanPod), on the agent's cached pod (or,
+// when the cache does not hold it yet, one made of the runtime's sandbox) and the cached
+// NumaPreferences of its namespace; the engine's PlaceAtStart acts at once.
+type StartPlacer struct {
+	reader client.Reader // the agent's cache
+	engine StartEngine
+	log    logr.Logger
+}
+
+// NewStartPlacer returns the placer of the node agent whose cache reader holds its pods and
+// the NumaPreferences (NodeCacheOptions).
+func NewStartPlacer(reader client.Reader, engine StartEngine, log logr.Logger) *StartPlacer {
+	return &StartPlacer{reader: reader, engine: engine, log: log}
+}
+
+// PlaceAtStart decides for the container s and has the engine place it (nri.Placer). It
+// reads only the cache: the runtime waits for its answer.
+func (p *StartPlacer) PlaceAtStart(ctx context.Context, s nri.Start) {
+	log := p.log.WithValues("pod", s.Namespace+"/"+s.PodName, "container", s.Container)
+	var prefs numav1.NumaPreferenceList
+	if err := p.reader.List(ctx, &prefs, client.InNamespace(s.Namespace)); err != nil {
+		log.Error(err, "Listing the cached NumaPreferences; the container is placed once the API reports it running")
+		return
+	}
+	d, ok := nodeagent.PlanStart(p.pod(ctx, s), prefs.Items, s.Container, s.ContainerID)
+	if !ok {
+		return // nothing asks for it
+	}
+	d.Ref.CgroupsPath = s.CgroupsPath // the runtime's own word on where the container is
+	r, ok := p.engine.PlaceAtStart(d)
+	if ok {
+		log.V(1).Info("Placed at start", "reason", r.Reason, "node", r.Node, "tasks", r.Tasks)
+	}
+}
+
+// pod is s's pod as the cache holds it, or one made of the runtime's sandbox: its metadata
+// and labels, no spec (PlanStart then takes the container for an app container).
+func (p *StartPlacer) pod(ctx context.Context, s nri.Start) *corev1.Pod {
+	var pod corev1.Pod
+	err := p.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.PodName}, &pod)
+	if err == nil && string(pod.UID) == s.PodUID {
+		return &pod
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.PodName, UID: types.UID(s.PodUID),
+		Labels: s.Labels, Annotations: s.Annotations}}
+}

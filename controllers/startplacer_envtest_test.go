@@ -1,0 +1,103 @@
+//go:build integration
+
+package controllers
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+
+	"github.com/containerd/nri/pkg/api"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/nri"
+	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/testutil/builders"
+	"github.com/numapref/numapref/internal/testutil/nriruntime"
+)
+
+// setCounter counts the SETs the engine issues.
+type setCounter struct {
+	numa.PreferredNode
+	sets atomic.Int32
+}
+
+func (k *setCounter) Set(tid, node int) error {
+	k.sets.Add(1)
+	return k.PreferredNode.Set(tid, node)
+}
+
+// The agent as an NRI plugin: the runtime's side (nri's adaptation, as containerd embeds
+// it) in this process, the whole agent on this host with the real engine, the API server
+// for real; the spec plays the kubelet and the runtime.
+var _ = Describe("Placing a container at its start (NRI)", func() {
+	ctx := context.Background()
+
+	It("places a selected container when the runtime starts it, before the kubelet reports it running, and the report costs no SET", func() {
+		host := newRealHost("node-nri", "")
+		kernel := &setCounter{PreferredNode: host.emu}
+		host.kernel = kernel
+		a := host.start(cfg, 0)
+		ns := newNamespace(ctx)
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "db").Selector("app", "db").Node(0).Obj())).To(Succeed())
+
+		// The pod the kubelet is starting: in the API, its container not running yet.
+		pod := builders.MakePod(ns, "db-0").Node("node-nri").Label("app", "db").Containers("main").Obj()
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var cached corev1.Pod
+			g.Expect(a.mgr.GetClient().Get(ctx, client.ObjectKeyFromObject(pod), &cached)).To(Succeed())
+			var prefs numav1.NumaPreferenceList
+			g.Expect(a.mgr.GetClient().List(ctx, &prefs, client.InNamespace(ns))).To(Succeed())
+			g.Expect(prefs.Items).To(HaveLen(1))
+		}).Should(Succeed(), "the agent's cache holds the pod and the preference")
+
+		// runc create: the container's cgroup and its init process.
+		builders.MarkRunning(pod)
+		id := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		c, err := host.lab.Container(pod.Status.QOSClass, string(pod.UID), id)
+		Expect(err).NotTo(HaveOccurred())
+		init, err := c.StartWorkload(0)
+		Expect(err).NotTo(HaveOccurred())
+
+		// The runtime, and the agent's plugin connected to it.
+		runtime := nriruntime.Start(GinkgoTB())
+		plugin, err := nri.New(nri.Config{Socket: runtime.Socket, Log: log.Log.WithName("nri"),
+			Placer: NewStartPlacer(a.mgr.GetClient(), host.engine, log.Log.WithName("start"))})
+		Expect(err).NotTo(HaveOccurred())
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- plugin.Start(pctx) }()
+		DeferCleanup(func() { cancel(); Eventually(done).Should(Receive(BeNil())) })
+		runtime.WaitPlugin()
+
+		// StartContainer, between runc create and runc start. When the runtime has the
+		// plugin's answer, the init is placed: no waiting here.
+		sandbox := &api.PodSandbox{Id: "sandbox-db-0", Uid: string(pod.UID), Namespace: ns, Name: pod.Name, Labels: pod.Labels}
+		Expect(runtime.StartContainer(sandbox, &api.Container{Id: id, PodSandboxId: sandbox.Id, Name: "main",
+			Pid: uint32(init.Pid()), State: api.ContainerState_CONTAINER_CREATED})).To(Succeed())
+		node, err := host.emu.Get(init.Pid())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(node).To(Equal(0), "the init task's node when the runtime's StartContainer returns")
+		sets := kernel.sets.Load()
+		Expect(sets).To(BeNumerically(">=", 1))
+
+		// The kubelet reports the container running: the API path finds it placed.
+		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		expectPodEvent(ctx, pod, numav1.ReasonApplied, "prefers NUMA node 0 (NumaPreference db)")
+		Eventually(func(g Gomega) {
+			r, ok := host.engine.Results()[nodeagent.ContainerKey{PodUID: pod.UID, Container: "main"}]
+			g.Expect(ok).To(BeTrue())
+			g.Expect(r.Reason).To(Equal(numav1.ReasonApplied))
+			g.Expect(r.Desire.Ref.ContainerID).To(Equal(pod.Status.ContainerStatuses[0].ContainerID), "the API's desire rules")
+		}).Should(Succeed())
+		host.engine.Pass()
+		Expect(kernel.sets.Load()).To(Equal(sets), "SETs after the start's")
+	})
+})
