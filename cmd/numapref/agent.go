@@ -243,6 +243,9 @@ func runAgent(args []string) error {
 		if err := mgr.Add(plugin); err != nil {
 			return fmt.Errorf("agent: adding the NRI plugin: %w", err)
 		}
+		if err := ctrlmetrics.Registry.Register(nri.NewCollector(plugin)); err != nil {
+			return fmt.Errorf("agent: registering NRI metrics: %w", err)
+		}
 	}
 	if err := setupDrain(mgr, &f, engine); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numapref/numapref/internal/testutil/nriruntime"
 	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
@@ -45,6 +46,18 @@ func TestAgentStartsWithoutTheAPI(t *testing.T) {
 	}
 	if !a.healthy() {
 		t.Errorf("the agent stopped serving /healthz:\n%s", a.log())
+	}
+}
+
+// With -nri-socket the agent registers with the container runtime's NRI as a plugin, in
+// its sandbox (seccomp), before the API answers.
+func TestAgentRegistersWithNRI(t *testing.T) {
+	dir := t.TempDir()
+	r := nriruntime.Start(t)
+	a := startOfflineAgent(t, dir, filepath.Join(dir, "state"), "agent", "-nri-socket", r.Socket)
+	r.WaitPlugin()
+	if !a.healthy() {
+		t.Errorf("the agent registered with NRI but does not serve /healthz:\n%s", a.log())
 	}
 }
 
@@ -148,14 +161,15 @@ func (a *agentProcess) healthy() bool {
 }
 
 // startOfflineAgent runs an agent whose kubeconfig points where nothing listens, with
-// state dir state and its log in dir/<name>.log; it is killed when the test ends.
-func startOfflineAgent(t *testing.T, dir, state, name string) *agentProcess {
+// state dir state, its log in dir/<name>.log, and extra arguments; it is killed when the
+// test ends.
+func startOfflineAgent(t *testing.T, dir, state, name string, extra ...string) *agentProcess {
 	t.Helper()
 	health := freePort(t)
-	return &agentProcess{health: health, agentRun: startAgentRun(t, filepath.Join(dir, name+".log"),
+	return &agentProcess{health: health, agentRun: startAgentRun(t, filepath.Join(dir, name+".log"), append([]string{
 		"-node-name", "offline", "-kubeconfig", unreachableKubeconfig(t, dir),
 		"-state-dir", state, "-cgroup-driver", "cgroupfs", "-fork-events=false", "-metrics-bind-address", "0",
-		"-health-probe-bind-address", health, "-leader-election-namespace", "numapref-system", "-pod-name", "")}
+		"-health-probe-bind-address", health, "-leader-election-namespace", "numapref-system", "-pod-name", ""}, extra...)...)}
 }
 
 // freePort returns a local address nothing listens on now.
