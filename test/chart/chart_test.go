@@ -658,6 +658,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"rescanInterval as number", map[string]any{"rescanInterval": 10}, "rescanInterval"},
 		{"maxTasksPerContainer zero", map[string]any{"maxTasksPerContainer": 0}, "maxTasksPerContainer"},
 		{"forkEvents as string", map[string]any{"forkEvents": "yes"}, "forkEvents"},
+		{"relative NRI socket", map[string]any{"nri": map[string]any{"enabled": true, "socket": "nri.sock"}}, "socket"},
+		{"NRI socket at the root", map[string]any{"nri": map[string]any{"enabled": true, "socket": "/nri.sock"}}, "socket"},
 		{"unknown cgroup driver", map[string]any{"cgroupDriver": "cgroupv2"}, "cgroupDriver"},
 		{"relative kubelet cgroup root", map[string]any{"kubeletCgroupRoot": "kubelet"}, "kubeletCgroupRoot"},
 		{"bad log level", map[string]any{"logLevel": "verbose"}, "logLevel"},

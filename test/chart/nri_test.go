@@ -1,0 +1,58 @@
+//go:build chart
+
+package chart
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestNRI: with nri.enabled the agent gets --nri-socket and the socket's directory, read
+// only, from a hostPath that must exist (a runtime without NRI fails the mount, visibly);
+// off, the default, neither.
+func TestNRI(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values   map[string]any
+		flag     string // "" for none
+		mountDir string
+	}{
+		"off by default": {},
+		"enabled":        {values: map[string]any{"nri": map[string]any{"enabled": true}}, flag: "--nri-socket=/var/run/nri/nri.sock", mountDir: "/var/run/nri"},
+		"another socket": {values: map[string]any{"nri": map[string]any{"enabled": true, "socket": "/run/crio/nri/nri.sock"}},
+			flag: "--nri-socket=/run/crio/nri/nri.sock", mountDir: "/run/crio/nri"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := render(t, tc.values)
+			spec := r.daemonSets[0].Spec.Template.Spec
+			c := spec.Containers[0]
+			flags := slices.DeleteFunc(slices.Clone(c.Args), func(a string) bool { return !strings.HasPrefix(a, "--nri-socket=") })
+			switch {
+			case tc.flag == "" && len(flags) > 0:
+				t.Errorf("args %v, want no --nri-socket", flags)
+			case tc.flag != "" && !slices.Equal(flags, []string{tc.flag}):
+				t.Errorf("args %v, want %s", flags, tc.flag)
+			}
+			i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "nri" })
+			j := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "nri" })
+			if tc.mountDir == "" {
+				if i >= 0 || j >= 0 {
+					t.Errorf("an nri mount (%d) or volume (%d) while off", i, j)
+				}
+				return
+			}
+			if i < 0 || j < 0 {
+				t.Fatalf("no nri mount (%d) or volume (%d)", i, j)
+			}
+			m, v := c.VolumeMounts[i], spec.Volumes[j]
+			if m.MountPath != tc.mountDir || !m.ReadOnly {
+				t.Errorf("mount %+v, want %s read-only", m, tc.mountDir)
+			}
+			if v.HostPath == nil || v.HostPath.Path != tc.mountDir || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectory {
+				t.Errorf("volume %+v, want hostPath %s of type Directory", v.VolumeSource, tc.mountDir)
+			}
+		})
+	}
+}
