@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,7 +46,11 @@ func (p *StartPlacer) PlaceAtStart(ctx context.Context, s nri.Start) {
 		log.Error(err, "Listing the cached NumaPreferences; the container is placed once the API reports it running")
 		return
 	}
-	d, ok := nodeagent.PlanStart(p.pod(ctx, s), prefs.Items, s.Container, s.ContainerID)
+	pod, ok := p.pod(ctx, s)
+	if !ok {
+		return
+	}
+	d, ok := nodeagent.PlanStart(pod, prefs.Items, s.Container, s.ContainerID)
 	if !ok {
 		return // nothing asks for it
 	}
@@ -56,14 +61,21 @@ func (p *StartPlacer) PlaceAtStart(ctx context.Context, s nri.Start) {
 	}
 }
 
-// pod is s's pod as the cache holds it, or one made of the runtime's sandbox: its metadata
-// and labels, no spec (PlanStart then takes the container for an app container).
-func (p *StartPlacer) pod(ctx context.Context, s nri.Start) *corev1.Pod {
+// pod is s's pod as the cache holds it, or, when the cache holds no pod of that name yet,
+// one made of the runtime's sandbox: its metadata and labels, no spec (PlanStart then
+// takes the container for an app container). ok is false when the cache holds another pod
+// of that name: a static pod's mirror, whose UID is not the one the kubelet runs it
+// under, or a pod deleted and made again. The API path places those.
+func (p *StartPlacer) pod(ctx context.Context, s nri.Start) (*corev1.Pod, bool) {
 	var pod corev1.Pod
 	err := p.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.PodName}, &pod)
-	if err == nil && string(pod.UID) == s.PodUID {
-		return &pod
+	switch {
+	case err == nil:
+		return &pod, string(pod.UID) == s.PodUID
+	case !apierrors.IsNotFound(err):
+		p.log.Error(err, "Reading the cached pod; the container is placed once the API reports it running", "pod", s.Namespace+"/"+s.PodName)
+		return nil, false
 	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.PodName, UID: types.UID(s.PodUID),
-		Labels: s.Labels, Annotations: s.Annotations}}
+		Labels: s.Labels, Annotations: s.Annotations}}, true
 }
