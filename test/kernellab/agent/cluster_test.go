@@ -315,8 +315,8 @@ func (cl *cluster) startAgentBinary(t *testing.T, lab *hostlab.Lab, binary, stat
 	if logDir == "" {
 		logDir = cl.tmp
 	}
-	logPath := filepath.Join(logDir, "agent-"+t.Name()+".log")
-	logPath = strings.ReplaceAll(logPath, "/"+t.Name(), "/"+strings.ReplaceAll(t.Name(), "/", "_"))
+	// A subtest's name has slashes: one file per (sub)test, in logDir itself.
+	logPath := filepath.Join(logDir, "agent-"+strings.ReplaceAll(t.Name(), "/", "_")+".log")
 	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
