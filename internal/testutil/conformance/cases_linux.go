@@ -150,6 +150,11 @@ func pidTruncated(c *caseRun) {
 }
 
 func otherProcess(c *caseRun) {
+	// The sleeper is spawned with CLONE_VM (os/exec), so it starts with the value of the
+	// thread that spawns it: this case's. A thread the Go runtime made while another case
+	// had a value set on its own thread inherited that value (threads inherit), and may
+	// run this case: clear it first, or the sleeper starts at that value (CI saw 0).
+	c.wantOK(c.set("clear-self-before-spawn", 0, "self", -1))
 	sl := startSleeper(c.T, c.s.test, nil, false)
 	c.wantValue(c.get("get-sleeper", sl.pid, "root-sleeper"), -1)
 	c.wantOK(c.set("set-sleeper", sl.pid, "root-sleeper", c.s.node))
