@@ -168,6 +168,8 @@ func otherProcess(c *caseRun) {
 // SET alike, before it looks at the node or the pointer.
 func ptraceAccess(c *caseRun) {
 	user := &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}
+	// Its sleepers and helpers start with this thread's value (see otherProcess).
+	c.wantOK(c.set("clear-self-before-spawn", 0, "self", -1))
 	root := startSleeper(c.T, c.s.test, nil, false)
 	userDumpable := startSleeper(c.T, c.s.test, user, false)
 	userNotDumpable := startSleeper(c.T, c.s.test, user, true)
