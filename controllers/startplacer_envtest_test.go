@@ -56,7 +56,10 @@ var _ = Describe("Placing a container at its start (NRI)", func() {
 			var prefs numav1.NumaPreferenceList
 			g.Expect(a.mgr.GetClient().List(ctx, &prefs, client.InNamespace(ns))).To(Succeed())
 			g.Expect(prefs.Items).To(HaveLen(1))
-		}).Should(Succeed(), "the agent's cache holds the pod and the preference")
+			// The engine acts once it has a desired state: the agent's first reconcile, which
+			// its node's report follows.
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "node-nri"}, &numav1.NumaNodeReport{})).To(Succeed())
+		}).Should(Succeed(), "the agent's cache holds the pod and the preference, and the agent has reconciled")
 
 		// runc create: the container's cgroup and its init process.
 		builders.MarkRunning(pod)
