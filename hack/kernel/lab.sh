@@ -328,6 +328,14 @@ else
 	else
 		step "agent-patched: fork->applied (agent)" FAIL "no forklag line ($alog)"
 	fi
+	# Where that lag goes, from the agent's numapref_fork_apply_stage_seconds.
+	stages="$(grep -E '^forkstages ' "$alog" 2>/dev/null | cut -d' ' -f2- || true)"
+	if [[ -n "$stages" ]]; then
+		step "agent-patched: fork->applied stages (agent)" ok "$stages"
+		forklag+=$'\n'"    stages: $stages"
+	else
+		step "agent-patched: fork->applied stages (agent)" FAIL "no forkstages line ($alog)"
+	fi
 	if [[ -n "$before" ]]; then
 		for side in before after; do
 			line="$(grep -E "^forklag-$side " "$alog" 2>/dev/null | cut -d' ' -f2- || true)"
@@ -336,6 +344,8 @@ else
 			if [[ -n "$line" ]]; then
 				step "agent-patched: fork->applied, $side" ok "$line"
 				forklag+=$'\n'"    $side ($what): $line"
+				stages="$(grep -E "^forkstages-$side " "$alog" 2>/dev/null | cut -d' ' -f2- || true)"
+				[[ -z "$stages" ]] || forklag+=$'\n'"    $side stages: $stages"
 			else
 				step "agent-patched: fork->applied, $side" FAIL "no forklag-$side line ($alog)"
 			fi

@@ -74,6 +74,9 @@ func (e *Engine) writeAheadAndSet(p *pass, sets []pendingSet) bool {
 		skipUnrecorded(sets, p.results, err)
 		return false
 	}
+	if p.fork != nil {
+		p.fork.writtenAhead = e.cfg.Clock.Now()
+	}
 	if e.cfg.hooks.afterWriteAhead != nil {
 		e.cfg.hooks.afterWriteAhead()
 	}

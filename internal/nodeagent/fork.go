@@ -12,6 +12,47 @@ type forkMark struct {
 	tid      int
 	kernelNs uint64    // the event's kernel timestamp (CLOCK_MONOTONIC), 0 if none
 	arrival  time.Time // on the engine's clock
+	// The stages of the passes for this event, on the engine's clock, for
+	// numapref_fork_apply_stage_seconds: the first pass's start, and the start, the plan's
+	// end and the write ahead's end of the latest (the one that set the task, if any).
+	firstPass, passStart, planned, writtenAhead time.Time
+}
+
+// Values of the stage label of numapref_fork_apply_stage_seconds: the parts of the lag from
+// a fork event to the SET of its task, in order (they add up to since=event's lag).
+const (
+	stageDeliver    = "deliver"    // the event's time in the socket, until the engine read it
+	stageWait       = "wait"       // from its arrival to the start of its first pass (behind other passes)
+	stageRetry      = "retry"      // from the first pass to the one that listed the task (DefaultForkRetryDelays)
+	stagePlan       = "plan"       // that pass: listing the container, reading the new tasks
+	stageWriteAhead = "writeahead" // the ledger's record, appended and fsync'd
+	stageSet        = "set"        // the bracketed SET, until it returned
+)
+
+// passStarted stamps a pass for the event that starts at start.
+func (f *forkMark) passStarted(start time.Time) {
+	if f.firstPass.IsZero() {
+		f.firstPass = start
+	}
+	f.passStart, f.planned, f.writtenAhead = start, time.Time{}, time.Time{}
+}
+
+// stages are the parts of the lag of the event's task, set at set, in the order of the
+// stage constants; ok is false when a stamp is missing. deliver is the lag since the
+// kernel's timestamp less the rest (0 without a timestamp).
+func (f *forkMark) stages(set setMark) (d [6]time.Duration, ok bool) {
+	if f.firstPass.IsZero() || f.planned.IsZero() || f.writtenAhead.IsZero() {
+		return d, false
+	}
+	d[1] = f.firstPass.Sub(f.arrival)
+	d[2] = f.passStart.Sub(f.firstPass)
+	d[3] = f.planned.Sub(f.passStart)
+	d[4] = f.writtenAhead.Sub(f.planned)
+	d[5] = set.at.Sub(f.writtenAhead)
+	if f.kernelNs != 0 && set.mono >= f.kernelNs {
+		d[0] = max(0, time.Duration(set.mono-f.kernelNs)-set.at.Sub(f.arrival))
+	}
+	return d, true
 }
 
 // setMark is when a SET returned, on CLOCK_MONOTONIC (0 if unreadable) and on the

@@ -128,4 +128,14 @@ func TestEngineTimesPassesAndForkLagOnItsClock(t *testing.T) {
 	if got := histogramStats(t, m.forkLag.WithLabelValues(lagSinceArrival).(prometheus.Histogram)); got != want {
 		t.Errorf("fork lag since arrival = %+v, want %+v", got, want)
 	}
+	// Its stages: the GET of the new task is the plan, the bracket's GET and the SET are
+	// the set stage; the rest took no time on this clock, and deliver is 0 without a
+	// kernel timestamp.
+	for stage, d := range map[string]time.Duration{stageDeliver: 0, stageWait: 0, stageRetry: 0,
+		stagePlan: 2 * time.Millisecond, stageWriteAhead: 0, stageSet: 5 * time.Millisecond} {
+		want := histStats{count: 1, sum: d.Seconds()}
+		if got := histogramStats(t, m.forkStages.WithLabelValues(stage).(prometheus.Histogram)); got != want {
+			t.Errorf("fork stage %s = %+v, want %+v", stage, got, want)
+		}
+	}
 }

@@ -99,6 +99,26 @@ func TestEngineReportsForkApplyLag(t *testing.T) {
 	if sum <= 0 || sum > float64(count)*elapsed.Seconds() {
 		t.Errorf("fork lag sum = %vs over %d observations; want each above 0 and below the %v the test took", sum, count, elapsed)
 	}
+	// The stages of each fork its own pass set: as many of each, the writeahead (an fsync)
+	// and the set taking time, and together no more than the lags.
+	own := histogramStats(t, m.forkStages.WithLabelValues(stageSet).(prometheus.Histogram)).count
+	if own == 0 || own > count {
+		t.Fatalf("%d forks have stages, want 1 to %d", own, count)
+	}
+	var stages float64
+	for _, stage := range []string{stageDeliver, stageWait, stageRetry, stagePlan, stageWriteAhead, stageSet} {
+		st := histogramStats(t, m.forkStages.WithLabelValues(stage).(prometheus.Histogram))
+		if st.count != own {
+			t.Errorf("stage %s observed %d times, want %d", stage, st.count, own)
+		}
+		if (stage == stageWriteAhead || stage == stageSet) && st.sum <= 0 {
+			t.Errorf("stage %s took no time over %d forks", stage, own)
+		}
+		stages += st.sum
+	}
+	if stages <= 0 || stages > sum+1e-6 {
+		t.Errorf("the stages add up to %vs, want above 0 and at most the lags' %vs", stages, sum)
+	}
 }
 
 // The view lists every selected container with what the last pass found; a skipped one

@@ -103,8 +103,11 @@ func (e *Engine) forkPass(key ContainerKey, fork *forkMark) {
 	if _, chosen := e.resolved[key]; !ok || d.Placement.Automatic() && !chosen {
 		return // gone, or new since the last full pass, which is on its way (SetDesired kicks one)
 	}
+	fork.passStarted(p.start)
 	pl := e.planner(p, e.resolved)
-	e.finish(p, plan{containers: []containerPlan{pl.planContainer(key, d, e.trusted(key, d, fork))}}, false)
+	cp := pl.planContainer(key, d, e.trusted(key, d, fork))
+	fork.planned = e.cfg.Clock.Now()
+	e.finish(p, plan{containers: []containerPlan{cp}}, false)
 }
 
 // finish applies the pass's plan, publishes its results and reports its metrics.

@@ -427,9 +427,15 @@ const forkLagSamples = 50
 // starting with label:
 //
 //	forklag n=50 by_event=… agent_p50_ms<=… agent_p99_ms<=… workload_p50_ms=… workload_p99_ms=…
+//
+// and, from numapref_fork_apply_stage_seconds (an agent that has it), where that lag goes,
+// with the label's suffix after "forkstages":
+//
+//	forkstages n=… deliver_p50_ms<=… deliver_p99_ms<=… wait_… retry_… plan_… writeahead_… set_…
 func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, label string) {
 	n := forkLagSamples
 	before := lagBuckets(t, cl)
+	stagesBefore := stageBuckets(t, cl)
 	var seen []time.Duration
 	for range n {
 		child, err := p.workload.RawFork()
@@ -448,6 +454,7 @@ func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, label stri
 	// Every child is placed, so every SET of a fork-event pass has returned and been
 	// observed. A child a full pass placed first (a rescan due meanwhile) is not observed.
 	after := lagBuckets(t, cl)
+	stagesAfter := stageBuckets(t, cl)
 	observed := after[math.Inf(1)] - before[math.Inf(1)]
 	if observed == 0 {
 		t.Fatalf("none of %d forks was placed by its fork event", n)
@@ -456,26 +463,49 @@ func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, label stri
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	fmt.Printf("%s n=%d by_event=%.0f agent_p50_ms<=%s agent_p99_ms<=%s workload_p50_ms=%.2f workload_p99_ms=%.2f\n", label, n, observed,
 		bucketQuantile(before, after, 0.5), bucketQuantile(before, after, 0.99), ms(seen[len(seen)/2]), ms(seen[len(seen)*99/100]))
+	set := stagesAfter["set"]
+	if set == nil { // an agent without the stages (an earlier commit's)
+		return
+	}
+	line := fmt.Sprintf("forkstages%s n=%.0f", strings.TrimPrefix(label, "forklag"), set[math.Inf(1)]-stagesBefore["set"][math.Inf(1)])
+	for _, stage := range []string{"deliver", "wait", "retry", "plan", "writeahead", "set"} {
+		b, a := stagesBefore[stage], stagesAfter[stage]
+		line += fmt.Sprintf(" %s_p50_ms<=%s %s_p99_ms<=%s", stage, bucketQuantile(b, a, 0.5), stage, bucketQuantile(b, a, 0.99))
+	}
+	fmt.Println(line)
 }
 
 // lagBuckets reads the cumulative buckets of numapref_fork_apply_lag_seconds{since="event"}
 // by upper bound.
 func lagBuckets(t *testing.T, cl *cluster) map[float64]float64 {
+	return histBuckets(t, cl, "numapref_fork_apply_lag_seconds", "since")["event"]
+}
+
+// stageBuckets reads the cumulative buckets of numapref_fork_apply_stage_seconds by stage.
+func stageBuckets(t *testing.T, cl *cluster) map[string]map[float64]float64 {
+	return histBuckets(t, cl, "numapref_fork_apply_stage_seconds", "stage")
+}
+
+// histBuckets reads the cumulative buckets of the agent's histogram name by the value of
+// its label and by upper bound (+Inf: the count).
+func histBuckets(t *testing.T, cl *cluster, name, label string) map[string]map[float64]float64 {
 	t.Helper()
 	mfs, err := cl.metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[float64]float64{}
-	for _, m := range mfs["numapref_fork_apply_lag_seconds"].GetMetric() {
+	out := map[string]map[float64]float64{}
+	for _, m := range mfs[name].GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() != "since" || l.GetValue() != "event" {
+			if l.GetName() != label {
 				continue
 			}
+			byBound := map[float64]float64{}
 			for _, b := range m.GetHistogram().GetBucket() {
-				out[b.GetUpperBound()] = float64(b.GetCumulativeCount())
+				byBound[b.GetUpperBound()] = float64(b.GetCumulativeCount())
 			}
-			out[math.Inf(1)] = float64(m.GetHistogram().GetSampleCount())
+			byBound[math.Inf(1)] = float64(m.GetHistogram().GetSampleCount())
+			out[l.GetValue()] = byBound
 		}
 	}
 	return out
