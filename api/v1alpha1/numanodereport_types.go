@@ -14,6 +14,7 @@ import (
 // +kubebuilder:resource:scope=Cluster,shortName=numareport,categories=numa
 // +kubebuilder:printcolumn:name="Kernel",type=string,JSONPath=`.status.kernelSupport`
 // +kubebuilder:printcolumn:name="Balancing",type=string,JSONPath=`.status.numaBalancing`
+// +kubebuilder:printcolumn:name="NRI",type=string,JSONPath=`.status.nri`,priority=1
 // +kubebuilder:printcolumn:name="NUMA-Nodes",type=integer,JSONPath=`.status.numaNodes`
 // +kubebuilder:printcolumn:name="Preferences",type=integer,JSONPath=`.status.totals.preferences`
 // +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.totals.pods`
@@ -36,6 +37,17 @@ type NumaNodeReport struct {
 // False, only while some node that reports the preference says False: any agent could then
 // have written what the status adds up.
 const ConditionNodeRestricted = "NodeRestricted"
+
+// ConditionNRIConnected, on a NumaNodeReport of an agent configured for NRI, says whether
+// it is registered with the container runtime: True (reason NRIConnected) or False (reason
+// NRINotConnected: new containers are placed only after they start).
+const ConditionNRIConnected = "NRIConnected"
+
+// Values of NumaNodeReportStatus.NRI.
+const (
+	NRIConnected    = "Connected"
+	NRIDisconnected = "Disconnected"
+)
 
 // NumaNodeReportStatus is one node's report.
 type NumaNodeReportStatus struct {
@@ -61,8 +73,17 @@ type NumaNodeReportStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	LedgerDamaged int32 `json:"ledgerDamaged,omitempty"`
 
+	// nri says whether the agent is registered with the node's container runtime as an NRI
+	// plugin, to place containers at their start: Connected or Disconnected; absent when
+	// the agent is not configured for NRI (--nri-socket).
+	// +optional
+	// +kubebuilder:validation:Enum=Connected;Disconnected
+	NRI string `json:"nri,omitempty"`
+
 	// conditions: NodeRestricted, the verdict of the agent's last check that the node
-	// restriction policy holds it to its own node (absent until its first answer).
+	// restriction policy holds it to its own node (absent until its first answer); and,
+	// with --nri-socket, NRIConnected (True while registered with the runtime, False with
+	// reason NRINotConnected while not).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -170,6 +191,13 @@ type PreferenceReport struct {
 	// +listMapKey=reason
 	// +kubebuilder:validation:MaxItems=16
 	Ineffective []ReasonCount `json:"ineffective,omitempty"`
+	// placedAtStart counts, of containers, those placed at their start: through the
+	// container runtime's NRI, before their first instruction. The others were placed after
+	// they started (through the API's pod status, a fork event or a rescan), or before this
+	// agent started.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PlacedAtStart int32 `json:"placedAtStart,omitempty"`
 }
 
 // NodeCount counts pods for one NUMA node.

@@ -106,6 +106,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: ledgerDamaged
       type:
         scalar: numeric
+    - name: nri
+      type:
+        scalar: string
     - name: numaBalancing
       type:
         scalar: string
@@ -228,6 +231,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: namespace
       type:
         scalar: string
+    - name: placedAtStart
+      type:
+        scalar: numeric
     - name: pods
       type:
         scalar: numeric

@@ -24,8 +24,14 @@ type NumaNodeReportStatusApplyConfiguration struct {
 	// LedgerDamaged): 1 means the values the agent had recorded before are lost, and may
 	// never be undone. 0 again after an agent starts with an intact ledger.
 	LedgerDamaged *int32 `json:"ledgerDamaged,omitempty"`
+	// nri says whether the agent is registered with the node's container runtime as an NRI
+	// plugin, to place containers at their start: Connected or Disconnected; absent when
+	// the agent is not configured for NRI (--nri-socket).
+	NRI *string `json:"nri,omitempty"`
 	// conditions: NodeRestricted, the verdict of the agent's last check that the node
-	// restriction policy holds it to its own node (absent until its first answer).
+	// restriction policy holds it to its own node (absent until its first answer); and,
+	// with --nri-socket, NRIConnected (True while registered with the runtime, False with
+	// reason NRINotConnected while not).
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// totals adds up every preference of the node: the entries of preferences and those
 	// counted in omittedPreferences.
@@ -76,6 +82,14 @@ func (b *NumaNodeReportStatusApplyConfiguration) WithNumaNodes(value int32) *Num
 // If called multiple times, the LedgerDamaged field is set to the value of the last call.
 func (b *NumaNodeReportStatusApplyConfiguration) WithLedgerDamaged(value int32) *NumaNodeReportStatusApplyConfiguration {
 	b.LedgerDamaged = &value
+	return b
+}
+
+// WithNRI sets the NRI field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NRI field is set to the value of the last call.
+func (b *NumaNodeReportStatusApplyConfiguration) WithNRI(value string) *NumaNodeReportStatusApplyConfiguration {
+	b.NRI = &value
 	return b
 }
 

@@ -28,6 +28,11 @@ type PreferenceReportApplyConfiguration struct {
 	// ineffective counts placed containers on which the kernel does not act, by reason
 	// (NumaBalancingDisabled).
 	Ineffective []ReasonCountApplyConfiguration `json:"ineffective,omitempty"`
+	// placedAtStart counts, of containers, those placed at their start: through the
+	// container runtime's NRI, before their first instruction. The others were placed after
+	// they started (through the API's pod status, a fork event or a rescan), or before this
+	// agent started.
+	PlacedAtStart *int32 `json:"placedAtStart,omitempty"`
 }
 
 // PreferenceReportApplyConfiguration constructs a declarative configuration of the PreferenceReport type for use with
@@ -133,5 +138,13 @@ func (b *PreferenceReportApplyConfiguration) WithIneffective(values ...*ReasonCo
 		}
 		b.Ineffective = append(b.Ineffective, *values[i])
 	}
+	return b
+}
+
+// WithPlacedAtStart sets the PlacedAtStart field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PlacedAtStart field is set to the value of the last call.
+func (b *PreferenceReportApplyConfiguration) WithPlacedAtStart(value int32) *PreferenceReportApplyConfiguration {
+	b.PlacedAtStart = &value
 	return b
 }
