@@ -72,6 +72,17 @@ type NodeAgentOptions struct {
 	// refuses its writes outside its own node (noderestriction.go), the first time at
 	// start; 0 never checks.
 	NodeRestrictionCheck time.Duration
+	// NRI is the agent's NRI plugin (--nri-socket); nil when it has none. Whether it is
+	// connected goes into the report (status.nri, the NRIConnected condition) and the
+	// node label numapref.io/nri, updated on each change.
+	NRI NRIState
+}
+
+// NRIState is what the node agent controller reads of the NRI plugin.
+type NRIState interface {
+	Connected() bool
+	// Changes has a value whenever Connected changed.
+	Changes() <-chan struct{}
 }
 
 func (o *NodeAgentOptions) defaults() {
@@ -126,6 +137,12 @@ func (r *NodeAgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 
 	results := r.engine.Results()
 	facts := r.opts.Facts()
+	if r.opts.NRI != nil {
+		facts.NRI = numav1.NRIDisconnected
+		if r.opts.NRI.Connected() {
+			facts.NRI = numav1.NRIConnected
+		}
+	}
 	r.recordEvents(plans, results, facts)
 	r.warnLedgerDamaged(ctx)
 	r.warnRestrictionMissing(ctx, r.restrictionVerdict())

@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +29,7 @@ const (
 	LabelKernelSupport = "numapref.io/kernel-support" // prctl, emulator or unsupported
 	LabelNUMABalancing = "numapref.io/numa-balancing" // disabled, normal, memory-tiering, normal-memory-tiering
 	LabelNUMANodes     = "numapref.io/numa-nodes"     // online NUMA node count
+	LabelNRI           = "numapref.io/nri"            // connected or disconnected; absent without --nri-socket
 )
 
 // NodeFacts are this host's kernel facts, as node labels and in the node's report.
@@ -32,6 +37,9 @@ type NodeFacts struct {
 	KernelSupport string
 	NUMABalancing string
 	NUMANodes     int
+	// NRI is numav1.NRIConnected or NRIDisconnected for an agent with an NRI plugin, ""
+	// without one.
+	NRI string
 }
 
 // BalancingEnabled is false when kernel.numa_balancing is known to be disabled: the kernel
@@ -45,7 +53,8 @@ func (r *NodeAgentReconciler) report(ctx context.Context, plans []podPlan, prefs
 	want := r.reportStatus(plans, prefs, results, facts)
 	var have numav1.NumaNodeReport
 	err := r.client.Get(ctx, client.ObjectKey{Name: r.nodeName}, &have)
-	want.Conditions = restrictionConditions(have.Status.Conditions, r.restrictionVerdict(), r.opts.Clock.Now())
+	now := r.opts.Clock.Now()
+	want.Conditions = nriConditions(restrictionConditions(have.Status.Conditions, r.restrictionVerdict(), now), facts.NRI, now)
 	switch {
 	case err == nil && equality.Semantic.DeepEqual(want, have.Status):
 		return reconcile.Result{}, nil
@@ -78,7 +87,7 @@ func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaP
 		generation[p.Namespace+"/"+p.Name] = p.Generation
 	}
 	st := numav1.NumaNodeReportStatus{
-		KernelSupport: facts.KernelSupport, NumaBalancing: facts.NUMABalancing, NumaNodes: int32(facts.NUMANodes),
+		KernelSupport: facts.KernelSupport, NumaBalancing: facts.NUMABalancing, NumaNodes: int32(facts.NUMANodes), NRI: facts.NRI,
 		Preferences:   nodeagent.PreferenceReports(pp, results, facts.BalancingEnabled()),
 		LedgerDamaged: ledgerDamagedCount(r.opts.LedgerDamaged),
 	}
@@ -136,16 +145,38 @@ func (r *NodeAgentReconciler) publishLabels(ctx context.Context, facts NodeFacts
 	if facts == r.labels {
 		return nil
 	}
-	ac := corev1ac.Node(r.nodeName).WithLabels(map[string]string{
+	labels := map[string]string{
 		LabelKernelSupport: facts.KernelSupport,
 		LabelNUMABalancing: facts.NUMABalancing,
 		LabelNUMANodes:     strconv.Itoa(facts.NUMANodes),
-	})
+	}
+	if facts.NRI != "" {
+		// Left out without NRI: server-side apply then removes a label this manager set.
+		labels[LabelNRI] = strings.ToLower(facts.NRI)
+	}
+	ac := corev1ac.Node(r.nodeName).WithLabels(labels)
 	if err := r.client.Apply(ctx, ac, client.FieldOwner(AgentFieldManager(r.nodeName)), client.ForceOwnership); err != nil {
 		return fmt.Errorf("labelling node %s: %w", r.nodeName, err)
 	}
 	r.labels = facts
 	return nil
+}
+
+// nriConditions sets the NRIConnected condition of conds from nri (NodeFacts.NRI), or
+// removes it when the agent has no NRI plugin.
+func nriConditions(conds []metav1.Condition, nri string, now time.Time) []metav1.Condition {
+	if nri == "" {
+		meta.RemoveStatusCondition(&conds, numav1.ConditionNRIConnected)
+		return nilIfEmpty(conds)
+	}
+	c := metav1.Condition{Type: numav1.ConditionNRIConnected, Status: metav1.ConditionTrue, Reason: numav1.ReasonNRIConnected,
+		Message: "registered with the container runtime: containers are placed at their start", LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))}
+	if nri != numav1.NRIConnected {
+		c.Status, c.Reason = metav1.ConditionFalse, numav1.ReasonNRINotConnected
+		c.Message = "not registered with the container runtime (no NRI socket, a runtime without NRI, or a lost connection): new containers are placed only after they start"
+	}
+	meta.SetStatusCondition(&conds, c)
+	return conds
 }
 
 // applyConfigOf converts a typed API value into its generated apply configuration; the two

@@ -95,13 +95,13 @@ var _ = Describe("Node restriction", Ordered, func() {
 	})
 
 	It("refuses values of its own labels that the agent never publishes", func() {
-		for label, value := range map[string]string{LabelNUMANodes: "many", LabelKernelSupport: "prctl-v9", LabelNUMABalancing: "on"} {
+		for label, value := range map[string]string{LabelNUMANodes: "many", LabelKernelSupport: "prctl-v9", LabelNUMABalancing: "on", LabelNRI: "Connected"} {
 			err := agent.Apply(ctx, corev1ac.Node("restrict-a").WithLabels(map[string]string{label: value}),
 				client.FieldOwner("numapref-agent/restrict-a"), client.ForceOwnership)
 			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s=%s: %v", label, value, err)
 			Expect(err.Error()).To(ContainSubstring("only to values it publishes"))
 		}
-		for label, value := range map[string]string{LabelNUMANodes: "4", LabelKernelSupport: "prctl", LabelNUMABalancing: "normal-memory-tiering"} {
+		for label, value := range map[string]string{LabelNUMANodes: "4", LabelKernelSupport: "prctl", LabelNUMABalancing: "normal-memory-tiering", LabelNRI: "disconnected"} {
 			Expect(agent.Apply(ctx, corev1ac.Node("restrict-a").WithLabels(map[string]string{label: value}),
 				client.FieldOwner("numapref-agent/restrict-a"), client.ForceOwnership)).To(Succeed(), "%s=%s", label, value)
 		}

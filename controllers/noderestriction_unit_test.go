@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,6 +111,7 @@ func TestPolicyAllowsThePublishedLabels(t *testing.T) {
 		LabelKernelSupport: {"prctl", "emulator", "unsupported"},
 		LabelNUMABalancing: {"disabled", "normal", "memory-tiering", "normal-memory-tiering", "unknown"},
 		LabelNUMANodes:     {"1", "8", "1024"},
+		LabelNRI:           {strings.ToLower(numav1.NRIConnected), strings.ToLower(numav1.NRIDisconnected)},
 	}
 	if diff := cmp.Diff(slices.Sorted(maps.Keys(published)), slices.Sorted(maps.Keys(patterns))); diff != "" {
 		t.Errorf("agentLabels keys (-published +policy):\n%s", diff)
@@ -121,9 +123,49 @@ func TestPolicyAllowsThePublishedLabels(t *testing.T) {
 			}
 		}
 	}
-	for label, v := range map[string]string{LabelNUMANodes: "lots", LabelKernelSupport: "prctl2", LabelNUMABalancing: ""} {
+	for label, v := range map[string]string{LabelNUMANodes: "lots", LabelKernelSupport: "prctl2", LabelNUMABalancing: "", LabelNRI: "Connected"} {
 		if re := patterns[label]; re != nil && re.MatchString(v) {
 			t.Errorf("the policy allows %s=%q, which the agent never publishes", label, v)
 		}
+	}
+}
+
+// The NRIConnected condition follows the plugin's state, keeps its transition time while
+// the state holds, and goes when the agent has no NRI plugin; other conditions stay.
+func TestNRIConditions(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	later := t0.Add(time.Hour + 500*time.Millisecond)
+	restricted := metav1.Condition{Type: numav1.ConditionNodeRestricted, Status: metav1.ConditionTrue, Reason: numav1.ReasonNodeRestrictionEnforced, LastTransitionTime: metav1.NewTime(t0)}
+	cond := func(connected bool, at time.Time) metav1.Condition {
+		got := nriConditions(nil, numav1.NRIDisconnected, at)
+		if connected {
+			got = nriConditions(nil, numav1.NRIConnected, at)
+		}
+		return got[0]
+	}
+	if c := cond(true, t0); c.Status != metav1.ConditionTrue || c.Reason != numav1.ReasonNRIConnected {
+		t.Errorf("connected: %+v, want True, %s", c, numav1.ReasonNRIConnected)
+	}
+	if c := cond(false, t0); c.Status != metav1.ConditionFalse || c.Reason != numav1.ReasonNRINotConnected {
+		t.Errorf("disconnected: %+v, want False, %s", c, numav1.ReasonNRINotConnected)
+	}
+	tests := map[string]struct {
+		have []metav1.Condition
+		nri  string
+		want []metav1.Condition
+	}{
+		"no NRI, none before":    {},
+		"no NRI: removed":        {have: []metav1.Condition{restricted, cond(true, t0)}, want: []metav1.Condition{restricted}},
+		"first state":            {have: []metav1.Condition{restricted}, nri: numav1.NRIDisconnected, want: []metav1.Condition{restricted, cond(false, later.Truncate(time.Second))}},
+		"connected still: kept":  {have: []metav1.Condition{cond(true, t0)}, nri: numav1.NRIConnected, want: []metav1.Condition{cond(true, t0)}},
+		"lost: a new transition": {have: []metav1.Condition{cond(true, t0)}, nri: numav1.NRIDisconnected, want: []metav1.Condition{cond(false, later.Truncate(time.Second))}},
+		"back: a new transition": {have: []metav1.Condition{cond(false, t0)}, nri: numav1.NRIConnected, want: []metav1.Condition{cond(true, later.Truncate(time.Second))}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, nriConditions(slices.Clone(tc.have), tc.nri, later)); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

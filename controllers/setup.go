@@ -43,6 +43,11 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine, opts NodeA
 	if err := mgr.Add(forwardChanges(engine.Changes(), changes, nodeName)); err != nil {
 		return fmt.Errorf("adding engine change forwarder: %w", err)
 	}
+	if opts.NRI != nil {
+		if err := mgr.Add(forwardChanges(opts.NRI.Changes(), changes, nodeName)); err != nil {
+			return fmt.Errorf("adding NRI change forwarder: %w", err)
+		}
+	}
 	if opts.NodeRestrictionCheck > 0 {
 		check := newRestrictionCheck(mgr.GetClient(), nodeName, opts.NodeRestrictionCheck, changes)
 		if err := mgr.Add(check); err != nil {

@@ -6,11 +6,14 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -103,4 +106,45 @@ var _ = Describe("Placing a container at its start (NRI)", func() {
 		host.engine.Pass()
 		Expect(kernel.sets.Load()).To(Equal(sets), "SETs after the start's")
 	})
+
+	It("says in the node's report and label whether the agent is registered with the runtime, at each change", func() {
+		const nodeName = "node-nri-state"
+		runtime := nriruntime.New(GinkgoTB()) // no socket yet: a runtime without NRI, or not up
+		plugin, err := nri.New(nri.Config{Socket: runtime.Socket, Log: log.Log.WithName("nri"), Placer: noPlacer{},
+			MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+		Expect(err).NotTo(HaveOccurred())
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- plugin.Start(pctx) }()
+		DeferCleanup(func() { cancel(); Eventually(done).Should(Receive(BeNil())) })
+		opts := testAgentOptions
+		opts.NRI = plugin
+		startAgent(nodeName, newScriptedEngine(nil), withOptions(opts))
+
+		expectNRI := func(state string, status metav1.ConditionStatus, reason string) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				var rep numav1.NumaNodeReport
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: nodeName}, &rep)).To(Succeed())
+				g.Expect(rep.Status.NRI).To(Equal(state))
+				c := meta.FindStatusCondition(rep.Status.Conditions, numav1.ConditionNRIConnected)
+				g.Expect(c).NotTo(BeNil(), "the NRIConnected condition")
+				g.Expect(c.Status).To(Equal(status))
+				g.Expect(c.Reason).To(Equal(reason))
+				var node corev1.Node
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: nodeName}, &node)).To(Succeed())
+				g.Expect(node.Labels).To(HaveKeyWithValue(LabelNRI, strings.ToLower(state)))
+			}).Should(Succeed())
+		}
+		expectNRI(numav1.NRIDisconnected, metav1.ConditionFalse, numav1.ReasonNRINotConnected)
+		runtime.Start()
+		expectNRI(numav1.NRIConnected, metav1.ConditionTrue, numav1.ReasonNRIConnected)
+		runtime.Stop() // a runtime restart, or containerd stopped
+		expectNRI(numav1.NRIDisconnected, metav1.ConditionFalse, numav1.ReasonNRINotConnected)
+	})
 })
+
+// noPlacer places nothing.
+type noPlacer struct{}
+
+func (noPlacer) PlaceAtStart(context.Context, nri.Start) {}

@@ -41,7 +41,7 @@ const (
 	ReasonNodeRestrictionEnforced = "NodeRestrictionEnforced"
 	// ReasonNRIConnected and ReasonNRINotConnected: the agent, configured for NRI
 	// (--nri-socket), is or is not registered with the container runtime
-	// (ConditionNRIConnected on the node's report; a Warning Event on the Node when not).
+	// (ConditionNRIConnected on the node's report, and the node label numapref.io/nri).
 	ReasonNRIConnected    = "NRIConnected"
 	ReasonNRINotConnected = "NRINotConnected"
 	// ReasonTooManyTasks: the container has more tasks than its share of what the node's
@@ -119,9 +119,9 @@ var reasonTable = map[string]ReasonInfo{
 	ReasonNodeRestrictionMissing: {Problem: true, Warning: true,
 		Meaning: "the API accepted a write of another node's report or of a foreign label that the node restriction policy refuses: an agent could write other nodes' reports and labels (a Warning Event on the Node)"},
 	ReasonNodeRestrictionEnforced: {Meaning: "NodeRestricted is True on the node's report: the API refused the agent's writes outside its own node"},
-	ReasonNRIConnected: {Meaning: "NRIConnected is True on the node's report: the agent is registered with the container runtime and places containers at their start"},
+	ReasonNRIConnected:            {Meaning: "NRIConnected is True on the node's report: the agent is registered with the container runtime and places containers at their start"},
 	ReasonNRINotConnected: {Problem: true, Warning: true,
-		Meaning: "the agent is configured for NRI (--nri-socket) but not registered with the container runtime (no socket, a runtime without NRI, or a lost connection): new containers are placed only after they start (a Warning Event on the Node)"},
+		Meaning: "the agent is configured for NRI (--nri-socket) but not registered with the container runtime (no socket, a runtime without NRI, or a lost connection): new containers are placed only after they start (NRIConnected False on the node's report, the node label numapref.io/nri=disconnected)"},
 	ReasonTooManyTasks: {Problem: true, Warning: true,
 		Meaning: "the container has more tasks than one container may have placed on a node (the agent's --max-tasks-per-container): it alone is not placed, and the node's other containers keep the ledger and pidfds they share"},
 	ReasonInvalidReport: {Problem: true,

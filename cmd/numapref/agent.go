@@ -229,10 +229,8 @@ func runAgent(args []string) error {
 		}
 		return controllers.NodeFacts{KernelSupport: kernelLabel(support), NUMABalancing: label, NUMANodes: len(topo.Online)}
 	}
-	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, controllers.NodeAgentOptions{
+	opts := controllers.NodeAgentOptions{
 		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
-	}); err != nil {
-		return err
 	}
 	if f.nriSocket != "" {
 		plugin, err := nri.New(nri.Config{Socket: f.nriSocket, Log: ctrl.Log.WithName("nri"),
@@ -246,6 +244,10 @@ func runAgent(args []string) error {
 		if err := ctrlmetrics.Registry.Register(nri.NewCollector(plugin)); err != nil {
 			return fmt.Errorf("agent: registering NRI metrics: %w", err)
 		}
+		opts.NRI = plugin
+	}
+	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, opts); err != nil {
+		return err
 	}
 	if err := setupDrain(mgr, &f, engine); err != nil {
 		return err

@@ -34,7 +34,7 @@ func (c *conn) StartContainer(ctx context.Context, pod *api.PodSandbox, ctr *api
 func (c *conn) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	starts := runningStarts(pods, ctrs)
 	c.synced.Store(true)
-	c.p.connected.Store(true)
+	c.p.setConnected(true)
 	c.p.stats.connects.Add(1)
 	c.p.cfg.Log.Info("NRI runtime connected", "socket", c.p.cfg.Socket, "runningContainers", len(starts))
 	go func() {

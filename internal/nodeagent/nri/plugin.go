@@ -130,6 +130,7 @@ type counters struct {
 type Plugin struct {
 	cfg       Config
 	connected atomic.Bool
+	changes   chan struct{} // a value when Connected changed since it was last read
 	stats     counters
 }
 
@@ -168,7 +169,7 @@ func New(cfg Config) (*Plugin, error) {
 	if cfg.stuckGrace <= 0 {
 		cfg.stuckGrace = defaultStuckGrace
 	}
-	return &Plugin{cfg: cfg}, nil
+	return &Plugin{cfg: cfg, changes: make(chan struct{}, 1)}, nil
 }
 
 // NeedLeaderElection says the plugin runs on every node (controller-runtime's
@@ -178,6 +179,21 @@ func (p *Plugin) NeedLeaderElection() bool { return false }
 // Connected is true from the runtime's Synchronize (the end of registration) until the
 // connection is lost.
 func (p *Plugin) Connected() bool { return p.connected.Load() }
+
+// Changes has a value whenever Connected changed since the value was last taken: the
+// agent's report and node label follow it.
+func (p *Plugin) Changes() <-chan struct{} { return p.changes }
+
+// setConnected records whether the plugin is connected, and signals a change.
+func (p *Plugin) setConnected(v bool) {
+	if p.connected.Swap(v) == v {
+		return
+	}
+	select {
+	case p.changes <- struct{}{}:
+	default: // one is pending already
+	}
+}
 
 // Stats returns the counts so far.
 func (p *Plugin) Stats() Stats {
@@ -253,7 +269,7 @@ func (p *Plugin) serve(ctx context.Context) (synced bool, err error) {
 	case <-c.lost:
 		err = c.stop(done)
 	}
-	p.connected.Store(false)
+	p.setConnected(false)
 	return c.synced.Load(), err
 }
 

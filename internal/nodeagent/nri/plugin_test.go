@@ -255,12 +255,15 @@ func TestReconnectsAfterRuntimeRestart(t *testing.T) {
 	got := make(placements, 4)
 	p := startPlugin(t, r.Socket, got)
 	poll.True(t, wait, "the plugin connects", p.Connected)
+	changed(t, p, "connected")
 	r.WaitPlugin()
 
 	r.Stop()
 	poll.True(t, wait, "the plugin sees the runtime go", func() bool { return !p.Connected() })
+	changed(t, p, "disconnected")
 	r.Start()
 	poll.True(t, wait, "the plugin connects again", p.Connected)
+	changed(t, p, "connected again")
 	r.WaitPlugin()
 
 	if err := r.StartContainer(testPod(), testContainer("after", 5, api.ContainerState_CONTAINER_CREATED)); err != nil {
@@ -439,4 +442,14 @@ func (s registerOnly) RegisterPlugin(context.Context, *api.RegisterPluginRequest
 
 func (registerOnly) UpdateContainers(context.Context, *api.UpdateContainersRequest) (*api.UpdateContainersResponse, error) {
 	return &api.UpdateContainersResponse{}, nil
+}
+
+// changed waits for the plugin's Changes to signal what, and fails if none comes.
+func changed(t *testing.T, p *runningPlugin, what string) {
+	t.Helper()
+	select {
+	case <-p.Changes():
+	case <-time.After(wait):
+		t.Fatalf("no change signalled when the plugin %s", what)
+	}
 }
