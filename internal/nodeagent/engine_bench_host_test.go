@@ -406,6 +406,10 @@ func benchForkToApplied(b *testing.B, events bool, rescan time.Duration, ledgerO
 
 	var forkToApplied, replyToApplied []time.Duration
 	passesBefore := passStats(b, m, "fork")
+	stagesBefore := map[string]histStats{}
+	for _, stage := range forkStageNames {
+		stagesBefore[stage] = stageStats(b, m, stage)
+	}
 	getBefore, setBefore := kernel.getNs.Load(), kernel.setNs.Load()
 	b.ResetTimer()
 	for range b.N {
@@ -448,6 +452,13 @@ func benchForkToApplied(b *testing.B, events bool, rescan time.Duration, ledgerO
 			b.ReportMetric((after.sum-passesBefore.sum)/float64(n)*1000, "forkpass-mean-ms")
 			b.ReportMetric(float64(kernel.getNs.Load()-getBefore)/float64(n)/1e6, "forkpass-get-ms")
 			b.ReportMetric(float64(kernel.setNs.Load()-setBefore)/float64(n)/1e6, "forkpass-set-ms")
+		}
+		// Where the lag of the forks their own event's pass set goes (fork.go's stages).
+		for _, stage := range forkStageNames {
+			st := stageStats(b, m, stage)
+			if n := st.count - stagesBefore[stage].count; n > 0 {
+				b.ReportMetric((st.sum-stagesBefore[stage].sum)/float64(n)*1000, "stage-"+stage+"-mean-ms")
+			}
 		}
 	}
 }

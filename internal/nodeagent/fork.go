@@ -29,6 +29,9 @@ const (
 	stageSet        = "set"        // the bracketed SET, until it returned
 )
 
+// forkStageNames are the stages in order, as forkMark.stages returns their durations.
+var forkStageNames = []string{stageDeliver, stageWait, stageRetry, stagePlan, stageWriteAhead, stageSet}
+
 // passStarted stamps a pass for the event that starts at start.
 func (f *forkMark) passStarted(start time.Time) {
 	if f.firstPass.IsZero() {

@@ -60,6 +60,12 @@ func passStats(tb testing.TB, m *Metrics, kind string) histStats {
 	return histogramStats(tb, m.passSeconds.WithLabelValues(kind).(prometheus.Histogram))
 }
 
+// stageStats reads the fork lag stage's histogram of m.
+func stageStats(tb testing.TB, m *Metrics, stage string) histStats {
+	tb.Helper()
+	return histogramStats(tb, m.forkStages.WithLabelValues(stage).(prometheus.Histogram))
+}
+
 // histogramStats reads the sample count and sum of h.
 func histogramStats(tb testing.TB, h prometheus.Metric) histStats {
 	tb.Helper()

@@ -134,7 +134,7 @@ func TestEngineTimesPassesAndForkLagOnItsClock(t *testing.T) {
 	for stage, d := range map[string]time.Duration{stageDeliver: 0, stageWait: 0, stageRetry: 0,
 		stagePlan: 2 * time.Millisecond, stageWriteAhead: 0, stageSet: 5 * time.Millisecond} {
 		want := histStats{count: 1, sum: d.Seconds()}
-		if got := histogramStats(t, m.forkStages.WithLabelValues(stage).(prometheus.Histogram)); got != want {
+		if got := stageStats(t, m, stage); got != want {
 			t.Errorf("fork stage %s = %+v, want %+v", stage, got, want)
 		}
 	}

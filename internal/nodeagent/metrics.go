@@ -170,7 +170,7 @@ func (m *Metrics) reportForkLag(f *forkMark, set setMark, ownPass bool) {
 		return
 	}
 	if d, ok := f.stages(set); ok {
-		for i, stage := range []string{stageDeliver, stageWait, stageRetry, stagePlan, stageWriteAhead, stageSet} {
+		for i, stage := range forkStageNames {
 			m.forkStages.WithLabelValues(stage).Observe(d[i].Seconds())
 		}
 	}

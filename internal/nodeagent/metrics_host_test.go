@@ -101,13 +101,13 @@ func TestEngineReportsForkApplyLag(t *testing.T) {
 	}
 	// The stages of each fork its own pass set: as many of each, the writeahead (an fsync)
 	// and the set taking time, and together no more than the lags.
-	own := histogramStats(t, m.forkStages.WithLabelValues(stageSet).(prometheus.Histogram)).count
+	own := stageStats(t, m, stageSet).count
 	if own == 0 || own > count {
 		t.Fatalf("%d forks have stages, want 1 to %d", own, count)
 	}
 	var stages float64
-	for _, stage := range []string{stageDeliver, stageWait, stageRetry, stagePlan, stageWriteAhead, stageSet} {
-		st := histogramStats(t, m.forkStages.WithLabelValues(stage).(prometheus.Histogram))
+	for _, stage := range forkStageNames {
+		st := stageStats(t, m, stage)
 		if st.count != own {
 			t.Errorf("stage %s observed %d times, want %d", stage, st.count, own)
 		}
