@@ -15,8 +15,10 @@ declare -A groups=(
   # base also holds the linter make lint (and so make verify) runs over hack/ and .ci/.
   [base]="make git procps iproute2 curl util-linux ca-certificates shellcheck"
   # The local node (test/localnode): container runtime, CNI plugins, iptables for the
-  # chains kubelet makes and teardown removes.
-  [localnode]="containerd runc containernetworking-plugins iptables"
+  # chains kubelet makes and teardown removes. gcc, pkg-config and libseccomp-dev build
+  # runc for hack/runtime-binaries.sh (containerd 2.x with NRI): runc links libseccomp
+  # through cgo, and pods with the RuntimeDefault seccomp profile need it.
+  [localnode]="containerd runc containernetworking-plugins iptables gcc pkg-config libseccomp-dev"
   # kind (test/kindnode, hack/kind/node-image.sh): Debian's Docker engine (20.10; the suite
   # starts its own dockerd where no engine runs), mmdebstrap for the node image's Debian
   # rootfs, iptables for the host snapshot's rule check.
