@@ -2,6 +2,8 @@
 // tears it down again (test/localnode does the work). Needs root.
 //
 //	go run ./hack/localnode up   -bin-dir $(hack/k8s-binaries.sh all)   (make local-up)
+//	go run ./hack/localnode up   -bin-dir $(hack/k8s-binaries.sh all) -runtime-dir $(hack/runtime-binaries.sh)
+//	                             (containerd 2.x with NRI and runc instead of Debian's)
 //	go run ./hack/localnode down                                         (make local-down)
 //	go run ./hack/localnode leftovers
 //	go run ./hack/localnode reclaim   (tears down a local node or kind cluster whose run was killed)
@@ -31,6 +33,7 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	dir := fs.String("dir", localnode.DefaultDir, "the node's directory")
 	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (hack/k8s-binaries.sh all)")
+	runtimeDir := fs.String("runtime-dir", "", "directory with containerd, containerd-shim-runc-v2, ctr, runc (hack/runtime-binaries.sh: containerd 2.x with NRI); empty: Debian's from PATH")
 	_ = fs.Parse(os.Args[2:]) // ExitOnError: a bad flag exits
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -38,7 +41,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "up":
-		err = up(ctx, *dir, *binDir, logf)
+		err = up(ctx, *dir, *binDir, *runtimeDir, logf)
 	case "down":
 		var n *localnode.Node
 		if n, err = localnode.Load(*dir); err == nil {
@@ -65,7 +68,7 @@ func main() {
 	}
 }
 
-func up(ctx context.Context, dir, binDir string, logf func(string, ...any)) error {
+func up(ctx context.Context, dir, binDir, runtimeDir string, logf func(string, ...any)) error {
 	if binDir == "" {
 		return fmt.Errorf("-bin-dir is required")
 	}
@@ -85,9 +88,12 @@ func up(ctx context.Context, dir, binDir string, logf func(string, ...any)) erro
 	if _, err := kindnode.ReclaimOrphan(ctx, kindnode.DefaultDir, logf); err != nil {
 		return err
 	}
-	n, err := localnode.Up(ctx, dir, binDir, images, logf)
+	n, err := localnode.UpRuntime(ctx, dir, binDir, runtimeDir, images, logf)
 	if err != nil {
 		return err
+	}
+	if sock := n.NRISocket(); sock != "" {
+		logf("localnode: NRI socket %s", sock)
 	}
 	fmt.Println(n.Kubeconfig())
 	return nil

@@ -52,8 +52,17 @@ func (n *Node) writeConfig(hostIP string) error {
 	if err := writeFile(filepath.Join(d, "tokens.csv"), tokens.String()); err != nil {
 		return err
 	}
+	containerd := containerdConfig(d)
+	if n.RuntimeDir != "" {
+		containerd = containerdConfigV3(d, n.RuntimeDir)
+		for _, sub := range []string{"nri/plugins", "nri/conf.d"} {
+			if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+				return err
+			}
+		}
+	}
 	files := map[string]string{
-		"containerd/config.toml": containerdConfig(d),
+		"containerd/config.toml": containerd,
 		"kubelet/config.yaml":    kubeletConfig(d, hostIP),
 		"cni/net.d/10-numapref.conflist": fmt.Sprintf(`{
   "cniVersion": "1.0.0",
@@ -99,18 +108,9 @@ current-context: local
 // restrict_oom_score_adj: this VM has no CAP_SYS_RESOURCE, so runc may not lower
 // oom_score_adj; without it every sandbox fails ("can't get final child's PID from pipe").
 func containerdConfig(d string) string {
-	return fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-
-[grpc]
-  address = %[3]q
-
-[ttrpc]
-  address = %[4]q
-
+	return containerdTop(d, 2) + fmt.Sprintf(`
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[5]q
+  sandbox_image = %[1]q
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
@@ -124,9 +124,74 @@ state = %[2]q
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = %[6]q
-`, filepath.Join(d, "containerd/root"), filepath.Join(d, "containerd/state"), n(d).containerdSocket(),
-		n(d).containerdSocket()+".ttrpc", PauseImage, filepath.Join(d, "cni/net.d"))
+    conf_dir = %[2]q
+`, PauseImage, filepath.Join(d, "cni/net.d"))
+}
+
+// containerdTop is the start of both configs: the config version, then root, state and
+// the sockets in the node's directory d (the top-level tables versions 2 and 3 share).
+func containerdTop(d string, version int) string {
+	return fmt.Sprintf(`version = %d
+root = %q
+state = %q
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+`, version, filepath.Join(d, "containerd/root"), filepath.Join(d, "containerd/state"), n(d).containerdSocket(),
+		n(d).containerdSocket()+".ttrpc")
+}
+
+// containerdConfigV3 is containerdConfig for containerd 2.x (hack/runtime-binaries.sh, the
+// binaries in runtimeDir), in config version 3, which every 2.x release reads (2.4 migrates
+// it to its own version 4). The same settings under the plugins that hold them since 2.0:
+// the CRI runtime (io.containerd.cri.v1.runtime), its images (io.containerd.cri.v1.images:
+// the sandbox image is the pinned image "sandbox") and its gRPC service with the stream
+// server (io.containerd.grpc.v1.cri). The shim and runc are named by absolute path, so
+// Debian's, also on PATH, are never picked. NRI is on, with its socket, plugin and plugin
+// config dirs in the node's directory (not /var/run/nri, /opt/nri, /etc/nri), and so is the
+// opt plugin's directory (not /opt/containerd).
+func containerdConfigV3(d, runtimeDir string) string {
+	return containerdTop(d, 3) + fmt.Sprintf(`
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = %[1]q
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      runtime_path = %[3]q
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = %[4]q
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = %[2]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[5]q
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  socket_path = %[6]q
+  plugin_path = %[7]q
+  plugin_config_path = %[8]q
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = "2s"
+`, PauseImage, filepath.Join(d, "cni/net.d"),
+		filepath.Join(runtimeDir, "containerd-shim-runc-v2"), filepath.Join(runtimeDir, "runc"),
+		filepath.Join(d, "containerd/opt"), nriSocket(d), filepath.Join(d, "nri/plugins"), filepath.Join(d, "nri/conf.d"))
 }
 
 // kubeletConfig: the settings these machines need (LAB-NOTES): cgroupfs on the cgroup v1
@@ -169,3 +234,6 @@ maxPods: 250
 func n(d string) *Node { return &Node{Dir: d} }
 
 func (n *Node) containerdSocket() string { return filepath.Join(n.Dir, "containerd/containerd.sock") }
+
+// nriSocket is where containerd 2.x serves NRI for a node in d.
+func nriSocket(d string) string { return filepath.Join(d, "nri/nri.sock") }

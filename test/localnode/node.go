@@ -1,9 +1,10 @@
 // Package localnode runs a real single-node Kubernetes cluster on this machine, without
 // Docker: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet built
-// from k8s.io/kubernetes (hack/k8s-binaries.sh), containerd, runc and the CNI plugins
-// from Debian, and images built from static binaries. Everything listens on 127.0.0.1 (but
-// kubelet's API port, on the node's address, for kubectl logs and exec) and keeps its files
-// under one directory; Down stops every process it started (by pid) and
+// from k8s.io/kubernetes (hack/k8s-binaries.sh), containerd and runc from Debian (or, with
+// a runtime dir, containerd 2.x with NRI and runc built by hack/runtime-binaries.sh), the
+// CNI plugins from Debian, and images built from static binaries. Everything listens on
+// 127.0.0.1 (but kubelet's API port, on the node's address, for kubectl logs and exec) and
+// keeps its files under one directory; Down stops every process it started (by pid) and
 // puts back what kubelet and containerd change on the host, and Leftovers checks that
 // nothing stayed. One node per machine.
 package localnode
@@ -65,11 +66,34 @@ func HostInUse(self string) error {
 // Node is a running (or half-started) local node. Its record lives in <Dir>/node.json, so a
 // later process can tear it down.
 type Node struct {
-	Dir    string         `json:"dir"`
-	BinDir string         `json:"binDir"`
-	Pids   map[string]int `json:"pids"`
-	Before *HostState     `json:"before"`
-	HostIP string         `json:"hostIP"`
+	Dir    string `json:"dir"`
+	BinDir string `json:"binDir"`
+	// RuntimeDir holds containerd, containerd-shim-runc-v2, ctr and runc
+	// (hack/runtime-binaries.sh: containerd 2.x, NRI on); empty: Debian's, from PATH.
+	RuntimeDir string         `json:"runtimeDir,omitempty"`
+	Pids       map[string]int `json:"pids"`
+	Before     *HostState     `json:"before"`
+	HostIP     string         `json:"hostIP"`
+}
+
+// runtimeTools are the container runtime's programs the node needs.
+var runtimeTools = []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"}
+
+// NRISocket is the socket where containerd serves NRI plugins; empty for Debian's
+// containerd (1.6, no NRI).
+func (n *Node) NRISocket() string {
+	if n.RuntimeDir == "" {
+		return ""
+	}
+	return nriSocket(n.Dir)
+}
+
+// runtimeBin is the path of one of runtimeTools: in RuntimeDir, or the name, found on PATH.
+func (n *Node) runtimeBin(name string) string {
+	if n.RuntimeDir == "" {
+		return name
+	}
+	return filepath.Join(n.RuntimeDir, name)
 }
 
 // Kubeconfig is the admin kubeconfig (system:masters).
@@ -83,10 +107,16 @@ func (n *Node) prefixes() []string {
 	return []string{n.Dir, "/run/containerd", "/var/lib/kubelet", netnsDir}
 }
 
-// Up starts a node in dir with the binaries of binDir and imports the image tarballs
-// before kubelet starts (the pause image among them). It fails if a node already runs; on
-// any error it tears down what it started.
-func Up(ctx context.Context, dir, binDir string, images []string, logf func(string, ...any)) (n *Node, err error) {
+// Up starts a node in dir with the binaries of binDir and Debian's container runtime, and
+// imports the image tarballs before kubelet starts (the pause image among them). It fails
+// if a node already runs; on any error it tears down what it started.
+func Up(ctx context.Context, dir, binDir string, images []string, logf func(string, ...any)) (*Node, error) {
+	return UpRuntime(ctx, dir, binDir, "", images, logf)
+}
+
+// UpRuntime is Up with the container runtime of runtimeDir (hack/runtime-binaries.sh:
+// containerd 2.x with NRI, runc), or Debian's from PATH when runtimeDir is empty.
+func UpRuntime(ctx context.Context, dir, binDir, runtimeDir string, images []string, logf func(string, ...any)) (n *Node, err error) {
 	if _, err := ReclaimOrphan(dir, logf); err != nil {
 		return nil, err
 	}
@@ -99,8 +129,23 @@ func Up(ctx context.Context, dir, binDir string, images []string, logf func(stri
 	if err := HostInUse(filepath.Join(dir, "node.json")); err != nil {
 		return nil, err
 	}
-	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "/usr/lib/cni/bridge"} {
+	if runtimeDir != "" {
+		// containerd's config names the shim and runc by it, wherever containerd runs.
+		if runtimeDir, err = filepath.Abs(runtimeDir); err != nil {
+			return nil, err
+		}
+	}
+	n = &Node{Dir: dir, BinDir: binDir, RuntimeDir: runtimeDir, Pids: map[string]int{}}
+	for _, tool := range []string{"ip", "/usr/lib/cni/bridge"} {
 		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("%s is missing (hack/install-deps.sh installs it): %w", tool, err)
+		}
+	}
+	for _, tool := range runtimeTools {
+		if _, err := exec.LookPath(n.runtimeBin(tool)); err != nil {
+			if runtimeDir != "" {
+				return nil, fmt.Errorf("%s is missing in the runtime dir (hack/runtime-binaries.sh builds it): %w", tool, err)
+			}
 			return nil, fmt.Errorf("%s is missing (hack/install-deps.sh installs it): %w", tool, err)
 		}
 	}
@@ -112,7 +157,7 @@ func Up(ctx context.Context, dir, binDir string, images []string, logf func(stri
 	if err != nil {
 		return nil, err
 	}
-	n = &Node{Dir: dir, BinDir: binDir, Pids: map[string]int{}, Before: before, HostIP: hostIP}
+	n.Before, n.HostIP = before, hostIP
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -189,13 +234,27 @@ func Up(ctx context.Context, dir, binDir string, images []string, logf func(stri
 		"--bind-address=127.0.0.1", "--secure-port=10259", "--leader-elect=false", "--profiling=false"); err != nil {
 		return n, err
 	}
-	if err := n.start("containerd", "containerd", "--config="+filepath.Join(dir, "containerd/config.toml")); err != nil {
+	// containerd 2.x's shim and runc are named by path in its config; its PATH starts with
+	// the runtime dir all the same, for whatever else it or the shim looks up by name.
+	var env []string
+	if runtimeDir != "" {
+		env = append(os.Environ(), "PATH="+runtimeDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	if err := n.startEnv("containerd", n.runtimeBin("containerd"), env, "--config="+filepath.Join(dir, "containerd/config.toml")); err != nil {
 		return n, err
 	}
 	if err := waitFor(ctx, 30*time.Second, "containerd", func() error {
-		return exec.CommandContext(ctx, "ctr", "--address", n.containerdSocket(), "version").Run()
+		return exec.CommandContext(ctx, n.runtimeBin("ctr"), "--address", n.containerdSocket(), "version").Run()
 	}); err != nil {
 		return n, err
+	}
+	if sock := n.NRISocket(); sock != "" {
+		if err := waitFor(ctx, 10*time.Second, "containerd's NRI socket", func() error {
+			_, err := os.Stat(sock)
+			return err
+		}); err != nil {
+			return n, err
+		}
 	}
 	for _, img := range images {
 		if err := n.ImportImage(ctx, img); err != nil {
@@ -292,7 +351,7 @@ func (n *Node) Client() (*kubernetes.Clientset, error) {
 // ImportImage imports an image tarball into containerd's k8s.io namespace, where kubelet
 // finds it (pods use imagePullPolicy: Never).
 func (n *Node) ImportImage(ctx context.Context, tarball string) error {
-	out, err := exec.CommandContext(ctx, "ctr", "--address", n.containerdSocket(), "-n", "k8s.io",
+	out, err := exec.CommandContext(ctx, n.runtimeBin("ctr"), "--address", n.containerdSocket(), "-n", "k8s.io",
 		"images", "import", tarball).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("importing %s: %v: %s", tarball, err, out)
@@ -303,12 +362,18 @@ func (n *Node) ImportImage(ctx context.Context, tarball string) error {
 // start runs a daemon in its own session with its output in logs/<name>.log and records
 // its pid before anything else can fail.
 func (n *Node) start(name, bin string, args ...string) error {
+	return n.startEnv(name, bin, nil, args...)
+}
+
+// startEnv is start with the environment env (nil: this process's).
+func (n *Node) startEnv(name, bin string, env []string, args ...string) error {
 	log, err := os.OpenFile(filepath.Join(n.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
