@@ -151,8 +151,8 @@ scale: ## The scale harness on a throwaway etcd + kube-apiserver (SCALE_ARGS="-n
 ##@ Local node (a real single-node cluster on this machine; needs root)
 
 .PHONY: local-up
-local-up: preflight-demo ## Bring up the local node (etcd, control plane, containerd, kubelet) with the images built.
-	go run ./hack/localnode up -bin-dir $$(hack/k8s-binaries.sh all)
+local-up: preflight-demo ## Bring up the local node (etcd, control plane, containerd, kubelet) with the images built; NRI=1: on containerd 2.x with NRI (hack/runtime-binaries.sh).
+	go run ./hack/localnode up -bin-dir $$(hack/k8s-binaries.sh all) $(if $(filter 1,$(NRI)),-runtime-dir $$(hack/runtime-binaries.sh))
 
 .PHONY: local-down
 local-down: ## Tear the local node down and put the host back.
