@@ -28,3 +28,14 @@ func MonotonicNs() (uint64, bool) {
 	}
 	return uint64(ts.Nano()), true
 }
+
+// BoottimeNs reads CLOCK_BOOTTIME in ns: the clock of the start times in /proc/<pid>/stat
+// (TicksPerSecond), which counts on while the host is suspended; false when it cannot be
+// read.
+func BoottimeNs() (uint64, bool) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0, false
+	}
+	return uint64(ts.Nano()), true
+}

@@ -15,3 +15,6 @@ func OpenFilesLimit() (uint64, error) { return 0, errors.New("no RLIMIT_NOFILE o
 
 // MonotonicNs reads CLOCK_MONOTONIC: unavailable off Linux.
 func MonotonicNs() (uint64, bool) { return 0, false }
+
+// BoottimeNs reads CLOCK_BOOTTIME: unavailable off Linux.
+func BoottimeNs() (uint64, bool) { return 0, false }

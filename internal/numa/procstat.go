@@ -22,6 +22,10 @@ type Task struct {
 	StartTime uint64 `json:"startTime"`
 }
 
+// TicksPerSecond is the unit of Task.StartTime: the kernel's USER_HZ, 100 on every
+// architecture Linux runs on. Start times count on CLOCK_BOOTTIME (BoottimeNs).
+const TicksPerSecond = 100
+
 // ReadTask reads the identity of tid from procRoot (normally "/proc"). A task that does not
 // exist yields an error wrapping ErrTaskGone.
 func ReadTask(procRoot string, tid int) (Task, error) {
