@@ -52,6 +52,7 @@ func (e *Engine) apply(p *pass, pl plan) {
 	// crash before then loses nothing, and a fork costs one ledger write, not three.
 	e.ledgerDirty = e.ledgerDirty || dirty
 	saved := e.writeAheadAndSet(p, sets)
+	e.publishPlaced(p, pl)
 	if saved && p.full() && e.ledgerDirty {
 		if err := e.saveLedger(); err != nil {
 			e.ledgerFailed(err)
@@ -80,7 +81,7 @@ func (e *Engine) writeAheadAndSet(p *pass, sets []pendingSet) bool {
 	if e.cfg.hooks.afterWriteAhead != nil {
 		e.cfg.hooks.afterWriteAhead()
 	}
-	e.applySets(sets, p.results, p.fork)
+	e.applySets(p, sets)
 	return true
 }
 
@@ -91,6 +92,8 @@ func (e *Engine) record(key ContainerKey, c *entryChange) {
 	if entry == nil {
 		entry = &containerEntry{PodUID: string(key.PodUID), Container: key.Container, Tasks: map[int]*taskEntry{}}
 		e.ledger[key] = entry
+	} else if entry.Ref.ContainerID != c.ref.ContainerID && !sameContainer(entry.Ref.ContainerID, c.ref.ContainerID) {
+		e.forgetPlaced(key) // the container runs again, under a new ID: its placement is judged again
 	}
 	entry.Ref = c.ref
 	maps.Copy(entry.Tasks, c.record)
@@ -99,31 +102,32 @@ func (e *Engine) record(key ContainerKey, c *entryChange) {
 	}
 }
 
-// applySets issues the planned SETs, bracketed one container at a time (see setBatch), and
-// settles the ledger with their outcome. fork, when not nil, is the fork event the pass
-// runs for: the SET of its new task reports the lag.
-func (e *Engine) applySets(sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
+// applySets issues the SETs pass p planned, bracketed one container at a time (see
+// setBatch), and settles the ledger and p's results with their outcome.
+func (e *Engine) applySets(p *pass, sets []pendingSet) {
 	for len(sets) > 0 {
 		n := 1 // planContainer appends a container's SETs together
 		for n < len(sets) && sets[n].key == sets[0].key {
 			n++
 		}
-		e.applyContainer(sets[:n], results, fork)
+		e.applyContainer(p, sets[:n])
 		sets = sets[n:]
 	}
-	for key, r := range results {
+	for key, r := range p.results {
 		if r.Reason == numav1.ReasonApplied && len(r.Failed) > 0 {
 			r.Reason = worstFailure(r.Failed)
 			r.Message = fmt.Sprintf("%d tasks have NUMA node %d; the kernel refused %v", r.Tasks, r.Node, r.Failed)
-			results[key] = r
+			p.results[key] = r
 		}
 	}
 }
 
-// applyContainer issues the SETs of one container.
-func (e *Engine) applyContainer(sets []pendingSet, results map[ContainerKey]ContainerResult, fork *forkMark) {
+// applyContainer issues the SETs of one container for pass p. The SET of the task a fork
+// pass's event names reports the fork lag; the first SETs confirmed in a container say
+// how it was placed (notePlaced).
+func (e *Engine) applyContainer(p *pass, sets []pendingSet) {
 	key := sets[0].key
-	r := results[key]
+	r := p.results[key]
 	e.touch(key)
 	tasks := e.ledger[key].Tasks
 	b := e.startSets(key, sets[0].cg)
@@ -147,19 +151,21 @@ func (e *Engine) applyContainer(sets []pendingSet, results map[ContainerKey]Cont
 		tasks[s.task.TID].Values = []int{s.node}
 		r.Tasks++
 		e.cfg.Metrics.reportSet(numav1.ReasonApplied)
-		if fork != nil {
-			e.noteForkSet(fork, s.task.TID, s.at)
+		if p.fork != nil {
+			e.noteForkSet(p.fork, s.task.TID, s.at)
 		}
 	}
+	e.notePlaced(p, key, confirmed)
 	for _, s := range raced {
 		delete(tasks, s.task.TID) // gone or moved out; put back if it held our value
 	}
-	results[key] = r
+	p.results[key] = r
 }
 
 // undo restores, in the container's tasks, every value the agent set that is still there,
 // and forgets the container. It reports whether the ledger changed.
 func (e *Engine) undo(ids *identifier, key ContainerKey) bool {
+	e.forgetPlaced(key) // placed again later, it is judged again
 	entry := e.ledger[key]
 	if entry == nil {
 		return false

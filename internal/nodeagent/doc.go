@@ -21,6 +21,8 @@
 //	            pidfd, or its start time) and still in the container, before and after
 //	fork.go     fork events, looking again for a child not yet in its cgroup, the tasks a
 //	            fork pass trusts, the fork-to-SET lag
+//	placed.go   how each container was first placed (at its start, after it, before the
+//	            agent's restart) and the time from its start to then
 //	forkfilter.go
 //	            the kernel's filter of fork events kept in step with the listings: only
 //	            forks of listed processes, or of ones born after the last-pid mark, wake

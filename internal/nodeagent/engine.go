@@ -71,7 +71,10 @@ type EngineConfig struct {
 	Clock clock.WithTickerAndDelayedExecution
 	// Monotonic reads CLOCK_MONOTONIC in ns (false if it cannot); nil means numa.MonotonicNs.
 	Monotonic func() (uint64, bool)
-	Log       logr.Logger
+	// Boottime reads CLOCK_BOOTTIME in ns (false if it cannot), the clock tasks' start
+	// times count on, for numapref_start_to_placed_seconds; nil means numa.BoottimeNs.
+	Boottime func() (uint64, bool)
+	Log      logr.Logger
 
 	// MaxTasksPerContainer is one container's share of what the agent keeps per task for
 	// the whole node (ledger entries, pidfds): a container with more tasks gets
@@ -109,6 +112,9 @@ type ContainerResult struct {
 	// skipped after its tasks were listed (MemoryPinnedElsewhere); 0 for the other reasons,
 	// whose containers are skipped before any task is read. Only metrics use it.
 	SkippedTasks int
+	// PlacedAt says how this agent first placed the container (placed.go): PlacedAtStart,
+	// PlacedAtAfterStart or PlacedBeforeRestart; "" until a SET of it is confirmed.
+	PlacedAt string
 }
 
 // Engine applies the desired preferred nodes to the tasks of this host's containers, keeps
@@ -165,6 +171,11 @@ type Engine struct {
 	resolved map[ContainerKey]resolution
 	// forkWatch is what the kernel's filter of fork events holds.
 	forkWatch forkWatch
+	// placedAt says how each container was first placed (placed.go); bootAtStart is
+	// CLOCK_BOOTTIME when the engine was made (bootAtStartOK false: unreadable).
+	placedAt      map[ContainerKey]string
+	bootAtStart   uint64
+	bootAtStartOK bool
 }
 
 // containerListing is the cgroup and tasks a pass found for a container it acted on.
@@ -210,6 +221,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.Monotonic == nil {
 		cfg.Monotonic = numa.MonotonicNs
 	}
+	if cfg.Boottime == nil {
+		cfg.Boottime = numa.BoottimeNs
+	}
 	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	e := &Engine{
 		cfg:      cfg,
@@ -233,7 +247,10 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	e.bootID, _ = numa.ReadBootID(cfg.ProcRoot) // "" where the kernel has none
 	c, cerr := loadChoices(cfg.ChoicesPath)
 	e.choices = c
-	return e, errors.Join(e.loadState(), cerr, e.loadDesired())
+	lerr := e.loadState()
+	e.placedAt = placedBeforeRestart(e.ledger)
+	e.bootAtStart, e.bootAtStartOK = cfg.Boottime()
+	return e, errors.Join(lerr, cerr, e.loadDesired())
 }
 
 // SetDesired replaces the whole desired state of this host (but for the starts it does not

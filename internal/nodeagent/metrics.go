@@ -25,8 +25,10 @@ type Metrics struct {
 	balancing   *prometheus.GaugeVec
 	forkLag     *prometheus.HistogramVec
 	forkStages  *prometheus.HistogramVec
-	ledgerErrs  prometheus.Counter
-	desiredErrs prometheus.Counter
+	// startToPlaced is numapref_start_to_placed_seconds, by PlacedAtStart or PlacedAtAfterStart.
+	startToPlaced *prometheus.HistogramVec
+	ledgerErrs    prometheus.Counter
+	desiredErrs   prometheus.Counter
 	// ledgerDamaged is 1 once the ledger read at start was damaged (ErrLedgerDamaged).
 	ledgerDamaged prometheus.Gauge
 }
@@ -106,6 +108,16 @@ func NewMetrics() *Metrics {
 				"set (the bracketed SET). A fork's stages add up to its lag since the event.",
 			Buckets: forkLagBuckets,
 		}, []string{"stage"}),
+		startToPlaced: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "numapref", Name: "start_to_placed_seconds",
+			Help: "Time from a container's start to its first preferred-node SET by this agent, observed once per " +
+				"container (again if it is undone and placed anew, or restarts). at=Start: set by a start pass (the " +
+				"runtime's NRI StartContainer) before its first instruction, observed as 0. at=AfterStart: set by any " +
+				"other pass (the API's pod status, a fork event, a rescan), from the earliest start time of the tasks " +
+				"set (/proc starttime, CLOCK_BOOTTIME) to the SETs' return; containers that started before this agent " +
+				"are not observed.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1 ms to 33 s
+		}, []string{"at"}),
 	}
 	m.ledgerErrs, m.desiredErrs, m.ledgerDamaged = stateMetrics()
 	return m
@@ -134,7 +146,7 @@ func stateMetrics() (ledgerErrs, desiredErrs prometheus.Counter, ledgerDamaged p
 
 // Register adds the metrics to reg.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag, m.forkStages, m.ledgerErrs, m.desiredErrs, m.ledgerDamaged} {
+	for _, c := range []prometheus.Collector{m.sets, m.restores, m.containers, m.tasks, m.passSeconds, m.kernel, m.taskStates, m.balancing, m.forkLag, m.forkStages, m.startToPlaced, m.ledgerErrs, m.desiredErrs, m.ledgerDamaged} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -174,6 +186,12 @@ func (m *Metrics) reportForkLag(f *forkMark, set setMark, ownPass bool) {
 			m.forkStages.WithLabelValues(stage).Observe(d[i].Seconds())
 		}
 	}
+}
+
+// reportStartToPlaced observes the time from a container's start to its first placement,
+// which was at (PlacedAtStart or PlacedAtAfterStart).
+func (m *Metrics) reportStartToPlaced(at string, d time.Duration) {
+	m.startToPlaced.WithLabelValues(at).Observe(d.Seconds())
 }
 
 // reportBalancing sets the numa_balancing gauge from procRoot/sys/kernel/numa_balancing.

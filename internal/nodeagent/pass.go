@@ -171,5 +171,6 @@ func skipUnrecorded(sets []pendingSet, results map[ContainerKey]ContainerResult,
 // only for metrics, aside).
 func resultEqual(a, b ContainerResult) bool {
 	return a.Desire == b.Desire && a.Reason == b.Reason && a.Message == b.Message &&
-		a.Node == b.Node && a.Why == b.Why && a.Tasks == b.Tasks && maps.Equal(a.Failed, b.Failed)
+		a.Node == b.Node && a.Why == b.Why && a.Tasks == b.Tasks && maps.Equal(a.Failed, b.Failed) &&
+		a.PlacedAt == b.PlacedAt
 }

@@ -3,19 +3,22 @@
 package nodeagent
 
 import (
+	"math"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
 // TestEnginePlacesAtStart: a container placed at its start (PlaceAtStart) has its tasks
 // set at once, by a start pass; its desire holds while the API does not report it
 // running, the API's confirmation costs no SET, and a start the API never confirms is
-// undone once StartGrace has passed. Before the engine is synced it places nothing.
+// undone once StartGrace has passed. Its result says it was placed at its start, through
+// the confirmation. Before the engine is synced it places nothing.
 func TestEnginePlacesAtStart(t *testing.T) {
 	el := newEngineLab(t)
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -33,8 +36,8 @@ func TestEnginePlacesAtStart(t *testing.T) {
 	// The API's first desired state: the new pod is not running yet, so it holds nothing.
 	e.SetDesired(nil)
 	r, ok := e.PlaceAtStart(d)
-	if !ok || r.Reason != numav1.ReasonApplied || r.Tasks < 1 {
-		t.Fatalf("PlaceAtStart = %+v, %v; want Applied with the container's tasks", r, ok)
+	if !ok || r.Reason != numav1.ReasonApplied || r.Tasks < 1 || r.PlacedAt != PlacedAtStart {
+		t.Fatalf("PlaceAtStart = %+v, %v; want Applied with the container's tasks, placed at its start", r, ok)
 	}
 	// The init task is the one that matters at a start: its thread execs the program. (The
 	// Go runtime of the lab's workload may add a thread while the pass runs.)
@@ -43,6 +46,9 @@ func TestEnginePlacesAtStart(t *testing.T) {
 	}
 	if got := passStats(t, m, "start").count; got != 1 {
 		t.Errorf("start passes observed = %d, want 1", got)
+	}
+	if got, want := startToPlaced(t, m, PlacedAtStart), (histStats{count: 1}); got != want {
+		t.Errorf("start to placed, Start = %+v, want %+v", got, want)
 	}
 
 	// The API still knows nothing of the container, within the grace: a rescan keeps it.
@@ -58,8 +64,8 @@ func TestEnginePlacesAtStart(t *testing.T) {
 	if after := el.emu.Stats(); after != before {
 		t.Errorf("the API's confirmation changed the kernel state: %+v -> %+v", before, after)
 	}
-	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonApplied {
-		t.Errorf("after confirmation: %+v", r)
+	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonApplied || r.PlacedAt != PlacedAtStart {
+		t.Errorf("after confirmation: %+v; want Applied, placed at its start", r)
 	}
 
 	// A start the API never confirms (its pod gone from the API, or no longer selected):
@@ -90,6 +96,57 @@ func TestEnginePlacesAtStart(t *testing.T) {
 	if v := el.values(t, late.Pid(), confirmed.Pid()); !allEqual(v, -1) {
 		t.Errorf("after Drain: %v", v)
 	}
+}
+
+// TestEngineObservesStartToPlacedOnTheHost: a container started after the engine and
+// placed by a full pass is observed from its tasks' start in /proc to its SET on
+// CLOCK_BOOTTIME, the clock those start times count on.
+func TestEngineObservesStartToPlacedOnTheHost(t *testing.T) {
+	el := newEngineLab(t)
+	m := NewMetrics()
+	e := el.engineWith(t, EngineConfig{Metrics: m})
+	// Start times count whole ticks: the container starts in a tick after the engine's.
+	tick := uint64(time.Second / numa.TicksPerSecond)
+	made := boottime(t)
+	waitFor(t, "the next clock tick", func() bool { return boottime(t)/tick > made/tick })
+	w, _, d := el.container(t, "late", 0, 2)
+	// The container's start is its earliest task's (its init's), the latest its tasks
+	// started by now.
+	tids, err := hostlab.TasksOf(w.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	earliest, latest := uint64(math.MaxUint64), uint64(0)
+	for _, tid := range tids {
+		task, err := numa.ReadTask("/proc", tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		earliest, latest = min(earliest, task.StartTime*tick), max(latest, task.StartTime*tick)
+	}
+	before := boottime(t)
+	e.SetDesired([]Desire{d})
+	if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
+		t.Fatalf("the container's tasks have %v; want 0", v)
+	}
+	after := boottime(t)
+	shortest, longest := time.Duration(before-latest).Seconds(), time.Duration(after-earliest).Seconds()
+	if got := startToPlaced(t, m, PlacedAtAfterStart); got.count != 1 || got.sum < shortest || got.sum > longest {
+		t.Errorf("start to placed, AfterStart = %+v; want one observation of %.3f to %.3f s", got, shortest, longest)
+	}
+	if r := e.Results()[d.Key()]; r.PlacedAt != PlacedAtAfterStart {
+		t.Errorf("placed by a full pass: PlacedAt %q, want %q", r.PlacedAt, PlacedAtAfterStart)
+	}
+}
+
+// boottime reads CLOCK_BOOTTIME.
+func boottime(t *testing.T) uint64 {
+	t.Helper()
+	now, ok := numa.BoottimeNs()
+	if !ok {
+		t.Fatal("CLOCK_BOOTTIME cannot be read")
+	}
+	return now
 }
 
 // init reads the value of w's init task (its process's main thread).
