@@ -131,6 +131,12 @@ type Container struct {
 	// ManagedTasks is how many of the container's tasks had DesiredNode after the
 	// engine's last pass (0 unless Reason is Applied or a failure reason).
 	ManagedTasks int `json:"managedTasks"`
+	// PlacedAt says how the agent first placed the container: "Start" (by the container
+	// runtime's NRI, before the container's first instruction), "AfterStart" (after it
+	// started: through the API's pod status, a fork event or a rescan) or
+	// "BeforeAgentStart" (by an earlier run of the agent); empty while the engine has not
+	// set any of its tasks, or when Reason is not the engine's.
+	PlacedAt string `json:"placedAt,omitempty"`
 
 	// Cgroup is the container's cgroup on this node; null when it could not be found
 	// (CgroupError says why: not running, exited, unreadable).

@@ -137,7 +137,7 @@ func (e *Engine) describeDesire(ic *inspect.Container, d *Desire, m ManagedConta
 	}
 	switch {
 	case current:
-		ic.Reason, ic.Message, ic.ManagedTasks = m.Reason, m.Message, m.Tasks
+		ic.Reason, ic.Message, ic.ManagedTasks, ic.PlacedAt = m.Reason, m.Message, m.Tasks, m.PlacedAt
 	case d.Refusal != "":
 		ic.Reason, ic.Message = d.Refusal, d.Message
 	default:

@@ -90,18 +90,18 @@ func TestInspectPodOnRealHost(t *testing.T) {
 
 	// Identity, and the containers in spec order (init first) with what the agent wants.
 	type containerView struct {
-		Name, Reason, Source string
-		Desired              *int
-		Init                 bool
+		Name, Reason, Source, PlacedAt string
+		Desired                        *int
+		Init                           bool
 	}
 	var views []containerView
 	for _, c := range got.Containers {
-		views = append(views, containerView{Name: c.Name, Reason: c.Reason, Source: c.Source, Desired: c.DesiredNode, Init: c.Init})
+		views = append(views, containerView{Name: c.Name, Reason: c.Reason, Source: c.Source, PlacedAt: c.PlacedAt, Desired: c.DesiredNode, Init: c.Init})
 	}
 	zero := 0
 	wantViews := []containerView{
 		{Name: "setup", Reason: inspect.ReasonNotSelected, Init: true},
-		{Name: "main", Reason: numav1.ReasonApplied, Source: "NumaPreference/pref", Desired: &zero},
+		{Name: "main", Reason: numav1.ReasonApplied, Source: "NumaPreference/pref", PlacedAt: PlacedAtAfterStart, Desired: &zero},
 		{Name: "side", Reason: inspect.ReasonNotSelected},
 	}
 	if diff := cmp.Diff(wantViews, views); diff != "" {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
 )
 
@@ -92,14 +93,16 @@ func TestInspectErrors(t *testing.T) {
 }
 
 // TestInspectDescribesOnlySelectedPods: a pod with a selected container is described with
-// its host side (container ids, cgroups, tasks); a pod without one only as not selected,
-// whatever runs in it.
+// its host side (container ids, cgroups, tasks), and the selected container with the
+// engine's outcome (how it was placed); a pod without one only as not selected, whatever
+// runs in it.
 func TestInspectDescribesOnlySelectedPods(t *testing.T) {
 	h := newFakeHost(t)
 	h.addTask(100, -1)
 	h.addTask(101, -1)
 	e := h.engine(EngineConfig{})
 	e.SetDesired([]Desire{fakeDesire(1)})
+	e.Pass()
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
 	pod := func(name string, uid types.UID) *corev1.Pod {
 		return &corev1.Pod{
@@ -131,6 +134,14 @@ func TestInspectDescribesOnlySelectedPods(t *testing.T) {
 		if c.ContainerID == "" || c.Cgroup == nil || len(c.Tasks) != 2 {
 			t.Errorf("selected pod, container %s: id %q cgroup %v %d tasks; want the host side of every container", c.Name, c.ContainerID, c.Cgroup, len(c.Tasks))
 		}
+	}
+	main, side := sel.Containers[0], sel.Containers[1]
+	if main.Reason != numav1.ReasonApplied || main.ManagedTasks != 2 || main.PlacedAt != PlacedAtAfterStart {
+		t.Errorf("selected container: reason %s, %d managed tasks, placedAt %q; want Applied, 2, %q (placed by a full pass)",
+			main.Reason, main.ManagedTasks, main.PlacedAt, PlacedAtAfterStart)
+	}
+	if side.Reason != inspect.ReasonNotSelected || side.PlacedAt != "" {
+		t.Errorf("unselected container of the selected pod: reason %s, placedAt %q; want NotSelected, none", side.Reason, side.PlacedAt)
 	}
 
 	got := answer("bystander")

@@ -29,6 +29,8 @@ type ManagedContainer struct {
 	Message string
 	// Tasks counts the tasks that have the preferred node.
 	Tasks int
+	// PlacedAt says how the agent first placed the container (ContainerResult.PlacedAt).
+	PlacedAt string
 	// CgroupPath is the container's cgroup path relative to a hierarchy root, as
 	// /proc/<pid>/cgroup shows it; CgroupDir is the absolute directory (under the
 	// resolver's cgroup root; on cgroup v1, in the first task hierarchy that holds it)
@@ -64,7 +66,7 @@ func (e *Engine) Managed() []ManagedContainer {
 		mc := ManagedContainer{
 			PodNamespace: d.Pod.Namespace, PodName: d.Pod.Name, PodUID: string(d.PodUID), Container: d.Container,
 			Node: r.Node, Mode: string(d.Placement.Mode), Why: r.Why,
-			Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks,
+			Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks, PlacedAt: r.PlacedAt,
 		}
 		if l := listings[i]; l.cgroup != nil {
 			mc.CgroupPath, mc.CgroupDir = l.cgroup.Path, l.cgroup.TasksDir
