@@ -55,6 +55,7 @@ type reportAcc struct {
 	pods                       map[string]bool
 	podNode                    map[string]int
 	containers, tasks          int32
+	placedAtStart              int32 // of containers: placed by a start pass
 	skipped, failed, noEffects map[string]int32
 }
 
@@ -68,6 +69,9 @@ func (a *reportAcc) add(d Desire, results map[ContainerKey]ContainerResult, bala
 	if r.Reason == numav1.ReasonApplied {
 		a.containers++
 		a.podNode[string(d.PodUID)] = r.Node
+		if r.PlacedAt == PlacedAtStart {
+			a.placedAtStart++
+		}
 		if !balancing {
 			a.noEffects[numav1.ReasonNumaBalancingDisabled]++
 		}
@@ -93,10 +97,11 @@ func (a *reportAcc) report(k reportKey) numav1.PreferenceReport {
 	return numav1.PreferenceReport{
 		Namespace: k.namespace, Name: k.name,
 		Pods: int32(len(a.pods)), Containers: a.containers, Tasks: a.tasks,
-		PodsByNode:  podsByNode,
-		Skipped:     reasonCounts(a.skipped),
-		Failed:      reasonCounts(a.failed),
-		Ineffective: reasonCounts(a.noEffects),
+		PodsByNode:    podsByNode,
+		Skipped:       reasonCounts(a.skipped),
+		Failed:        reasonCounts(a.failed),
+		Ineffective:   reasonCounts(a.noEffects),
+		PlacedAtStart: a.placedAtStart,
 	}
 }
 

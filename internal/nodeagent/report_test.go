@@ -15,7 +15,9 @@ func TestPreferenceReports(t *testing.T) {
 		return Desire{Pod: pod, PodUID: types.UID(uid), Container: container, Preference: preference, Node: node}
 	}
 	applied, pinned, stale := d("u1", "app", "a", 0), d("u1", "side", "a", 0), d("u2", "app", "a", 0)
-	other := d("u4", "app", "a", 1)
+	other, atStart := d("u4", "app", "a", 1), d("u5", "app", "a", 1)
+	// Placed at their start, but not counted: refused since, of an older desire, of no preference.
+	refusedAtStart, staleAtStart, annotatedAtStart := d("u6", "app", "a", 1), d("u7", "app", "a", 1), d("u8", "app", "", 1)
 	byAnnotation := d("u3", "app", "", 1)
 	plans := []PodPlan{
 		{Namespace: "ns", Desires: []Desire{applied, pinned}, Selected: []string{"a", "b"},
@@ -23,7 +25,8 @@ func TestPreferenceReports(t *testing.T) {
 				{Preference: "b", Container: "side", Reason: numav1.ReasonOverriddenByPreference, Winner: "a"}}},
 		{Namespace: "ns", Desires: []Desire{stale}, Selected: []string{"a"}},
 		{Namespace: "ns", Desires: []Desire{other}, Selected: []string{"a"}},
-		{Namespace: "ns", Desires: []Desire{byAnnotation}},
+		{Namespace: "ns", Desires: []Desire{atStart, refusedAtStart, staleAtStart}, Selected: []string{"a"}},
+		{Namespace: "ns", Desires: []Desire{byAnnotation, annotatedAtStart}},
 	}
 	staleDesire := stale
 	staleDesire.Node = 1
@@ -31,19 +34,24 @@ func TestPreferenceReports(t *testing.T) {
 		applied.Key():      {Desire: applied, Node: 0, Reason: numav1.ReasonApplied, Tasks: 7, Failed: map[string]int{numav1.ReasonPermissionDenied: 1}},
 		pinned.Key():       {Desire: pinned, Reason: numav1.ReasonMemoryPinnedElsewhere},
 		stale.Key():        {Desire: staleDesire, Reason: numav1.ReasonApplied, Tasks: 100}, // from an older desire: not counted
-		other.Key():        {Desire: other, Node: 1, Reason: numav1.ReasonApplied, Tasks: 2},
+		other.Key():        {Desire: other, Node: 1, Reason: numav1.ReasonApplied, Tasks: 2, PlacedAt: PlacedAtAfterStart},
 		byAnnotation.Key(): {Desire: byAnnotation, Reason: numav1.ReasonApplied, Tasks: 3},
+		atStart.Key():      {Desire: atStart, Node: 1, Reason: numav1.ReasonApplied, Tasks: 1, PlacedAt: PlacedAtStart},
+		refusedAtStart.Key(): {Desire: refusedAtStart, Reason: numav1.ReasonKernelError, Tasks: 1,
+			Failed: map[string]int{numav1.ReasonKernelError: 1}, PlacedAt: PlacedAtStart},
+		staleAtStart.Key():     {Desire: staleDesire, Reason: numav1.ReasonApplied, Tasks: 1, PlacedAt: PlacedAtStart},
+		annotatedAtStart.Key(): {Desire: annotatedAtStart, Reason: numav1.ReasonApplied, Tasks: 1, PlacedAt: PlacedAtStart},
 	}
-	a := numav1.PreferenceReport{Namespace: "ns", Name: "a", Pods: 3, Containers: 2, Tasks: 9,
-		PodsByNode: []numav1.NodeCount{{Node: 0, Pods: 1}, {Node: 1, Pods: 1}},
-		Skipped:    []numav1.ReasonCount{{Reason: numav1.ReasonMemoryPinnedElsewhere, Count: 1}},
-		Failed:     []numav1.ReasonCount{{Reason: numav1.ReasonPermissionDenied, Count: 1}}}
+	a := numav1.PreferenceReport{Namespace: "ns", Name: "a", Pods: 6, Containers: 3, Tasks: 11, PlacedAtStart: 1,
+		PodsByNode: []numav1.NodeCount{{Node: 0, Pods: 1}, {Node: 1, Pods: 2}},
+		Skipped:    []numav1.ReasonCount{{Reason: numav1.ReasonKernelError, Count: 1}, {Reason: numav1.ReasonMemoryPinnedElsewhere, Count: 1}},
+		Failed:     []numav1.ReasonCount{{Reason: numav1.ReasonKernelError, Count: 1}, {Reason: numav1.ReasonPermissionDenied, Count: 1}}}
 	b := numav1.PreferenceReport{Namespace: "ns", Name: "b", Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonOverriddenByPreference, Count: 2}}}
 	if diff := cmp.Diff([]numav1.PreferenceReport{a, b}, PreferenceReports(plans, results, true)); diff != "" {
 		t.Errorf("PreferenceReports with NUMA balancing (-want +got):\n%s", diff)
 	}
 	// Without NUMA balancing the kernel ignores the preference: the placed containers say so.
-	a.Ineffective = []numav1.ReasonCount{{Reason: numav1.ReasonNumaBalancingDisabled, Count: 2}}
+	a.Ineffective = []numav1.ReasonCount{{Reason: numav1.ReasonNumaBalancingDisabled, Count: 3}}
 	if diff := cmp.Diff([]numav1.PreferenceReport{a, b}, PreferenceReports(plans, results, false)); diff != "" {
 		t.Errorf("PreferenceReports without NUMA balancing (-want +got):\n%s", diff)
 	}
