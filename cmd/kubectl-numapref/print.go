@@ -37,7 +37,7 @@ func printTable(w io.Writer, pod *inspect.Pod) error {
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONTAINER\tDESIRED\tSOURCE\tREASON\tTASKS\tCPUSET MEMS\tCGROUP")
+	fmt.Fprintln(tw, "CONTAINER\tDESIRED\tSOURCE\tREASON\tPLACED\tTASKS\tCPUSET MEMS\tCGROUP")
 	var notes []string
 	for _, c := range pod.Containers {
 		name := c.Name
@@ -59,7 +59,7 @@ func printTable(w io.Writer, pod *inspect.Pod) error {
 		if c.DesiredNode != nil {
 			tasks = fmt.Sprintf("%d/%d", c.ManagedTasks, len(c.Tasks))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, desired(c.DesiredNode), orDash(c.Source), c.Reason, tasks, mems, cgroup)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, desired(c.DesiredNode), orDash(c.Source), c.Reason, orDash(c.PlacedAt), tasks, mems, cgroup)
 		mode := ""
 		if c.Mode != "" && c.Mode != "Static" {
 			mode = "mode " + c.Mode
