@@ -8,6 +8,13 @@
 //	                            os/exec (CLONE_VM|CLONE_VFORK then exec: it inherits the
 //	                            value); children live until the workload exits
 //	workload sleep              what the SIGUSR2 child runs
+//	workload first-node [-view DIR] [-threads N]
+//	                            its first action reports its own forced preferred node,
+//	                            "first-node N" on stdout (-1: none), then it works as work
+//	                            does: with -view, from the emulator's task view DIR (the
+//	                            agent's, mounted read-only; the pod needs hostPID, as the
+//	                            view is by host pid), else with a prctl GET on a kernel
+//	                            that proves the patch ("first-node unsupported" otherwise)
 //
 // The tests drive it with signals from the host, so they need neither exec nor a shell in
 // the image.
@@ -20,15 +27,18 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/rawfork"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: workload pause | work [-threads N] | sleep")
+		fmt.Fprintln(os.Stderr, "usage: workload pause | work [-threads N] | first-node [-view DIR] [-threads N] | sleep")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -38,6 +48,13 @@ func main() {
 		fs := flag.NewFlagSet("work", flag.ExitOnError)
 		threads := fs.Int("threads", 8, "extra OS threads to start")
 		_ = fs.Parse(os.Args[2:]) // ExitOnError: a bad flag exits
+		work(*threads)
+	case "first-node":
+		fs := flag.NewFlagSet("first-node", flag.ExitOnError)
+		view := fs.String("view", "", "the emulator's task view (proc/ of its state directory)")
+		threads := fs.Int("threads", 2, "extra OS threads to start after the report")
+		_ = fs.Parse(os.Args[2:]) // ExitOnError: a bad flag exits
+		fmt.Println("first-node", ownNode(*view))
 		work(*threads)
 	case "sleep":
 		for { // not select{}: with no other goroutine the runtime calls that a deadlock
@@ -112,4 +129,52 @@ func work(threads int) {
 			os.Exit(0)
 		}
 	}
+}
+
+// ownNode is the forced preferred node of the process's main thread, the task runc
+// exec'ed into this program, as a string: from the emulator's view when view is set (its
+// entry counts only if its start time is this task's: a recycled pid's entry is not), else
+// from the kernel. The Go runtime's own threads inherit the main thread's value.
+func ownNode(view string) string {
+	tid := os.Getpid()
+	if view == "" {
+		p, support := numa.NewPrctl(numa.DefaultPrctlOption, "/proc")
+		if !support.Supported {
+			return "unsupported"
+		}
+		v, err := p.Get(tid)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return strconv.Itoa(v)
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	start, err := numa.ParseStatStartTime(string(stat))
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	data, err := os.ReadFile(fmt.Sprintf("%s/%d/task/%d/sched", view, os.Getpid(), tid))
+	if os.IsNotExist(err) {
+		return "-1" // the emulator knows nothing of this task: it holds no value
+	}
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	force, viewStart := "-1", ""
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch strings.TrimSpace(k) {
+		case "numa_preferred_nid_force":
+			force = strings.TrimSpace(v)
+		case "start_time":
+			viewStart = strings.TrimSpace(v)
+		}
+	}
+	if viewStart != strconv.FormatUint(start, 10) {
+		return "-1"
+	}
+	return force
 }
