@@ -64,7 +64,7 @@ lint: preflight-lint ## golangci-lint (.golangci.yml: every tier's build tags) a
 ##@ Test tiers (each checks its preconditions first: hack/preflight.sh)
 
 .PHONY: test
-test: preflight-test verify chart-lint chart-score unit host integration chart-test monitoring-test fuzz kernel-lab e2e e2e-kind ## Everything, tier by tier.
+test: preflight-test verify chart-lint chart-score unit host integration chart-test monitoring-test fuzz kernel-lab e2e e2e-nri e2e-kind ## Everything, tier by tier.
 
 .PHONY: unit
 unit: preflight-unit ## No root, no binaries: fixtures and pure code (any user).
@@ -119,12 +119,17 @@ kernel-lab: preflight-kernel-lab ## Kernel lab: the patched and control kernels 
 # E2E_PROVIDER=kind: a three-node kind cluster (test/kindnode) with the kind binary pinned in
 # hack/tools.sh. Where no Docker engine answers, the suite starts its own dockerd and uses
 # the node image of hack/kind/node-image.sh (set E2E_KIND_NODE_IMAGE to choose another).
+# E2E_NRI=1 (make e2e-nri): the local node on containerd 2.x with NRI and runc, built from
+# the module proxy (hack/runtime-binaries.sh, cached), the agent as its NRI plugin, and only
+# the specs labelled nri; without it the node runs Debian's containerd 1.6 (no NRI), and
+# every spec but those.
+E2E_LABELS = $(if $(filter 1,$(E2E_NRI)),nri,!nri)
 ifeq ($(E2E_PROVIDER),kind)
 E2E_ENV = E2E_PROVIDER=kind KIND=$(TOOLS)/kind \
   E2E_KIND_NODE_IMAGE=$${E2E_KIND_NODE_IMAGE-$$(hack/kind/node-image.sh --unless-engine)}
 E2E_TIMEOUT = 45m
 else
-E2E_ENV = E2E_BIN_DIR=$$(hack/k8s-binaries.sh all)
+E2E_ENV = E2E_BIN_DIR=$$(hack/k8s-binaries.sh all) $(if $(filter 1,$(E2E_NRI)),E2E_RUNTIME_DIR=$$(hack/runtime-binaries.sh))
 E2E_TIMEOUT = 30m
 endif
 
@@ -132,7 +137,11 @@ endif
 e2e: preflight-e2e$(if $(filter kind,$(E2E_PROVIDER)),-kind) ## e2e specs: helm install on a real local node (E2E_PROVIDER=kind: on kind, see e2e-kind).
 	hack/tools.sh helm $(if $(filter kind,$(E2E_PROVIDER)),kind) >/dev/null
 	$(E2E_ENV) KUBECTL=$$(hack/k8s-binaries.sh all)/kubectl HELM=$(HELM) \
-	  go test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/ -ginkgo.v $(E2E_ARGS)
+	  go test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/ -ginkgo.v -ginkgo.label-filter='$(E2E_LABELS)' $(E2E_ARGS)
+
+.PHONY: e2e-nri
+e2e-nri: ## The NRI specs: the agent as the NRI plugin of containerd 2.x (built from the module proxy, cached) on the local node.
+	$(MAKE) e2e E2E_NRI=1
 
 .PHONY: e2e-kind
 e2e-kind: ## The e2e specs and the multi-node ones on a three-node kind cluster (its own dockerd and an offline node image where needed).

@@ -31,6 +31,9 @@ type provider interface {
 	agentURL() string
 	// values are the Helm values this cluster needs beyond the common ones.
 	values() []string
+	// nri is true when the nodes' container runtime serves NRI and the agent is installed
+	// as its plugin (the specs labelled "nri").
+	nri() bool
 	down(ctx context.Context) error
 }
 
@@ -49,7 +52,9 @@ func newProvider(name string) (provider, error) {
 		if bin == "" {
 			return nil, fmt.Errorf("E2E_BIN_DIR must name the Kubernetes binaries (hack/k8s-binaries.sh all)")
 		}
-		return &localProvider{binDir: bin, dir: envOr("E2E_NODE_DIR", localnode.DefaultDir)}, nil
+		// E2E_RUNTIME_DIR (hack/runtime-binaries.sh): containerd 2.x with NRI and runc;
+		// else Debian's containerd 1.6, which has no NRI.
+		return &localProvider{binDir: bin, dir: envOr("E2E_NODE_DIR", localnode.DefaultDir), runtimeDir: os.Getenv("E2E_RUNTIME_DIR")}, nil
 	case "kind":
 		return &kindProvider{opts: kindnode.Options{
 			Name: envOr("E2E_KIND_CLUSTER", "numapref-e2e"), Kind: envOr("KIND", "kind"),
@@ -68,8 +73,8 @@ func envOr(k, def string) string {
 
 // localProvider is a real node on this machine (test/localnode).
 type localProvider struct {
-	binDir, dir string
-	node        *localnode.Node
+	binDir, dir, runtimeDir string
+	node                    *localnode.Node
 }
 
 func (p *localProvider) up(ctx context.Context, images []string) (string, error) {
@@ -77,7 +82,7 @@ func (p *localProvider) up(ctx context.Context, images []string) (string, error)
 	if _, err := kindnode.ReclaimOrphan(ctx, kindnode.DefaultDir, logf); err != nil {
 		return "", err
 	}
-	n, err := localnode.Up(ctx, p.dir, p.binDir, images, logf)
+	n, err := localnode.UpRuntime(ctx, p.dir, p.binDir, p.runtimeDir, images, logf)
 	p.node = n
 	if err != nil {
 		return "", err
@@ -104,7 +109,14 @@ func (p *localProvider) agentLogs(context.Context) string {
 	return b.String()
 }
 
-func (p *localProvider) values() []string { return localnode.ChartValues() }
+func (p *localProvider) values() []string {
+	if !p.nri() {
+		return localnode.ChartValues()
+	}
+	return append(localnode.ChartValues(), "nri.enabled=true", "nri.socket="+p.node.NRISocket())
+}
+
+func (p *localProvider) nri() bool { return p.runtimeDir != "" }
 
 // The agent listens on 127.0.0.1 only (bindAddress), not on the node's address.
 func (p *localProvider) agentURL() string { return "https://127.0.0.1:8443" }
@@ -167,6 +179,9 @@ func (p *kindProvider) values() []string {
 }
 
 func (p *kindProvider) agentURL() string { return "" }
+
+// nri is false: the node image runs Debian's containerd 1.6 (hack/kind/node-image.sh).
+func (p *kindProvider) nri() bool { return false }
 
 func (p *kindProvider) down(ctx context.Context) error {
 	if p.cluster == nil {
