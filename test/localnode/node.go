@@ -234,27 +234,8 @@ func UpRuntime(ctx context.Context, dir, binDir, runtimeDir string, images []str
 		"--bind-address=127.0.0.1", "--secure-port=10259", "--leader-elect=false", "--profiling=false"); err != nil {
 		return n, err
 	}
-	// containerd 2.x's shim and runc are named by path in its config; its PATH starts with
-	// the runtime dir all the same, for whatever else it or the shim looks up by name.
-	var env []string
-	if runtimeDir != "" {
-		env = append(os.Environ(), "PATH="+runtimeDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	}
-	if err := n.startEnv("containerd", n.runtimeBin("containerd"), env, "--config="+filepath.Join(dir, "containerd/config.toml")); err != nil {
+	if err := n.startContainerd(ctx); err != nil {
 		return n, err
-	}
-	if err := waitFor(ctx, 30*time.Second, "containerd", func() error {
-		return exec.CommandContext(ctx, n.runtimeBin("ctr"), "--address", n.containerdSocket(), "version").Run()
-	}); err != nil {
-		return n, err
-	}
-	if sock := n.NRISocket(); sock != "" {
-		if err := waitFor(ctx, 10*time.Second, "containerd's NRI socket", func() error {
-			_, err := os.Stat(sock)
-			return err
-		}); err != nil {
-			return n, err
-		}
 	}
 	for _, img := range images {
 		if err := n.ImportImage(ctx, img); err != nil {
@@ -382,6 +363,46 @@ func (n *Node) startEnv(name, bin string, env []string, args ...string) error {
 	go cmd.Wait() // reaps it when this process outlives it; harmless otherwise
 	n.Pids[name] = cmd.Process.Pid
 	return n.save()
+}
+
+// startContainerd starts containerd and waits until it answers, and serves NRI when it
+// should.
+func (n *Node) startContainerd(ctx context.Context) error {
+	// containerd 2.x's shim and runc are named by path in its config; its PATH starts with
+	// the runtime dir all the same, for whatever else it or the shim looks up by name.
+	var env []string
+	if n.RuntimeDir != "" {
+		env = append(os.Environ(), "PATH="+n.RuntimeDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	if err := n.startEnv("containerd", n.runtimeBin("containerd"), env, "--config="+filepath.Join(n.Dir, "containerd/config.toml")); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 30*time.Second, "containerd", func() error {
+		return exec.CommandContext(ctx, n.runtimeBin("ctr"), "--address", n.containerdSocket(), "version").Run()
+	}); err != nil {
+		return err
+	}
+	if sock := n.NRISocket(); sock != "" {
+		return waitFor(ctx, 10*time.Second, "containerd's NRI socket", func() error {
+			_, err := os.Stat(sock)
+			return err
+		})
+	}
+	return nil
+}
+
+// RestartRuntime stops containerd and starts it again, as an upgrade or a crash and its
+// restart do: the containers and their shims keep running, and NRI plugins lose their
+// connection until the new containerd serves the socket again.
+func (n *Node) RestartRuntime(ctx context.Context) error {
+	pid, ok := n.Pids["containerd"]
+	if !ok {
+		return fmt.Errorf("no containerd recorded for the node in %s", n.Dir)
+	}
+	if err := stopProcess(pid, n.Dir, 20*time.Second); err != nil {
+		return err
+	}
+	return n.startContainerd(ctx)
 }
 
 // stopOrder stops kubelet first (so it makes nothing new), the control plane last.
