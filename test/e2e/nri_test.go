@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,23 +31,8 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 	const nns = "e2e-nri"
 	var cl client.Client
 
-	BeforeAll(func(ctx SpecContext) {
-		if !prov.nri() {
-			Fail("the specs labelled nri need a runtime with NRI: make e2e-nri")
-		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		Expect(err).NotTo(HaveOccurred())
-		cl = newClient(cfg)
-		out, err := kubectl(ctx, "create", "namespace", nns)
-		Expect(err).NotTo(HaveOccurred(), out)
-	})
-
-	AfterAll(func(ctx SpecContext) {
-		_, _ = kubectl(ctx, "delete", "namespace", nns, "--wait=true", "--timeout=90s")
-		if _, err := helm(ctx, "status", release, "-n", agentNamespace); err == nil {
-			uninstallAgent(ctx)
-		}
-	}, NodeTimeout(3*time.Minute))
+	BeforeAll(func(ctx SpecContext) { cl = nriNamespace(ctx, nns, "make e2e-nri") })
+	AfterAll(func(ctx SpecContext) { nriCleanup(ctx, nns) }, NodeTimeout(5*time.Minute))
 
 	It("registers with the runtime: the node's report and label say so", func(ctx SpecContext) {
 		installAgent(ctx)
@@ -64,12 +51,12 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 
 	It("gives a new pod's container its node before its first instruction, one pod and a burst of ten", func(ctx SpecContext) {
 		applyPreferenceIn(ctx, nns, "first", "node: 0")
-		Expect(cl.Create(ctx, firstNodePod(nns, "first-0"))).To(Succeed())
+		Expect(cl.Create(ctx, firstNodePod(nns, "first-0", "first"))).To(Succeed())
 		Eventually(firstReports(ctx, cl, nns, "app=first", 1)).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 
 		// Ten replicas at once: the kubelet's status updates queue up, the runtime's
 		// StartContainer does not wait for them.
-		tmpl := firstNodePod(nns, "")
+		tmpl := firstNodePod(nns, "", "first")
 		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "first-burst", Namespace: nns}}
 		dep.Spec.Replicas = ptr(int32(10))
 		dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "first", "burst": "yes"}}
@@ -93,34 +80,179 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 			g.Expect(entry.PlacedAtStart).To(BeEquivalentTo(11))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(6*time.Minute))
+
+	It("connects again after the runtime restarts, and places the next pod at its start", func(ctx SpecContext) {
+		connects := func() int {
+			out, err := kubectl(ctx, "logs", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref,app.kubernetes.io/component=agent",
+				"-c", "agent", "--tail=-1")
+			Expect(err).NotTo(HaveOccurred(), out)
+			return strings.Count(out, "NRI runtime connected")
+		}
+		before := connects()
+		Expect(before).To(BeNumerically(">=", 1))
+		// containerd stops and starts again; the containers and their shims keep running.
+		Expect(prov.(*localProvider).node.RestartRuntime(ctx)).To(Succeed())
+		Eventually(connects).WithContext(ctx).WithTimeout(60*time.Second).Should(BeNumerically(">", before),
+			"the agent registers with the new containerd")
+		Expect(cl.Create(ctx, firstNodePod(nns, "first-after-restart", "first"))).To(Succeed())
+		Eventually(firstReports(ctx, cl, nns, "app=first,!burst", 2)).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+	}, SpecTimeout(4*time.Minute))
 })
 
-// firstNodePod is a pod in namespace whose container reports its forced node first
-// (workload first-node), from the emulator's view of the node (hostPID: the view is by
-// host pid; mounted read-only).
-func firstNodePod(namespace, name string) *corev1.Pod {
-	p := workloadPodOn(primaryNode(), namespace, name, map[string]string{"app": "first"}, nil, "main")
+// nriNamespace fails unless the nodes' runtime serves NRI (run says how to get one), creates
+// the namespace and returns a client.
+func nriNamespace(ctx context.Context, namespace, run string) client.Client {
+	GinkgoHelper()
+	if !prov.nri() {
+		Fail("the specs about NRI need a runtime with NRI: " + run)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	out, err := kubectl(ctx, "create", "namespace", namespace)
+	Expect(err).NotTo(HaveOccurred(), out)
+	return newClient(cfg)
+}
+
+// nriCleanup deletes the namespace and uninstalls the agent if it is installed.
+func nriCleanup(ctx context.Context, namespace string) {
+	_, _ = kubectl(ctx, "delete", "namespace", namespace, "--wait=true", "--timeout=180s")
+	if _, err := helm(ctx, "status", release, "-n", agentNamespace); err == nil {
+		uninstallAgent(ctx)
+	}
+}
+
+// firstNodePod is a pod in namespace, labelled app=app, whose container reports its forced
+// node first (workload first-node, with args), from the emulator's view of the node
+// (hostPID: the view is by host pid; mounted read-only).
+func firstNodePod(namespace, name, app string, args ...string) *corev1.Pod {
+	p := workloadPodOn(primaryNode(), namespace, name, map[string]string{"app": app}, nil, "main")
 	p.Spec.HostPID = true
-	p.Spec.Containers[0].Args = []string{"first-node", "-view", "/emulator/proc", "-threads", "2"}
+	p.Spec.Containers[0].Args = append([]string{"first-node", "-view", "/emulator/proc", "-threads", "2"}, args...)
 	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "emulator", MountPath: "/emulator", ReadOnly: true}}
 	p.Spec.Volumes = []corev1.Volume{{Name: "emulator", VolumeSource: corev1.VolumeSource{
 		HostPath: &corev1.HostPathVolumeSource{Path: strings.TrimSuffix(emulatorView, "/proc")}}}}
 	return p
 }
 
-// firstReports checks that n running pods in namespace match sel and that each one's
+// firstReports checks that n running pods in namespace match the label selector sel and that each one's
 // container printed "first-node 0" as its first line.
 func firstReports(ctx context.Context, cl client.Client, namespace, sel string, n int) func(Gomega) {
 	return func(g Gomega) {
-		var pods corev1.PodList
-		g.Expect(cl.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels(labelsOf(sel)))).To(Succeed())
-		g.Expect(pods.Items).To(HaveLen(n))
-		for _, p := range pods.Items {
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), p.Name)
-			out, err := kubectl(ctx, "logs", "-n", namespace, p.Name, "-c", "main")
-			g.Expect(err).NotTo(HaveOccurred())
+		for name, out := range runningLogs(ctx, g, cl, namespace, sel, n) {
 			first, _, _ := strings.Cut(out, "\n")
-			g.Expect(first).To(Equal("first-node 0"), fmt.Sprintf("pod %s's first report (image %s)", p.Name, localnode.WorkloadImage))
+			g.Expect(first).To(Equal("first-node 0"), fmt.Sprintf("pod %s's first report (image %s)", name, localnode.WorkloadImage))
 		}
 	}
+}
+
+// runningLogs checks that n pods in namespace match the label selector sel and run, and
+// returns their main container's logs by pod name.
+func runningLogs(ctx context.Context, g Gomega, cl client.Client, namespace, sel string, n int) map[string]string {
+	selector, err := labels.Parse(sel)
+	g.Expect(err).NotTo(HaveOccurred())
+	var pods corev1.PodList
+	g.Expect(cl.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: selector})).To(Succeed())
+	g.Expect(pods.Items).To(HaveLen(n))
+	logs := map[string]string{}
+	for _, p := range pods.Items {
+		g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), p.Name)
+		out, err := kubectl(ctx, "logs", "-n", namespace, p.Name, "-c", "main")
+		g.Expect(err).NotTo(HaveOccurred())
+		logs[p.Name] = out
+	}
+	return logs
+}
+
+// Start to placed, measured from inside each container: the agent as the runtime's NRI
+// plugin against the API path (the same agent with nri.enabled=false), 50 pods created one
+// by one and a Deployment of 30 replicas created at once, in one run. By hand only (the
+// figures go to BENCHMARKS.md): make e2e E2E_NRI=1 E2E_LABELS=nri-measure
+var _ = Describe("Start to placed, NRI against the API path", Ordered, Label("nri-measure"), func() {
+	const (
+		mns      = "e2e-nri-measure"
+		oneByOne = 50
+		burst    = 30
+	)
+	var cl client.Client
+
+	BeforeAll(func(ctx SpecContext) {
+		cl = nriNamespace(ctx, mns, "make e2e E2E_NRI=1 E2E_LABELS=nri-measure")
+		installAgent(ctx)
+	}, NodeTimeout(4*time.Minute))
+	AfterAll(func(ctx SpecContext) { nriCleanup(ctx, mns) }, NodeTimeout(5*time.Minute))
+
+	// placedAfter waits for the running pods matching sel (n of them) to print their
+	// placed-after-ms line, and returns the figures and how many first reports were node 0.
+	placedAfter := func(ctx context.Context, sel string, n int) (ms []float64, atFirst int) {
+		GinkgoHelper()
+		Eventually(func(g Gomega) {
+			ms, atFirst = nil, 0
+			for name, out := range runningLogs(ctx, g, cl, mns, sel, n) {
+				var v float64
+				found := false
+				for _, line := range strings.Split(out, "\n") {
+					if line == "first-node 0" {
+						atFirst++
+					}
+					if _, err := fmt.Sscanf(line, "placed-after-ms %f", &v); err == nil {
+						found = true
+					}
+				}
+				g.Expect(found).To(BeTrue(), "pod %s placed (its log: %q)", name, out)
+				ms = append(ms, v)
+			}
+		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		return ms, atFirst
+	}
+	measure := func(ctx context.Context, path string) {
+		GinkgoHelper()
+		app := "m-" + path
+		applyPreferenceIn(ctx, mns, app, "node: 0")
+		for i := range oneByOne {
+			name := fmt.Sprintf("%s-%d", app, i)
+			Expect(cl.Create(ctx, firstNodePod(mns, name, app, "-await"))).To(Succeed())
+			containerIDs(ctx, cl, mns, name)
+		}
+		ms, atFirst := placedAfter(ctx, "app="+app, oneByOne)
+		logf("startplaced path=%s kind=one-by-one %s first_report_node0=%d", path, quantiles(ms), atFirst)
+
+		tmpl := firstNodePod(mns, "", app+"-burst", "-await")
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: app + "-burst", Namespace: mns}}
+		dep.Spec.Replicas = ptr(int32(burst))
+		dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": app + "-burst"}}
+		dep.Spec.Template.Labels = map[string]string{"app": app + "-burst"}
+		dep.Spec.Template.Spec = tmpl.Spec
+		// The preference selects both: its selector is app in (app, app-burst).
+		out, err := kubectl(ctx, "patch", "numapref", app, "-n", mns, "--type=merge", "-p",
+			fmt.Sprintf(`{"spec":{"selector":{"matchLabels":null,"matchExpressions":[{"key":"app","operator":"In","values":[%q,%q]}]}}}`, app, app+"-burst"))
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(cl.Create(ctx, dep)).To(Succeed())
+		ms, atFirst = placedAfter(ctx, "app="+app+"-burst", burst)
+		logf("startplaced path=%s kind=burst %s first_report_node0=%d", path, quantiles(ms), atFirst)
+		out, err = kubectl(ctx, "delete", "deployment,pod", "--all", "-n", mns, "--wait=true", "--timeout=180s")
+		Expect(err).NotTo(HaveOccurred(), out)
+	}
+
+	It("times start to placed from inside each container, through NRI and through the API", func(ctx SpecContext) {
+		measure(ctx, "nri")
+		out, err := helm(ctx, "upgrade", release, "../../charts/numapref", "-n", agentNamespace, "--reuse-values",
+			"--set", "nri.enabled=false", "--wait", "--timeout", "2m")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func(g Gomega) {
+			var rep numav1.NumaNodeReport
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, &rep)).To(Succeed())
+			g.Expect(rep.Status.NRI).To(BeEmpty(), "the agent without NRI")
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+		measure(ctx, "api")
+	}, SpecTimeout(30*time.Minute))
+})
+
+// quantiles formats n, p50, p99 and max of ms.
+func quantiles(ms []float64) string {
+	s := slices.Clone(ms)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return "n=0"
+	}
+	return fmt.Sprintf("n=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f", len(s), s[len(s)/2], s[(len(s)*99)/100], s[len(s)-1])
 }

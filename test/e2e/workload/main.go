@@ -14,7 +14,9 @@
 //	                            does: with -view, from the emulator's task view DIR (the
 //	                            agent's, mounted read-only; the pod needs hostPID, as the
 //	                            view is by host pid), else with a prctl GET on a kernel
-//	                            that proves the patch ("first-node unsupported" otherwise)
+//	                            that proves the patch ("first-node unsupported" otherwise);
+//	                            -await then polls (every 5 ms) until it has a node and prints
+//	                            "placed-after-ms X" (0 when it had one at its first report)
 //
 // The tests drive it with signals from the host, so they need neither exec nor a shell in
 // the image.
@@ -53,8 +55,14 @@ func main() {
 		fs := flag.NewFlagSet("first-node", flag.ExitOnError)
 		view := fs.String("view", "", "the emulator's task view (proc/ of its state directory)")
 		threads := fs.Int("threads", 2, "extra OS threads to start after the report")
+		await := fs.Bool("await", false, "then poll (every 5 ms, up to 60 s) until the main thread has a node, and print placed-after-ms")
 		_ = fs.Parse(os.Args[2:]) // ExitOnError: a bad flag exits
-		fmt.Println("first-node", ownNode(*view))
+		started := time.Now()
+		first := ownNode(*view)
+		fmt.Println("first-node", first)
+		if *await {
+			awaitNode(*view, first, started)
+		}
 		work(*threads)
 	case "sleep":
 		for { // not select{}: with no other goroutine the runtime calls that a deadlock
@@ -177,4 +185,21 @@ func ownNode(view string) string {
 		return "-1"
 	}
 	return force
+}
+
+// awaitNode polls until the main thread has a node (first is the first report's), and
+// prints how long after started that was: "placed-after-ms X", or "placed-after-ms never"
+// after 60 s.
+func awaitNode(view, first string, started time.Time) {
+	at := time.Duration(0)
+	for v := first; v == "-1"; {
+		if time.Since(started) > time.Minute {
+			fmt.Println("placed-after-ms never")
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+		v = ownNode(view)
+		at = time.Since(started)
+	}
+	fmt.Printf("placed-after-ms %.1f\n", float64(at)/float64(time.Millisecond))
 }
