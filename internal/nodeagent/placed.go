@@ -12,8 +12,8 @@ import (
 // longer desired, skipped, gone) or runs again under a new container ID, so that a
 // container placed again is judged again.
 const (
-	// PlacedAtStart: by a start pass (PlaceAtStart, NRI's StartContainer), before the
-	// container's first instruction.
+	// PlacedAtStart: by a start pass (PlaceAtStart, NRI's StartContainer), or by any pass
+	// while PlaceAtStart waits for the pass lock, before the container's first instruction.
 	PlacedAtStart = "Start"
 	// PlacedAtAfterStart: by any other pass (the API's pod status, a fork event, a
 	// rescan), after the container started.
@@ -38,7 +38,7 @@ func (e *Engine) notePlaced(p *pass, key ContainerKey, confirmed []issuedSet) {
 	if len(confirmed) == 0 || e.placedAt[key] != "" {
 		return
 	}
-	if p.atStart {
+	if p.atStart || e.placingAtStart(key) {
 		e.placedAt[key] = PlacedAtStart
 		e.cfg.Metrics.reportStartToPlaced(PlacedAtStart, 0) // set before its first instruction
 		return

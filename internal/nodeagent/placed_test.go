@@ -202,3 +202,30 @@ func TestPlacedBeforeRestart(t *testing.T) {
 		}
 	}
 }
+
+// A full pass that takes the pass lock while PlaceAtStart waits for it sets the starting
+// container before the runtime starts it: that is a placement at its start. Once
+// PlaceAtStart has returned, the runtime runs the container, and a pass that sets it later
+// places it after its start.
+func TestPlacedAtStartByAPassThatWentFirst(t *testing.T) {
+	for _, placing := range []bool{true, false} {
+		h := newFakeHost(t)
+		h.addTask(100, -1)
+		m := NewMetrics()
+		e := h.engine(EngineConfig{Metrics: m, Boottime: newBootClock(9 * time.Second).read})
+		e.SetDesired(nil)
+		d := fakeDesire(1)
+		e.mu.Lock() // what PlaceAtStart does before it waits for the pass lock
+		e.starts[d.Key()] = startDesire{Desire: d, at: e.cfg.Clock.Now(), placing: placing}
+		e.mergeStarts()
+		e.mu.Unlock()
+		e.Pass()
+		want := PlacedAtAfterStart
+		if placing {
+			want = PlacedAtStart
+		}
+		if at, reason := placedAt(e); at != want || reason != numav1.ReasonApplied {
+			t.Errorf("placing %v: PlacedAt %q, reason %s; want %q, Applied", placing, at, reason, want)
+		}
+	}
+}

@@ -49,6 +49,10 @@ const DefaultStartGrace = 2 * time.Minute
 type startDesire struct {
 	Desire
 	at time.Time
+	// placing is true until PlaceAtStart returns: the runtime waits for it before it
+	// starts the container, so whatever pass sets the container meanwhile (a full pass
+	// that took the pass lock first) places it at its start.
+	placing bool
 }
 
 // PlaceAtStart places a container the runtime is about to start (NRI's StartContainer:
@@ -67,10 +71,26 @@ func (e *Engine) PlaceAtStart(d Desire) (r ContainerResult, ok bool) {
 		e.mu.Unlock()
 		return ContainerResult{}, false
 	}
-	e.starts[key] = startDesire{Desire: d, at: e.cfg.Clock.Now()}
+	e.starts[key] = startDesire{Desire: d, at: e.cfg.Clock.Now(), placing: true}
 	e.mergeStarts()
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		if s, ok := e.starts[key]; ok {
+			s.placing = false
+			e.starts[key] = s
+		}
+		e.mu.Unlock()
+	}()
 	return e.startPass(key)
+}
+
+// placingAtStart says whether PlaceAtStart is placing container key: the runtime has not
+// started it yet.
+func (e *Engine) placingAtStart(key ContainerKey) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.starts[key].placing
 }
 
 // mergeStarts makes desired the API's desire with the starts it does not hold yet, and
