@@ -97,6 +97,33 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 		Expect(cl.Create(ctx, firstNodePod(nns, "first-after-restart", "first"))).To(Succeed())
 		Eventually(firstReports(ctx, cl, nns, "app=first,!burst", 2)).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
+
+	It("places every container that starts while its agent restarts", func(ctx SpecContext) {
+		tmpl := firstNodePod(nns, "", "first", "-await")
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "first-restart", Namespace: nns}}
+		dep.Spec.Replicas = ptr(int32(10))
+		dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "first", "burst": "restart"}}
+		dep.Spec.Template.Labels = map[string]string{"app": "first", "burst": "restart"}
+		dep.Spec.Template.Spec = tmpl.Spec
+		Expect(cl.Create(ctx, dep)).To(Succeed())
+		// The agent goes while the containers start: some start with no plugin registered.
+		out, err := kubectl(ctx, "delete", "pod", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref,app.kubernetes.io/component=agent", "--wait=false")
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = kubectl(ctx, "rollout", "status", "daemonset", "-n", agentNamespace, "--timeout=120s")
+		Expect(err).NotTo(HaveOccurred(), out)
+		// Each is placed: at its start, or after it by the new agent (the API path, a rescan).
+		Eventually(func(g Gomega) {
+			for name, out := range runningLogs(ctx, g, cl, nns, "burst=restart", 10) {
+				g.Expect(out).To(MatchRegexp(`(?m)^placed-after-ms [0-9.]+$`), "pod %s placed", name)
+			}
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+		Eventually(func(g Gomega) {
+			var rep numav1.NumaNodeReport
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, &rep)).To(Succeed())
+			g.Expect(rep.Status.NRI).To(Equal(numav1.NRIConnected))
+			g.Expect(rep.Status.Totals.Problems).To(BeZero())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(5*time.Minute))
 })
 
 // nriNamespace fails unless the nodes' runtime serves NRI (run says how to get one), creates
