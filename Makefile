@@ -121,9 +121,10 @@ kernel-lab: preflight-kernel-lab ## Kernel lab: the patched and control kernels 
 # the node image of hack/kind/node-image.sh (set E2E_KIND_NODE_IMAGE to choose another).
 # E2E_NRI=1 (make e2e-nri): the local node on containerd 2.x with NRI and runc, built from
 # the module proxy (hack/runtime-binaries.sh, cached), the agent as its NRI plugin, and only
-# the specs labelled nri; without it the node runs Debian's containerd 1.6 (no NRI), and
-# every spec but those.
-E2E_LABELS = $(if $(filter 1,$(E2E_NRI)),nri,!nri)
+# the specs labelled nri but not measure (E2E_LABELS=measure: the start-to-placed
+# measurement, by hand); without it the node runs Debian's containerd 1.6 (no NRI), and
+# every spec but those labelled nri.
+E2E_LABELS = $(if $(filter 1,$(E2E_NRI)),nri && !measure,!nri)
 ifeq ($(E2E_PROVIDER),kind)
 E2E_ENV = E2E_PROVIDER=kind KIND=$(TOOLS)/kind \
   E2E_KIND_NODE_IMAGE=$${E2E_KIND_NODE_IMAGE-$$(hack/kind/node-image.sh --unless-engine)}

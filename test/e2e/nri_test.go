@@ -117,11 +117,22 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 				g.Expect(out).To(MatchRegexp(`(?m)^placed-after-ms [0-9.]+$`), "pod %s placed", name)
 			}
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+		// The node's report: registered again, every container of the preference placed
+		// (the 12 of the specs before, these 10), none skipped or refused.
 		Eventually(func(g Gomega) {
 			var rep numav1.NumaNodeReport
 			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, &rep)).To(Succeed())
 			g.Expect(rep.Status.NRI).To(Equal(numav1.NRIConnected))
-			g.Expect(rep.Status.Totals.Problems).To(BeZero())
+			var entry *numav1.PreferenceReport
+			for i := range rep.Status.Preferences {
+				if p := &rep.Status.Preferences[i]; p.Namespace == nns && p.Name == "first" {
+					entry = p
+				}
+			}
+			g.Expect(entry).NotTo(BeNil(), "the report's entry for NumaPreference first")
+			g.Expect(entry.Containers).To(BeEquivalentTo(22))
+			g.Expect(entry.Skipped).To(BeEmpty())
+			g.Expect(entry.Failed).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
 })
@@ -193,8 +204,8 @@ func runningLogs(ctx context.Context, g Gomega, cl client.Client, namespace, sel
 // Start to placed, measured from inside each container: the agent as the runtime's NRI
 // plugin against the API path (the same agent with nri.enabled=false), 50 pods created one
 // by one and a Deployment of 30 replicas created at once, in one run. By hand only (the
-// figures go to BENCHMARKS.md): make e2e E2E_NRI=1 E2E_LABELS=nri-measure
-var _ = Describe("Start to placed, NRI against the API path", Ordered, Label("nri-measure"), func() {
+// figures go to BENCHMARKS.md): make e2e E2E_NRI=1 E2E_LABELS=measure
+var _ = Describe("Start to placed, NRI against the API path", Ordered, Label("nri", "measure"), func() {
 	const (
 		mns      = "e2e-nri-measure"
 		oneByOne = 50
@@ -203,7 +214,7 @@ var _ = Describe("Start to placed, NRI against the API path", Ordered, Label("nr
 	var cl client.Client
 
 	BeforeAll(func(ctx SpecContext) {
-		cl = nriNamespace(ctx, mns, "make e2e E2E_NRI=1 E2E_LABELS=nri-measure")
+		cl = nriNamespace(ctx, mns, "make e2e E2E_NRI=1 E2E_LABELS=measure")
 		installAgent(ctx)
 	}, NodeTimeout(4*time.Minute))
 	AfterAll(func(ctx SpecContext) { nriCleanup(ctx, mns) }, NodeTimeout(5*time.Minute))
