@@ -630,3 +630,33 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// ViewedForce reads a task's forced node from a view by state directory: the entry of that
+// very task, -1 for an earlier task's entry under the same tid, or for none.
+func TestViewedForce(t *testing.T) {
+	dir := t.TempDir()
+	entry := taskEntry{TID: 12, TGID: 10, Start: 500, Force: 1, Preferred: 1, Origin: originSet}
+	path := filepath.Join(dir, "proc", "10", "task", "12", "sched")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, entry.format(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		tgid int
+		task numa.Task
+		want int
+	}{
+		{"its entry", 10, numa.Task{TID: 12, StartTime: 500}, 1},
+		{"a recycled tid", 10, numa.Task{TID: 12, StartTime: 501}, numa.NoNode},
+		{"no entry", 10, numa.Task{TID: 13, StartTime: 500}, numa.NoNode},
+		{"another group", 11, numa.Task{TID: 12, StartTime: 500}, numa.NoNode},
+	} {
+		got, err := ViewedForce(dir, tc.tgid, tc.task)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: ViewedForce = %d, %v; want %d", tc.name, got, err, tc.want)
+		}
+	}
+}

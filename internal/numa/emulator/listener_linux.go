@@ -50,7 +50,6 @@ const (
 	futexWaitOp        = 0 // FUTEX_WAIT (shared: the page is mapped by several processes)
 	futexWakeOp        = 1 // FUTEX_WAKE
 	kcmpVM             = 1 // KCMP_VM
-	clockTicksPerSec   = 100
 	sweepEvery         = time.Minute
 	addrNoRandomize    = 0x0040000
 	defaultSyncTimeout = 2 * time.Second
@@ -183,9 +182,8 @@ func monotonicNow() int64 {
 // nowTicks is the current CLOCK_BOOTTIME in clock ticks (USER_HZ, 100 on every
 // architecture), the unit of the start time in /proc/<pid>/stat.
 func nowTicks() uint64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
-	return uint64(ts.Nano()) / (1e9 / clockTicksPerSec)
+	ns, _ := numa.BoottimeNs()
+	return ns / uint64(time.Second/numa.TicksPerSecond)
 }
 
 // waitNextTick returns once the tick count is past t, so that a task made afterwards has a
@@ -195,10 +193,9 @@ func waitNextTick(now func() uint64, t uint64) {
 		if now() > t {
 			return
 		}
-		var ts unix.Timespec
-		_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
-		tick := int64(1e9 / clockTicksPerSec)
-		time.Sleep(time.Duration(tick - ts.Nano()%tick))
+		ns, _ := numa.BoottimeNs()
+		tick := uint64(time.Second / numa.TicksPerSecond)
+		time.Sleep(time.Duration(tick - ns%tick))
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // emulatorMeta is the machine-wide part of the emulated kernel state (meta.json).
@@ -181,6 +182,18 @@ func (s *store) groupDir(tgid int) string { return filepath.Join(s.processDir(tg
 
 func (s *store) entryPath(tgid, tid int) string {
 	return filepath.Join(s.groupDir(tgid), strconv.Itoa(tid), "sched")
+}
+
+// ViewedForce is the forced preferred node that the emulator whose state directory is
+// stateDir shows for task, of thread group tgid, in its read-only view: numa.NoNode when
+// the view has no entry for the task, or only an earlier task's under the same tid (another
+// start time). For readers of a view mounted elsewhere, as a workload's own check.
+func ViewedForce(stateDir string, tgid int, task numa.Task) (int, error) {
+	e, ok, err := (&store{dir: stateDir}).readEntry(tgid, task.TID)
+	if err != nil || !ok || e.Start != task.StartTime {
+		return numa.NoNode, err
+	}
+	return e.Force, nil
 }
 
 // readEntry returns the entry of tid in thread group tgid, if there is one.

@@ -8,13 +8,14 @@
 //	                            os/exec (CLONE_VM|CLONE_VFORK then exec: it inherits the
 //	                            value); children live until the workload exits
 //	workload sleep              what the SIGUSR2 child runs
-//	workload first-node [-view DIR] [-threads N]
+//	workload first-node [-emulator DIR] [-threads N] [-await]
 //	                            its first action reports its own forced preferred node,
 //	                            "first-node N" on stdout (-1: none), then it works as work
-//	                            does: with -view, from the emulator's task view DIR (the
-//	                            agent's, mounted read-only; the pod needs hostPID, as the
-//	                            view is by host pid), else with a prctl GET on a kernel
-//	                            that proves the patch ("first-node unsupported" otherwise);
+//	                            does: with -emulator, from the view of the emulator whose
+//	                            state directory is DIR (the agent's, mounted read-only; the
+//	                            pod needs hostPID, as the view is by host pid), else with a
+//	                            prctl GET on a kernel that proves the patch
+//	                            ("first-node unsupported" otherwise);
 //	                            -await then polls (every 5 ms) until it has a node and prints
 //	                            "placed-after-ms X" (0 when it had one at its first report)
 //
@@ -30,17 +31,17 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/rawfork"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: workload pause | work [-threads N] | first-node [-view DIR] [-threads N] | sleep")
+		fmt.Fprintln(os.Stderr, "usage: workload pause | work [-threads N] | first-node [-emulator DIR] [-threads N] [-await] | sleep")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -53,15 +54,15 @@ func main() {
 		work(*threads)
 	case "first-node":
 		fs := flag.NewFlagSet("first-node", flag.ExitOnError)
-		view := fs.String("view", "", "the emulator's task view (proc/ of its state directory)")
+		emulatorDir := fs.String("emulator", "", "the emulator's state directory, whose view to read (mounted read-only)")
 		threads := fs.Int("threads", 2, "extra OS threads to start after the report")
 		await := fs.Bool("await", false, "then poll (every 5 ms, up to 60 s) until the main thread has a node, and print placed-after-ms")
 		_ = fs.Parse(os.Args[2:]) // ExitOnError: a bad flag exits
 		started := time.Now()
-		first := ownNode(*view)
+		first := ownNode(*emulatorDir)
 		fmt.Println("first-node", first)
 		if *await {
-			awaitNode(*view, first, started)
+			awaitNode(*emulatorDir, first, started)
 		}
 		work(*threads)
 	case "sleep":
@@ -140,57 +141,34 @@ func work(threads int) {
 }
 
 // ownNode is the forced preferred node of the process's main thread, the task runc
-// exec'ed into this program, as a string: from the emulator's view when view is set (its
-// entry counts only if its start time is this task's: a recycled pid's entry is not), else
-// from the kernel. The Go runtime's own threads inherit the main thread's value.
-func ownNode(view string) string {
+// exec'ed into this program, as a string: from the view of the emulator whose state
+// directory is emulatorDir when it is set, else from the kernel. The Go runtime's own
+// threads inherit the main thread's value.
+func ownNode(emulatorDir string) string {
 	tid := os.Getpid()
-	if view == "" {
+	v, err := 0, error(nil)
+	if emulatorDir == "" {
 		p, support := numa.NewPrctl(numa.DefaultPrctlOption, "/proc")
 		if !support.Supported {
 			return "unsupported"
 		}
-		v, err := p.Get(tid)
-		if err != nil {
-			return "error: " + err.Error()
-		}
-		return strconv.Itoa(v)
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	start, err := numa.ParseStatStartTime(string(stat))
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	data, err := os.ReadFile(fmt.Sprintf("%s/%d/task/%d/sched", view, os.Getpid(), tid))
-	if os.IsNotExist(err) {
-		return "-1" // the emulator knows nothing of this task: it holds no value
-	}
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	force, viewStart := "-1", ""
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		switch strings.TrimSpace(k) {
-		case "numa_preferred_nid_force":
-			force = strings.TrimSpace(v)
-		case "start_time":
-			viewStart = strings.TrimSpace(v)
+		v, err = p.Get(tid)
+	} else {
+		var task numa.Task
+		if task, err = numa.ReadTask("/proc", tid); err == nil {
+			v, err = emulator.ViewedForce(emulatorDir, tid, task)
 		}
 	}
-	if viewStart != strconv.FormatUint(start, 10) {
-		return "-1"
+	if err != nil {
+		return "error: " + err.Error()
 	}
-	return force
+	return strconv.Itoa(v)
 }
 
 // awaitNode polls until the main thread has a node (first is the first report's), and
 // prints how long after started that was: "placed-after-ms X", or "placed-after-ms never"
 // after 60 s.
-func awaitNode(view, first string, started time.Time) {
+func awaitNode(emulatorDir, first string, started time.Time) {
 	at := time.Duration(0)
 	for v := first; v == "-1"; {
 		if time.Since(started) > time.Minute {
@@ -198,7 +176,7 @@ func awaitNode(view, first string, started time.Time) {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
-		v = ownNode(view)
+		v = ownNode(emulatorDir)
 		at = time.Since(started)
 	}
 	fmt.Printf("placed-after-ms %.1f\n", float64(at)/float64(time.Millisecond))
