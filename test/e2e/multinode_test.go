@@ -78,15 +78,6 @@ func multiNodeSpecs() bool {
 		// port keeps them apart).
 		summarizers := func(ctx context.Context) map[string]corev1.Pod { return readyByNode(ctx, "summarizer", 2) }
 
-		entryOf := func(rep *numav1.NumaNodeReport, name string) *numav1.PreferenceReport {
-			for i, e := range rep.Status.Preferences {
-				if e.Namespace == mns && e.Name == name {
-					return &rep.Status.Preferences[i]
-				}
-			}
-			return nil
-		}
-
 		// place creates a workload pod on node and waits until every task of it prefers NUMA
 		// node 0 there.
 		place := func(ctx context.Context, node, name, app string) {
@@ -174,7 +165,7 @@ func multiNodeSpecs() bool {
 				for _, n := range nodes {
 					rep := &numav1.NumaNodeReport{}
 					g.Expect(cl.Get(ctx, client.ObjectKey{Name: n}, rep)).To(Succeed())
-					e := entryOf(rep, "e2e-multi")
+					e := reportEntry(rep, mns, "e2e-multi")
 					g.Expect(e).NotTo(BeNil(), "the entry of %s", n)
 					g.Expect(e.Pods).To(Equal(int32(1)), n)
 				}
@@ -327,7 +318,7 @@ func multiNodeSpecs() bool {
 				for n, want := range counts {
 					rep := &numav1.NumaNodeReport{}
 					g.Expect(cl.Get(ctx, client.ObjectKey{Name: n}, rep)).To(Succeed())
-					e := entryOf(rep, "e2e-multi-spread")
+					e := reportEntry(rep, mns, "e2e-multi-spread")
 					g.Expect(e).NotTo(BeNil(), "the entry of %s", n)
 					g.Expect(e.PodsByNode).To(Equal([]numav1.NodeCount{{Node: 0, Pods: int32(want)}}), n)
 					for _, p := range podsOf[n] {

@@ -51,30 +51,19 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 
 	It("gives a new pod's container its node before its first instruction, one pod and a burst of ten", func(ctx SpecContext) {
 		applyPreferenceIn(ctx, nns, "first", "node: 0")
-		Expect(cl.Create(ctx, firstNodePod(nns, "first-0", "first"))).To(Succeed())
+		Expect(cl.Create(ctx, firstNodePod(nns, "first-0", map[string]string{"app": "first"}))).To(Succeed())
 		Eventually(firstReports(ctx, cl, nns, "app=first", 1)).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 
 		// Ten replicas at once: the kubelet's status updates queue up, the runtime's
 		// StartContainer does not wait for them.
-		tmpl := firstNodePod(nns, "", "first")
-		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "first-burst", Namespace: nns}}
-		dep.Spec.Replicas = ptr(int32(10))
-		dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "first", "burst": "yes"}}
-		dep.Spec.Template.Labels = map[string]string{"app": "first", "burst": "yes"}
-		dep.Spec.Template.Spec = tmpl.Spec
-		Expect(cl.Create(ctx, dep)).To(Succeed())
+		Expect(cl.Create(ctx, firstNodeDeployment(nns, "first-burst", 10, map[string]string{"app": "first", "burst": "yes"}))).To(Succeed())
 		Eventually(firstReports(ctx, cl, nns, "burst=yes", 10)).WithContext(ctx).WithTimeout(3 * time.Minute).Should(Succeed())
 
 		// The node's report counts them as placed at their start.
 		Eventually(func(g Gomega) {
 			var rep numav1.NumaNodeReport
 			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, &rep)).To(Succeed())
-			var entry *numav1.PreferenceReport
-			for i := range rep.Status.Preferences {
-				if p := &rep.Status.Preferences[i]; p.Namespace == nns && p.Name == "first" {
-					entry = p
-				}
-			}
+			entry := reportEntry(&rep, nns, "first")
 			g.Expect(entry).NotTo(BeNil(), "the report's entry for NumaPreference first")
 			g.Expect(entry.Containers).To(BeEquivalentTo(11))
 			g.Expect(entry.PlacedAtStart).To(BeEquivalentTo(11))
@@ -94,18 +83,12 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 		Expect(prov.(*localProvider).node.RestartRuntime(ctx)).To(Succeed())
 		Eventually(connects).WithContext(ctx).WithTimeout(60*time.Second).Should(BeNumerically(">", before),
 			"the agent registers with the new containerd")
-		Expect(cl.Create(ctx, firstNodePod(nns, "first-after-restart", "first"))).To(Succeed())
+		Expect(cl.Create(ctx, firstNodePod(nns, "first-after-restart", map[string]string{"app": "first"}))).To(Succeed())
 		Eventually(firstReports(ctx, cl, nns, "app=first,!burst", 2)).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 
 	It("places every container that starts while its agent restarts", func(ctx SpecContext) {
-		tmpl := firstNodePod(nns, "", "first", "-await")
-		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "first-restart", Namespace: nns}}
-		dep.Spec.Replicas = ptr(int32(10))
-		dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "first", "burst": "restart"}}
-		dep.Spec.Template.Labels = map[string]string{"app": "first", "burst": "restart"}
-		dep.Spec.Template.Spec = tmpl.Spec
-		Expect(cl.Create(ctx, dep)).To(Succeed())
+		Expect(cl.Create(ctx, firstNodeDeployment(nns, "first-restart", 10, map[string]string{"app": "first", "burst": "restart"}, "-await"))).To(Succeed())
 		// The agent goes while the containers start: some start with no plugin registered.
 		out, err := kubectl(ctx, "delete", "pod", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref,app.kubernetes.io/component=agent", "--wait=false")
 		Expect(err).NotTo(HaveOccurred(), out)
@@ -123,12 +106,7 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 			var rep numav1.NumaNodeReport
 			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, &rep)).To(Succeed())
 			g.Expect(rep.Status.NRI).To(Equal(numav1.NRIConnected))
-			var entry *numav1.PreferenceReport
-			for i := range rep.Status.Preferences {
-				if p := &rep.Status.Preferences[i]; p.Namespace == nns && p.Name == "first" {
-					entry = p
-				}
-			}
+			entry := reportEntry(&rep, nns, "first")
 			g.Expect(entry).NotTo(BeNil(), "the report's entry for NumaPreference first")
 			g.Expect(entry.Containers).To(BeEquivalentTo(22))
 			g.Expect(entry.Skipped).To(BeEmpty())
@@ -136,6 +114,16 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
 })
+
+// firstNodeDeployment is a Deployment of replicas firstNodePods with labels.
+func firstNodeDeployment(namespace, name string, replicas int32, labels map[string]string, args ...string) *appsv1.Deployment {
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	dep.Spec.Replicas = ptr(replicas)
+	dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
+	dep.Spec.Template.Labels = labels
+	dep.Spec.Template.Spec = firstNodePod(namespace, "", labels, args...).Spec
+	return dep
+}
 
 // nriNamespace fails unless the nodes' runtime serves NRI (run says how to get one), creates
 // the namespace and returns a client.
@@ -159,13 +147,13 @@ func nriCleanup(ctx context.Context, namespace string) {
 	}
 }
 
-// firstNodePod is a pod in namespace, labelled app=app, whose container reports its forced
+// firstNodePod is a pod in namespace, with labels, whose container reports its forced
 // node first (workload first-node, with args), from the emulator's view of the node
 // (hostPID: the view is by host pid; mounted read-only).
-func firstNodePod(namespace, name, app string, args ...string) *corev1.Pod {
-	p := workloadPodOn(primaryNode(), namespace, name, map[string]string{"app": app}, nil, "main")
+func firstNodePod(namespace, name string, labels map[string]string, args ...string) *corev1.Pod {
+	p := workloadPodOn(primaryNode(), namespace, name, labels, nil, "main")
 	p.Spec.HostPID = true
-	p.Spec.Containers[0].Args = append([]string{"first-node", "-view", "/emulator/proc", "-threads", "2"}, args...)
+	p.Spec.Containers[0].Args = append([]string{"first-node", "-emulator", "/emulator", "-threads", "2"}, args...)
 	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "emulator", MountPath: "/emulator", ReadOnly: true}}
 	p.Spec.Volumes = []corev1.Volume{{Name: "emulator", VolumeSource: corev1.VolumeSource{
 		HostPath: &corev1.HostPathVolumeSource{Path: strings.TrimSuffix(emulatorView, "/proc")}}}}
@@ -248,18 +236,13 @@ var _ = Describe("Start to placed, NRI against the API path", Ordered, Label("nr
 		applyPreferenceIn(ctx, mns, app, "node: 0")
 		for i := range oneByOne {
 			name := fmt.Sprintf("%s-%d", app, i)
-			Expect(cl.Create(ctx, firstNodePod(mns, name, app, "-await"))).To(Succeed())
+			Expect(cl.Create(ctx, firstNodePod(mns, name, map[string]string{"app": app}, "-await"))).To(Succeed())
 			containerIDs(ctx, cl, mns, name)
 		}
 		ms, atFirst := placedAfter(ctx, "app="+app, oneByOne)
 		logf("startplaced path=%s kind=one-by-one %s first_report_node0=%d", path, quantiles(ms), atFirst)
 
-		tmpl := firstNodePod(mns, "", app+"-burst", "-await")
-		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: app + "-burst", Namespace: mns}}
-		dep.Spec.Replicas = ptr(int32(burst))
-		dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": app + "-burst"}}
-		dep.Spec.Template.Labels = map[string]string{"app": app + "-burst"}
-		dep.Spec.Template.Spec = tmpl.Spec
+		dep := firstNodeDeployment(mns, app+"-burst", burst, map[string]string{"app": app + "-burst"}, "-await")
 		// The preference selects both: its selector is app in (app, app-burst).
 		out, err := kubectl(ctx, "patch", "numapref", app, "-n", mns, "--type=merge", "-p",
 			fmt.Sprintf(`{"spec":{"selector":{"matchLabels":null,"matchExpressions":[{"key":"app","operator":"In","values":[%q,%q]}]}}}`, app, app+"-burst"))

@@ -411,12 +411,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 			g.Expect(cl.Get(ctx, client.ObjectKey{Name: node}, rep)).To(Succeed())
 			g.Expect(rep.OwnerReferences).To(ConsistOf(And(HaveField("Kind", "Node"), HaveField("Name", node))))
 			g.Expect(rep.Status.KernelSupport).To(Equal("emulator"))
-			var entry *numav1.PreferenceReport
-			for i, e := range rep.Status.Preferences {
-				if e.Namespace == ns && e.Name == "e2e-work" {
-					entry = &rep.Status.Preferences[i]
-				}
-			}
+			entry := reportEntry(rep, ns, "e2e-work")
 			g.Expect(entry).NotTo(BeNil(), "the report's entry for e2e-work")
 			g.Expect(entry.Pods).To(Equal(int32(1)))
 			g.Expect(entry.Containers).To(Equal(int32(2)))
@@ -755,6 +750,17 @@ spec:
 func ptr[T any](v T) *T { return &v }
 
 // labelsOf parses a "k=v,k2=v2" selector of equalities.
+// reportEntry is the entry of NumaPreference namespace/name in a node's report, nil if it
+// has none.
+func reportEntry(rep *numav1.NumaNodeReport, namespace, name string) *numav1.PreferenceReport {
+	for i, e := range rep.Status.Preferences {
+		if e.Namespace == namespace && e.Name == name {
+			return &rep.Status.Preferences[i]
+		}
+	}
+	return nil
+}
+
 func labelsOf(sel string) map[string]string {
 	m := map[string]string{}
 	for _, kv := range strings.Split(sel, ",") {
