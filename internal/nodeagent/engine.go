@@ -123,12 +123,15 @@ type ContainerResult struct {
 type Engine struct {
 	cfg EngineConfig
 
-	mu sync.Mutex // guards desired, api, starts, desiredGen, synced, results, managed
+	mu sync.Mutex // guards desired, api, starts, apiDown, desiredGen, synced, results, managed
 	// desired is what passes act on: api, the last SetDesired's, with the starts it does
 	// not hold yet (PlaceAtStart, withStarts).
 	desired map[ContainerKey]Desire
 	api     map[ContainerKey]Desire
 	starts  map[ContainerKey]startDesire
+	// apiDown is set while the API server does not answer (SetAPIReachable): no start
+	// lapses then.
+	apiDown bool
 	// desiredGen counts the changes of desired; savedGen (under passMu) is the one on disk.
 	desiredGen, savedGen uint64
 	synced               bool

@@ -60,8 +60,8 @@ type startDesire struct {
 // whose Ref names the container the runtime starts. At once a one-container pass sets its
 // tasks (at the start: the init, whose thread execs the program and keeps the node across
 // exec), the ledger written ahead as ever. The desire counts until the API's desired
-// state holds the same container (its Ref.ContainerID) or for StartGrace, whichever comes
-// first: from then on the API's desired state alone rules, and a container it does not
+// state holds the same container (its Ref.ContainerID) or for StartGrace of the API
+// answering (SetAPIReachable), whichever comes first: from then on the API's desired state alone rules, and a container it does not
 // select is undone. ok is false when the engine did nothing: before it is synced (the
 // first desired state, the API's or the persisted one) and once draining.
 func (e *Engine) PlaceAtStart(d Desire) (r ContainerResult, ok bool) {
@@ -85,6 +85,27 @@ func (e *Engine) PlaceAtStart(d Desire) (r ContainerResult, ok bool) {
 	return e.startPass(key)
 }
 
+// SetAPIReachable tells the engine whether the API server answers the agent. While it
+// does not, the agent's cache stands still and cannot confirm any start, so no start
+// lapses: a container placed at its start during an outage stays placed through it. When
+// the API answers again, each start's grace begins anew, for the kubelet to post the
+// statuses it could not.
+func (e *Engine) SetAPIReachable(reachable bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.apiDown == !reachable {
+		return
+	}
+	e.apiDown = !reachable
+	if reachable {
+		now := e.cfg.Clock.Now()
+		for key, s := range e.starts {
+			s.at = now
+			e.starts[key] = s
+		}
+	}
+}
+
 // placingAtStart says whether PlaceAtStart is placing container key: the runtime has not
 // started it yet.
 func (e *Engine) placingAtStart(key ContainerKey) bool {
@@ -94,12 +115,14 @@ func (e *Engine) placingAtStart(key ContainerKey) bool {
 }
 
 // mergeStarts makes desired the API's desire with the starts it does not hold yet, and
-// drops the starts it holds (the same container ID) or that are older than StartGrace. It
-// reports whether desired changed (then its generation moved on). e.mu is held.
+// drops the starts it holds (the same container ID) or that are older than StartGrace
+// while the API answers. It reports whether desired changed (then its generation moved
+// on). e.mu is held.
 func (e *Engine) mergeStarts() bool {
 	now := e.cfg.Clock.Now()
 	for key, s := range e.starts {
-		if a, ok := e.api[key]; ok && sameContainer(a.Ref.ContainerID, s.Ref.ContainerID) || now.Sub(s.at) >= e.cfg.StartGrace {
+		lapsed := !e.apiDown && now.Sub(s.at) >= e.cfg.StartGrace
+		if a, ok := e.api[key]; ok && sameContainer(a.Ref.ContainerID, s.Ref.ContainerID) || lapsed {
 			delete(e.starts, key)
 		}
 	}

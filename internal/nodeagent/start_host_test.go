@@ -98,6 +98,42 @@ func TestEnginePlacesAtStart(t *testing.T) {
 	}
 }
 
+// TestEngineKeepsStartsThroughAnOutage: a container placed at its start while the API
+// server does not answer keeps its node however long the outage lasts, through rescans and
+// the stale cache's desired states; once the API answers again it has a whole grace for
+// the kubelet's status, and only then lapses if the API never confirms it.
+func TestEngineKeepsStartsThroughAnOutage(t *testing.T) {
+	el := newEngineLab(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	e := el.engineWith(t, EngineConfig{Clock: clk, StartGrace: time.Minute})
+	e.SetDesired(nil)
+
+	e.SetAPIReachable(false)
+	w, _, d := el.container(t, "outage", 0, 2)
+	if r, ok := e.PlaceAtStart(d); !ok || r.Reason != numav1.ReasonApplied {
+		t.Fatalf("PlaceAtStart during the outage = %+v, %v; want Applied", r, ok)
+	}
+	for i := range 5 {
+		clk.Step(time.Minute)
+		e.SetDesired(nil) // the cache, unchanged since the outage began
+		if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
+			t.Fatalf("%d min into the outage, the start was undone: %v", i+1, v)
+		}
+	}
+
+	// The API answers again: the grace starts over.
+	e.SetAPIReachable(true)
+	clk.Step(59 * time.Second)
+	if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
+		t.Fatalf("undone within the grace after the outage: %v", v)
+	}
+	clk.Step(time.Second)
+	e.Pass()
+	if v := el.values(t, w.Pid()); !allEqual(v, -1) {
+		t.Errorf("a start the API never confirmed after the outage is still placed past the grace: %v", v)
+	}
+}
+
 // TestEngineObservesStartToPlacedOnTheHost: a container started after the engine and
 // placed by a full pass is observed from its tasks' start in /proc to its SET on
 // CLOCK_BOOTTIME, the clock those start times count on.
