@@ -47,6 +47,7 @@ type agentFlags struct {
 	maxTasks          int
 	forkEvents        bool
 	nriSocket         string
+	nriStartGrace     time.Duration
 	cgroupVersion     int
 	cgroupDriver      string
 	cgroupRoot        string
@@ -80,6 +81,8 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.forkEvents, "fork-events", true, "react to fork events from the proc connector (needs CAP_NET_ADMIN and the host network)")
 	fs.StringVar(&f.nriSocket, "nri-socket", "", "the container runtime's NRI socket (containerd >= 1.7, CRI-O >= 1.26; usually "+nri.DefaultSocket+"): "+
 		"the agent registers as an NRI plugin and places each selected container as the runtime starts it, before its program runs; empty: off, containers are placed once the API reports them running")
+	fs.DurationVar(&f.nriStartGrace, "nri-start-grace", nodeagent.DefaultStartGrace, "how long a container placed at its start keeps its placement while the API does not report it running, "+
+		"counted while the API answers (a slow kubelet posts the status of a burst of new containers late); then only the API's desired state counts")
 	fs.IntVar(&f.cgroupVersion, "cgroup-version", 0, "cgroup version (1 or 2); 0 probes")
 	fs.StringVar(&f.cgroupDriver, "cgroup-driver", "", `cgroup driver ("systemd" or "cgroupfs"); empty probes`)
 	fs.StringVar(&f.cgroupRoot, "cgroup-root", "", "where the cgroup filesystems are mounted (default <host-root>/sys/fs/cgroup)")
@@ -135,6 +138,9 @@ func runAgent(args []string) error {
 	}
 	if f.maxTasks < 1 {
 		return fmt.Errorf("agent: -max-tasks-per-container must be at least 1, not %d", f.maxTasks)
+	}
+	if f.nriStartGrace < time.Second || f.nriStartGrace > time.Hour {
+		return fmt.Errorf("agent: -nri-start-grace must be between 1s and 1h, not %s", f.nriStartGrace)
 	}
 	applyGCPercent(os.Getenv)
 	ctx := ctrl.SetupSignalHandler()
@@ -197,7 +203,7 @@ func runAgent(args []string) error {
 		DesiredPath: filepath.Join(f.stateDir, "desired.json"),
 		CPUNode:     topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
 		Topology:       func() (numa.Online, error) { return numa.ReadOnline(sysRoot) }, // node and CPU hotplug
-		RescanInterval: f.rescanInterval, MaxTasksPerContainer: f.maxTasks,
+		RescanInterval: f.rescanInterval, MaxTasksPerContainer: f.maxTasks, StartGrace: f.nriStartGrace,
 		ProcEvents: events, ForkFilter: forkFilter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
 	var ledgerDamaged error
@@ -213,7 +219,14 @@ func runAgent(args []string) error {
 		return fmt.Errorf("agent: registering effect metrics: %w", err)
 	}
 
-	mgr, err := newManager(&f)
+	// Whether the API answers, from the agent's own requests: a container placed at its
+	// start keeps its placement while the API cannot confirm it.
+	reach, err := controllers.NewAPIReachability(ctrlmetrics.Registry, ctrl.Log.WithName("api"))
+	if err != nil {
+		return fmt.Errorf("agent: registering the API's reachability: %w", err)
+	}
+	reach.Notify(engine.SetAPIReachable)
+	mgr, err := newManager(&f, reach)
 	if err != nil {
 		return err
 	}
@@ -384,11 +397,12 @@ func kernelLabel(s numa.Support) string {
 	return s.Backend
 }
 
-func newManager(f *agentFlags) (ctrl.Manager, error) {
+func newManager(f *agentFlags, reach *controllers.APIReachability) (ctrl.Manager, error) {
 	cfg, scheme, err := apiClientSetup("agent", f.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
+	reach.Instrument(cfg)
 	// Secure metrics are served by addSecureServer, not by the manager.
 	metrics := metricsserver.Options{BindAddress: f.metricsAddr}
 	if f.secureMetrics {

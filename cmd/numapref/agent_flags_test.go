@@ -46,6 +46,17 @@ func TestMaxTasksPerContainerMustBePositive(t *testing.T) {
 	}
 }
 
+// A start grace of nothing would undo every start at the next rescan, one of hours would
+// keep a start the API never confirms placed as long: the agent refuses both.
+func TestNRIStartGraceBounds(t *testing.T) {
+	for _, v := range []string{"0s", "999ms", "61m"} {
+		err := runAgent([]string{"-node-name=n", "-nri-start-grace=" + v})
+		if err == nil || !strings.Contains(err.Error(), "-nri-start-grace must be between 1s and 1h") {
+			t.Errorf("-nri-start-grace=%s: %v, want it refused", v, err)
+		}
+	}
+}
+
 // The agent collects at 1.5× the live heap unless GOGC says otherwise.
 func TestAgentGCPercent(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))

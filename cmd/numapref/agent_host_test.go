@@ -23,7 +23,8 @@ import (
 
 // An agent started while the apiserver is unreachable must not exit: it serves its health
 // endpoint and keeps running (its engine enforces the desired state it persisted; the
-// controllers wait for their caches). Here nothing listens where the kubeconfig points.
+// controllers wait for their caches) and says the API does not answer. Here nothing
+// listens where the kubeconfig points.
 func TestAgentStartsWithoutTheAPI(t *testing.T) {
 	dir := t.TempDir()
 	a := startOfflineAgent(t, dir, filepath.Join(dir, "state"), "agent")
@@ -47,6 +48,10 @@ func TestAgentStartsWithoutTheAPI(t *testing.T) {
 	if !a.healthy() {
 		t.Errorf("the agent stopped serving /healthz:\n%s", a.log())
 	}
+	// It knows: containers placed at their start keep their placement meanwhile.
+	poll.True(t, 30*time.Second, "the agent says the API does not answer", func() bool {
+		return strings.Contains(a.log(), "The API server does not answer")
+	})
 }
 
 // With -nri-socket the agent registers with the container runtime's NRI as a plugin, in

@@ -660,6 +660,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"forkEvents as string", map[string]any{"forkEvents": "yes"}, "forkEvents"},
 		{"relative NRI socket", map[string]any{"nri": map[string]any{"enabled": true, "socket": "nri.sock"}}, "socket"},
 		{"NRI socket at the root", map[string]any{"nri": map[string]any{"enabled": true, "socket": "/nri.sock"}}, "socket"},
+		{"NRI start grace without unit", map[string]any{"nri": map[string]any{"enabled": true, "startGrace": "120"}}, "startGrace"},
 		{"unknown cgroup driver", map[string]any{"cgroupDriver": "cgroupv2"}, "cgroupDriver"},
 		{"relative kubelet cgroup root", map[string]any{"kubeletCgroupRoot": "kubelet"}, "kubeletCgroupRoot"},
 		{"bad log level", map[string]any{"logLevel": "verbose"}, "logLevel"},

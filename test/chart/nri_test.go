@@ -10,30 +10,28 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TestNRI: with nri.enabled the agent gets --nri-socket and the socket's directory, read
-// only, from a hostPath that must exist (a runtime without NRI fails the mount, visibly);
+// TestNRI: with nri.enabled the agent gets --nri-socket, --nri-start-grace and the socket's
+// directory, read only, from a hostPath that must exist (a runtime without NRI fails the mount, visibly);
 // off, the default, neither.
 func TestNRI(t *testing.T) {
 	for name, tc := range map[string]struct {
 		values   map[string]any
-		flag     string // "" for none
+		flags    []string // none when off
 		mountDir string
 	}{
 		"off by default": {},
-		"enabled":        {values: map[string]any{"nri": map[string]any{"enabled": true}}, flag: "--nri-socket=/var/run/nri/nri.sock", mountDir: "/var/run/nri"},
-		"another socket": {values: map[string]any{"nri": map[string]any{"enabled": true, "socket": "/run/crio/nri/nri.sock"}},
-			flag: "--nri-socket=/run/crio/nri/nri.sock", mountDir: "/run/crio/nri"},
+		"enabled": {values: map[string]any{"nri": map[string]any{"enabled": true}},
+			flags: []string{"--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m"}, mountDir: "/var/run/nri"},
+		"another socket, another grace": {values: map[string]any{"nri": map[string]any{"enabled": true, "socket": "/run/crio/nri/nri.sock", "startGrace": "90s"}},
+			flags: []string{"--nri-socket=/run/crio/nri/nri.sock", "--nri-start-grace=90s"}, mountDir: "/run/crio/nri"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := render(t, tc.values)
 			spec := r.daemonSets[0].Spec.Template.Spec
 			c := spec.Containers[0]
-			flags := slices.DeleteFunc(slices.Clone(c.Args), func(a string) bool { return !strings.HasPrefix(a, "--nri-socket=") })
-			switch {
-			case tc.flag == "" && len(flags) > 0:
-				t.Errorf("args %v, want no --nri-socket", flags)
-			case tc.flag != "" && !slices.Equal(flags, []string{tc.flag}):
-				t.Errorf("args %v, want %s", flags, tc.flag)
+			flags := slices.DeleteFunc(slices.Clone(c.Args), func(a string) bool { return !strings.HasPrefix(a, "--nri-") })
+			if !slices.Equal(flags, tc.flags) {
+				t.Errorf("args %v, want %v", flags, tc.flags)
 			}
 			i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "nri" })
 			j := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "nri" })
