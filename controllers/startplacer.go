@@ -12,6 +12,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 )
 
@@ -61,17 +62,17 @@ func (p *StartPlacer) PlaceAtStart(ctx context.Context, s nri.Start) {
 	}
 }
 
-// pod is s's pod as the cache holds it, or, when the cache holds no pod of that name yet,
-// one made of the runtime's sandbox: its metadata and labels, no spec (PlanStart then
-// takes the container for an app container). ok is false when the cache holds another pod
-// of that name: a static pod's mirror, whose UID is not the one the kubelet runs it
-// under, or a pod deleted and made again. The API path places those.
+// pod is s's pod as the cache holds it (a static pod's mirror pod too: its cgroup's UID is
+// the sandbox's), or, when the cache holds no pod of that name yet, one made of the
+// runtime's sandbox: its metadata and labels, no spec (PlanStart then takes the container
+// for an app container). ok is false when the cache holds another pod of that name: a pod
+// deleted and made again, whose new one the API path places.
 func (p *StartPlacer) pod(ctx context.Context, s nri.Start) (*corev1.Pod, bool) {
 	var pod corev1.Pod
 	err := p.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.PodName}, &pod)
 	switch {
 	case err == nil:
-		return &pod, string(pod.UID) == s.PodUID
+		return &pod, cgroups.PodUID(&pod) == s.PodUID
 	case !apierrors.IsNotFound(err):
 		p.log.Error(err, "Reading the cached pod; the container is placed once the API reports it running", "pod", s.Namespace+"/"+s.PodName)
 		return nil, false

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
@@ -20,26 +22,36 @@ func (r *startRecorder) PlaceAtStart(d nodeagent.Desire) (nodeagent.ContainerRes
 	return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied}, true
 }
 
-// TestStartPlacerWhichPod: the cached pod decides when it is the one the runtime starts;
-// a pod the cache does not hold yet is made of the sandbox; another pod of the same name
-// (a static pod's mirror, a pod made again) is left to the API path. Narrow: the cache is
+// TestStartPlacerWhichPod: the cached pod decides when it is the one the runtime starts (a
+// static pod's mirror pod too, by the UID it names the cgroup with), keyed as the API path
+// keys it; a pod the cache does not hold yet is made of the sandbox; another pod of the
+// same name (a pod made again) is left to the API path. Narrow: the cache is
 // a fake; the envtest spec "Placing a container at its start (NRI)" runs the real one.
 func TestStartPlacerWhichPod(t *testing.T) {
 	id := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	cached := builders.MakePod("ns", "db-0").Label("app", "db").Containers("main").Obj()
 	cached.UID = "uid-cached"
+	// A static pod's mirror, made by its node's kubelet: its cgroup is the static pod's
+	// UID, the one the sandbox carries.
+	const staticUID = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+	mirror := builders.MakePod("ns", "etcd-node-a").Label("app", "db").Containers("main").Obj()
+	mirror.UID = "uid-mirror-object"
+	mirror.Annotations = map[string]string{"kubernetes.io/config.mirror": staticUID}
+	mirror.Spec.NodeName = "node-a"
+	mirror.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "node-uid", Controller: ptr.To(true)}}
 	pref := builders.MakePreference("ns", "db").Selector("app", "db").Node(1).Obj()
 	for name, tc := range map[string]struct {
 		start nri.Start
 		want  int // desires placed
 	}{
-		"the cached pod":    {nri.Start{PodUID: "uid-cached", Namespace: "ns", PodName: "db-0", Container: "main", ContainerID: id}, 1},
-		"not cached yet":    {nri.Start{PodUID: "uid-new", Namespace: "ns", PodName: "db-1", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 1},
-		"another db-0":      {nri.Start{PodUID: "uid-mirror", Namespace: "ns", PodName: "db-0", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 0},
-		"an unselected pod": {nri.Start{PodUID: "uid-web", Namespace: "ns", PodName: "web-0", Labels: map[string]string{"app": "web"}, Container: "main", ContainerID: id}, 0},
+		"the cached pod":                  {nri.Start{PodUID: "uid-cached", Namespace: "ns", PodName: "db-0", Container: "main", ContainerID: id}, 1},
+		"not cached yet":                  {nri.Start{PodUID: "uid-new", Namespace: "ns", PodName: "db-1", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 1},
+		"another db-0":                    {nri.Start{PodUID: "uid-mirror", Namespace: "ns", PodName: "db-0", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 0},
+		"a static pod, its mirror cached": {nri.Start{PodUID: staticUID, Namespace: "ns", PodName: "etcd-node-a", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 1},
+		"an unselected pod":               {nri.Start{PodUID: "uid-web", Namespace: "ns", PodName: "web-0", Labels: map[string]string{"app": "web"}, Container: "main", ContainerID: id}, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
-			reader := fakeAPI(t, cached.DeepCopy(), pref.DeepCopy())
+			reader := fakeAPI(t, cached.DeepCopy(), mirror.DeepCopy(), pref.DeepCopy())
 			var engine startRecorder
 			NewStartPlacer(reader, &engine, logr.Discard()).PlaceAtStart(context.Background(), tc.start)
 			if len(engine) != tc.want {

@@ -18,7 +18,10 @@ import (
 
 // Desire is what one container of a pod should get on this host.
 type Desire struct {
-	Pod       types.NamespacedName
+	Pod types.NamespacedName
+	// PodUID is the UID the kubelet runs the pod under, which names its cgroup
+	// (cgroups.PodUID): a static pod's own, not its mirror pod's. The runtime's sandbox
+	// (PlaceAtStart) and the API (PlanPod) name the container alike.
 	PodUID    types.UID
 	Container string
 	// Ref locates the container's cgroup; Ref.ContainerID is empty while it is not running.
@@ -97,7 +100,7 @@ func PlanPod(pod *corev1.Pod, prefs []numav1.NumaPreference) PodPlan {
 	for _, c := range podContainers(pod) {
 		d := Desire{
 			Pod:       types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
-			PodUID:    pod.UID,
+			PodUID:    types.UID(cgroups.PodUID(pod)),
 			Container: c.name,
 		}
 		candidates := coveringPreferences(matching, c)

@@ -193,8 +193,9 @@ func TestPlanPodLocatesRunningContainers(t *testing.T) {
 	}
 }
 
-// TestPlanPodMirrorAnnotation: the mirror-pod annotation names a static pod's cgroup only
-// on a pod that its node's kubelet made; on any other pod the pod's own cgroup is acted on.
+// TestPlanPodMirrorAnnotation: the mirror-pod annotation names a static pod's cgroup, and
+// its container's key, only on a pod that its node's kubelet made; on any other pod the
+// pod's own cgroup is acted on.
 func TestPlanPodMirrorAnnotation(t *testing.T) {
 	const staticUID = "0a1b2c3d4e5f60718293a4b5c6d7e8f9" // of a static pod, etcd's say
 	kubelet := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "node-uid", Controller: ptr.To(true)}
@@ -213,6 +214,11 @@ func TestPlanPodMirrorAnnotation(t *testing.T) {
 			p := PlanPod(pod, nil)
 			if diff := cmp.Diff(tc.want, p.Desires[0].Ref.PodUID); diff != "" {
 				t.Errorf("cgroup's pod UID (-want +got):\n%s", diff)
+			}
+			// The container's key is the same UID: the runtime's sandbox, at the container's
+			// start, names it so (PlaceAtStart).
+			if got := p.Desires[0].Key().PodUID; string(got) != tc.want {
+				t.Errorf("key's pod UID %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -72,7 +72,8 @@ func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 		Kernel:     inspect.Kernel{Backend: support.Backend, Supported: support.Supported, Reason: support.Reason},
 		Containers: []inspect.Container{},
 	}
-	desires := e.desiresOf(pod.UID)
+	uid := types.UID(cgroups.PodUID(pod))
+	desires := e.desiresOf(uid)
 	if len(desires) == 0 {
 		// Not the agent's business: no container ids, cgroups or tasks of it.
 		for _, c := range podContainers(pod) {
@@ -83,7 +84,7 @@ func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 	out.Selected = true
 	managed := map[string]ManagedContainer{}
 	for _, m := range e.Managed() {
-		if m.PodUID == string(pod.UID) {
+		if m.PodUID == string(uid) {
 			managed[m.Container] = m
 		}
 	}
@@ -92,7 +93,7 @@ func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 		ic := inspect.Container{Name: c.name, Init: c.init, ContainerID: statuses[c.name].ContainerID, Tasks: []inspect.Task{}}
 		m, hasManaged := managed[c.name]
 		e.describeDesire(&ic, desires[c.name], m, hasManaged)
-		ref := cgroups.ContainerRef{PodUID: cgroups.PodUID(pod), QOS: pod.Status.QOSClass, ContainerID: ic.ContainerID}
+		ref := cgroups.ContainerRef{PodUID: string(uid), QOS: pod.Status.QOSClass, ContainerID: ic.ContainerID}
 		e.describeHost(&ic, ref, m.TIDs)
 		out.Containers = append(out.Containers, ic)
 	}
