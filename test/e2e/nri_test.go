@@ -4,7 +4,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -113,6 +116,107 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 			g.Expect(entry.Failed).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
+	It("places a new pod's container at its start while the API server is unreachable, and keeps it placed", func(ctx SpecContext) {
+		node := prov.(*localProvider).node
+		// A start the API cannot confirm holds for the start grace of the API answering
+		// (--nri-start-grace): shorter here than its default, so that the outage outlasts it,
+		// and long enough for the kubelet, once the API is back, to make its mirror pod and
+		// post the container's status.
+		const grace = 45 * time.Second
+		out, err := helm(ctx, "upgrade", release, "../../charts/numapref", "-n", agentNamespace, "--reuse-values",
+			"--set", fmt.Sprintf("nri.startGrace=%s", grace), "--wait", "--timeout", "2m")
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = kubectl(ctx, "rollout", "status", "daemonset", "-n", agentNamespace, "--timeout=120s")
+		Expect(err).NotTo(HaveOccurred(), out)
+		first := func(g Gomega) numav1.PreferenceReport {
+			var rep numav1.NumaNodeReport
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, &rep)).To(Succeed())
+			g.Expect(rep.Status.NRI).To(Equal(numav1.NRIConnected))
+			entry := reportEntry(&rep, nns, "first")
+			g.Expect(entry).NotTo(BeNil(), "the report's entry for NumaPreference first")
+			return *entry
+		}
+		var before numav1.PreferenceReport
+		Eventually(func(g Gomega) { before = first(g) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		// The partition: kube-apiserver answers nothing, and the agent notices (its log, read
+		// from the kubelet's files: kubectl logs needs the API).
+		unreachable := func() int { return strings.Count(prov.agentLogs(ctx), "The API server does not answer") }
+		noticed := unreachable()
+		Expect(node.PauseAPIServer()).To(Succeed())
+		DeferCleanup(node.ResumeAPIServer)
+		Eventually(unreachable).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(time.Second).
+			Should(BeNumerically(">", noticed), "the agent says the API does not answer")
+
+		// The kubelet runs a new pod from its own manifest (a static pod), which needs no API.
+		pod := firstNodePod(nns, "outage", map[string]string{"app": "first", "outage": "yes"})
+		pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+		pod.Spec.NodeSelector = nil
+		manifest, err := json.Marshal(pod)
+		Expect(err).NotTo(HaveOccurred())
+		path := filepath.Join(node.StaticPodDir(), "outage.json")
+		Expect(os.WriteFile(path, manifest, 0o644)).To(Succeed())
+		DeferCleanup(os.Remove, path)
+
+		// Its first report, from the kubelet's log file: a CRI log line is
+		// "TIME STREAM TAG MESSAGE". The pod's UID is in its log directory's name.
+		var uid string
+		Eventually(func(g Gomega) {
+			logs, err := filepath.Glob(filepath.Join(node.PodLogsDir(), nns+"_outage-"+localnode.NodeName+"_*", "main", "0.log"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(logs).To(HaveLen(1), "the static pod's log")
+			data, err := os.ReadFile(logs[0])
+			g.Expect(err).NotTo(HaveOccurred())
+			line, _, _ := strings.Cut(string(data), "\n")
+			fields := strings.SplitN(line, " ", 4)
+			g.Expect(fields).To(HaveLen(4), "a CRI log line: %q", line)
+			g.Expect(fields[3]).To(Equal("first-node 0"), "the static pod's first report")
+			dir := filepath.Base(filepath.Dir(filepath.Dir(logs[0])))
+			uid = dir[strings.LastIndex(dir, "_")+1:]
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+
+		// Placed it stays, past the grace: the API cannot confirm it, and nothing lapses while
+		// it does not answer.
+		mainTasks := func(g Gomega) []task {
+			tasks, err := containerTasks(ctx, "pod://"+uid)
+			g.Expect(err).NotTo(HaveOccurred())
+			main := slices.DeleteFunc(tasks, func(t task) bool {
+				cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", t.PID))
+				return !strings.Contains(string(cmdline), "first-node")
+			})
+			g.Expect(main).NotTo(BeEmpty(), "the static pod's workload tasks")
+			return main
+		}
+		allPlaced := func(g Gomega) {
+			for _, t := range mainTasks(g) {
+				g.Expect(t.Force).To(Equal(0), "task %d of the static pod's workload", t.TID)
+			}
+		}
+		// The threads the workload starts after its first report are caught as ever (fork
+		// events, rescans: the emulator does not inherit like the kernel).
+		Eventually(allPlaced).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Consistently(allPlaced).WithContext(ctx).WithTimeout(grace + 15*time.Second).WithPolling(time.Second).Should(Succeed())
+		state, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", node.Pids["kube-apiserver"]))
+		Expect(err).NotTo(HaveOccurred())
+		_, after, _ := strings.Cut(string(state), ") ")
+		Expect(after).To(HavePrefix("T"), "kube-apiserver paused all along")
+
+		// The API back: the kubelet's mirror pod reaches the agent, which confirms the same
+		// placement and counts it at the start.
+		Expect(node.ResumeAPIServer()).To(Succeed())
+		resumed := time.Now()
+		Eventually(func(g Gomega) {
+			var mirror corev1.Pod
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: nns, Name: "outage-" + localnode.NodeName}, &mirror)).To(Succeed())
+			g.Expect(mirror.Status.ContainerStatuses).To(ContainElement(And(HaveField("Name", "main"), HaveField("ContainerID", Not(BeEmpty())))))
+		}).WithContext(ctx).WithTimeout(grace).Should(Succeed(), "the kubelet reports the static pod's container within the grace")
+		logf("the API back, the mirror pod reports the container after %s", time.Since(resumed).Round(time.Millisecond))
+		Eventually(func(g Gomega) {
+			now := first(g)
+			g.Expect(now.Containers).To(Equal(before.Containers + 1))
+			g.Expect(now.PlacedAtStart).To(Equal(before.PlacedAtStart + 1))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+	}, SpecTimeout(8*time.Minute))
 })
 
 // firstNodeDeployment is a Deployment of replicas firstNodePods with labels.

@@ -28,6 +28,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/test/localnode"
 )
 
@@ -369,6 +370,10 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 			Expect(c.DesiredNode).To(HaveValue(Equal(0)), c.Name)
 			Expect(c.Source).To(Equal("NumaPreference/e2e-work"))
 			Expect(c.Reason).To(Equal(numav1.ReasonApplied))
+			if !prov.nri() {
+				// No NRI (Debian's containerd 1.6): placed once the API reported it running.
+				Expect(c.PlacedAt).To(Equal(nodeagent.PlacedAtAfterStart), c.Name)
+			}
 			Expect(c.Cpuset).NotTo(BeNil())
 			Expect(c.Cpuset.Mems).To(ContainElement(0))
 			// The agent's view agrees with the node's, task by task.
@@ -416,6 +421,15 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 			g.Expect(entry.Pods).To(Equal(int32(1)))
 			g.Expect(entry.Containers).To(Equal(int32(2)))
 			g.Expect(entry.PodsByNode).To(Equal([]numav1.NodeCount{{Node: 0, Pods: 1}}))
+			if !prov.nri() {
+				// No NRI: the report says nothing of it, and nothing was placed at its start.
+				g.Expect(rep.Status.NRI).To(BeEmpty())
+				g.Expect(meta.FindStatusCondition(rep.Status.Conditions, numav1.ConditionNRIConnected)).To(BeNil())
+				g.Expect(entry.PlacedAtStart).To(BeZero())
+				n := &corev1.Node{}
+				g.Expect(cl.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
+				g.Expect(n.Labels).NotTo(HaveKey("numapref.io/nri"))
+			}
 			if enabled {
 				g.Expect(entry.Ineffective).To(BeEmpty())
 			} else {

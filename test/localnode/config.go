@@ -33,7 +33,7 @@ var identities = []struct {
 
 func (n *Node) writeConfig(hostIP string) error {
 	d := n.Dir
-	for _, sub := range []string{"logs", "etcd", "kubelet/root", "kubelet/pod-logs", "containerd/root", "containerd/state", "cni/net.d", "cni/ipam"} {
+	for _, sub := range []string{"logs", "etcd", "kubelet/root", "kubelet/pod-logs", "kubelet/manifests", "containerd/root", "containerd/state", "cni/net.d", "cni/ipam"} {
 		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
 			return err
 		}
@@ -201,6 +201,7 @@ func containerdConfigV3(d, runtimeDir string) string {
 // hostIP, the node's InternalIP, where kube-apiserver dials kubelet for kubectl logs, exec
 // and port-forward (--kubelet-preferred-address-types; the node's Hostname address,
 // numapref-local, resolves nowhere). It takes only clients the apiserver authenticates.
+// It runs the static pods of StaticPodDir, with or without the apiserver.
 func kubeletConfig(d, hostIP string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -217,6 +218,7 @@ oomScoreAdj: 0
 makeIPTablesUtilChains: false
 containerRuntimeEndpoint: unix://%s
 podLogsDir: %s
+staticPodPath: %s
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
@@ -227,7 +229,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 maxPods: 250
-`, hostIP, n(d).containerdSocket(), filepath.Join(d, "kubelet/pod-logs"), filepath.Join(d, "pki/ca.crt"))
+`, hostIP, n(d).containerdSocket(), n(d).PodLogsDir(), n(d).StaticPodDir(), filepath.Join(d, "pki/ca.crt"))
 }
 
 // n makes a Node value for path helpers that only need the directory.

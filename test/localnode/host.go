@@ -364,6 +364,9 @@ func (s *HostState) restoreRules() error {
 	return errors.Join(errs...)
 }
 
+// linkExists says whether the host has a link named name.
+func linkExists(name string) bool { return exec.Command("ip", "link", "show", "dev", name).Run() == nil }
+
 // restoreLinks deletes the links the cluster made (for the local node: its CNI bridge and
 // any veth left over).
 func (s *HostState) restoreLinks() error {
@@ -376,7 +379,9 @@ func (s *HostState) restoreLinks() error {
 		if slices.Contains(s.Links, n) || !slices.ContainsFunc(s.watch().LinkPrefixes, func(p string) bool { return strings.HasPrefix(n, p) }) {
 			continue
 		}
-		if out, err := exec.Command("ip", "link", "delete", n).CombinedOutput(); err != nil {
+		if out, err := exec.Command("ip", "link", "delete", n).CombinedOutput(); err != nil && linkExists(n) {
+			// A veth whose pod's network namespace is being torn down goes by itself, and
+			// may go between the listing and the delete.
 			errs = append(errs, fmt.Errorf("deleting link %s: %v: %s", n, err, out))
 		}
 	}

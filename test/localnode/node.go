@@ -102,6 +102,26 @@ func (n *Node) Kubeconfig() string { return filepath.Join(n.Dir, "admin.kubeconf
 // PodLogsDir is where kubelet keeps container logs: <ns>_<pod>_<uid>/<container>/<n>.log.
 func (n *Node) PodLogsDir() string { return filepath.Join(n.Dir, "kubelet/pod-logs") }
 
+// StaticPodDir is where kubelet reads static pod manifests (staticPodPath).
+func (n *Node) StaticPodDir() string { return filepath.Join(n.Dir, "kubelet/manifests") }
+
+// PauseAPIServer stops kube-apiserver (SIGSTOP), as a partition from the control plane
+// does: its connections stay open and nothing answers on them. ResumeAPIServer ends it.
+// Teardown resumes it too.
+func (n *Node) PauseAPIServer() error { return n.signal("kube-apiserver", syscall.SIGSTOP) }
+
+// ResumeAPIServer lets a paused kube-apiserver run again (SIGCONT).
+func (n *Node) ResumeAPIServer() error { return n.signal("kube-apiserver", syscall.SIGCONT) }
+
+// signal sends sig to the node's daemon name.
+func (n *Node) signal(name string, sig syscall.Signal) error {
+	pid, ok := n.Pids[name]
+	if !ok || !isDaemon(pid, n.Dir, daemons) {
+		return fmt.Errorf("no %s of the node in %s runs", name, n.Dir)
+	}
+	return syscall.Kill(pid, sig)
+}
+
 // prefixes are the paths whose mounts belong to a node.
 func (n *Node) prefixes() []string {
 	return []string{n.Dir, "/run/containerd", "/var/lib/kubelet", netnsDir}
@@ -477,6 +497,7 @@ func StopProcess(pid int, dir string, daemons []string, grace time.Duration) err
 		return nil
 	}
 	syscall.Kill(pid, syscall.SIGTERM)
+	syscall.Kill(pid, syscall.SIGCONT) // a paused one (PauseAPIServer) takes SIGTERM only running
 	if gone(pid, dir, daemons, grace) {
 		return nil
 	}
