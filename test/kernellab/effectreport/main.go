@@ -178,17 +178,47 @@ func readLines(path string, f func([]byte) error) error {
 	return sc.Err()
 }
 
+// checkpoints are the times the table shows each scenario's locality at (issue 23: how
+// much sooner memory is local when the preference comes before the touch).
+var checkpoints = []float64{5, 10, 30}
+
+// at is the measured sample nearest to t seconds, if one is within a second of it (the
+// sampler ticks every second, and drops ticks when a scrape takes longer).
+func (r *result) at(t float64) (sample, bool) {
+	var best sample
+	found := false
+	for _, s := range r.samples {
+		if d := math.Abs(s.T - t); d <= 1 && (!found || d < math.Abs(best.T-t)) {
+			best, found = s, true
+		}
+	}
+	return best, found
+}
+
 // writeTable prints one Markdown row per scenario.
 func writeTable(w io.Writer, results []result) {
-	fmt.Fprintln(w, "| # | scenario | command | final locality (node 1) | memory node 0 / node 1 | s to 90% on node 1 | hinting faults (peak / final) | pages migrated | streaming threads on node 1 | source |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	var at []string
+	for _, c := range checkpoints {
+		at = append(at, fmt.Sprintf("%.0f", c))
+	}
+	fmt.Fprintf(w, "| # | scenario | command | locality (node 1) at %s s | final locality (node 1) | memory node 0 / node 1 | s to 90%% on node 1 | hinting faults (peak / final) | pages migrated | streaming threads on node 1 | source |\n",
+		strings.Join(at, " / "))
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		to90 := fmt.Sprintf("%.0f", r.to90)
 		if r.to90 < 0 {
 			to90 = fmt.Sprintf("not in %.0f s", r.seconds)
 		}
-		fmt.Fprintf(w, "| %d | %s | `%s` | %.2f at %.0f s | %.0f / %.0f MiB | %s | %.0f / %.0f | %.0f | %.0f%% of samples | %s |\n",
-			r.ID, r.Name, r.Command, r.final.Locality, r.seconds, r.final.Node0MiB, r.final.Node1MiB, to90,
+		var localities []string
+		for _, c := range checkpoints {
+			if s, ok := r.at(c); ok {
+				localities = append(localities, fmt.Sprintf("%.2f", s.Locality))
+			} else {
+				localities = append(localities, "–")
+			}
+		}
+		fmt.Fprintf(w, "| %d | %s | `%s` | %s | %.2f at %.0f s | %.0f / %.0f MiB | %s | %.0f / %.0f | %.0f | %.0f%% of samples | %s |\n",
+			r.ID, r.Name, r.Command, strings.Join(localities, " / "), r.final.Locality, r.seconds, r.final.Node0MiB, r.final.Node1MiB, to90,
 			r.peakFaults, r.final.Faults, r.final.Migrated, 100*r.workerShare, sourceName(r.source))
 	}
 }
@@ -207,11 +237,18 @@ const (
 	axisColor, gridColor, labelColor = "#333", "#ddd", "#222"
 )
 
+// A scenario's line style follows its ID, so scenario 4 looks the same in a picture of all
+// five and in one of 4 and 5 alone.
 var (
 	lineColors = []string{"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"}
 	// Dashes keep lines that lie on top of each other (1 and 3 both stay near 0) apart.
 	lineDashes = []string{"2 4", "", "9 4", "", "4 2", ""}
 )
+
+func lineStyle(id int) (color, dash string) {
+	i := ((id-1)%len(lineColors) + len(lineColors)) % len(lineColors)
+	return lineColors[i], lineDashes[i]
+}
 
 func writeSVG(w io.Writer, results []result) {
 	tMax := 0.0
@@ -239,7 +276,7 @@ func writeSVG(w io.Writer, results []result) {
 	fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle" fill="%s">seconds since the memory was first touched on node 0</text>`+"\n", x(tMax/2), svgH-12, labelColor)
 	fmt.Fprintf(w, `<text transform="translate(16 %.1f) rotate(-90)" text-anchor="middle" fill="%s">locality ratio (share on node 1)</text>`+"\n", y(0.5), labelColor)
 	for i, r := range results {
-		color, dash := lineColors[i%len(lineColors)], lineDashes[i%len(lineDashes)]
+		color, dash := lineStyle(r.ID)
 		var pts []string
 		for _, s := range r.samples {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(s.T), y(s.Locality)))
