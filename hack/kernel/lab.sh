@@ -26,8 +26,9 @@
 #      patched kernel test/kernellab/agent's TestAgent (Applied through the API,
 #      prctl GET and /proc/<tid>/sched agree, forks placed, /metrics and /inspect,
 #      idle cost against the bare floor loop, undo on delete) and TestEffect (the
-#      seed's four scenarios, 90 s each, sampled every second from the agent's
-#      /metrics); on the control kernel TestAgent (KernelUnsupported in the report,
+#      seed's four scenarios and a fifth, 4 with the preference set before the
+#      workload's first touch as NRI sets it; 90 s each, sampled every second from
+#      the agent's /metrics); on the control kernel TestAgent (KernelUnsupported in the report,
 #      the conditions and an Event; no prctl 78 in the kernel trace).
 #      test/kernellab/effectreport prints the table and writes DIR/effect-locality.svg.
 #   Every boot's kernel log goes through test/kernellab/kmsgcheck: only the known
@@ -304,7 +305,7 @@ else
 			"$@" agent="$bins/agent.test" || rc=$?
 		return "$rc"
 	}
-	# Patched: the agent's checks, its idle cost, then the four-scenario experiment.
+	# Patched: the agent's checks, its idle cost, then the five-scenario experiment.
 	rc=0
 	agent_vm patched "${before_files[@]}" --args "-test.v -test.run ^(TestAgent|TestEffect$before_tests)$" || rc=$?
 	alog="$out/agent-patched/tests/agent.log"
@@ -355,7 +356,7 @@ else
 	if "$bins/effectreport" -svg "$out/effect-locality.svg" "$reports/effect.jsonl" "$reports/effect-scenarios.jsonl" \
 		>"$out/effect-table.md" 2>"$out/effectreport.err"; then
 		effect_table="$(cat "$out/effect-table.md")"
-		step "agent-patched: effect experiment" ok "4 scenarios; table $out/effect-table.md, picture $out/effect-locality.svg"
+		step "agent-patched: effect experiment" ok "$(wc -l <"$reports/effect-scenarios.jsonl") scenarios; table $out/effect-table.md, picture $out/effect-locality.svg"
 	else
 		step "agent-patched: effect experiment" FAIL "$(head -c 300 "$out/effectreport.err")"
 	fi

@@ -5,5 +5,6 @@
 // workloads in the VM. TestAgent checks what the agent does on the patched kernel (placed,
 // forks, metrics, inspect, idle cost, undo) and on the control kernel (KernelUnsupported,
 // no prctl 78); TestEffect measures what the preference does to a workload's memory in the
-// seed's four scenarios. hack/kernel/lab.sh runs them (make kernel-lab).
+// seed's four scenarios and a fifth, the preference set before the workload's first touch
+// (as NRI sets it at the container's start). hack/kernel/lab.sh runs them (make kernel-lab).
 package agent

@@ -32,24 +32,42 @@ const (
 	noFaulting    = "4294967295"
 )
 
-// scenario is one of the seed's four: the balancing mode, the scan settings, and whether
-// the agent places the workload on node 1.
+// scenario is one of the seed's four, or the fifth (issue 23): the balancing mode, the scan
+// settings, and when the agent places the workload on node 1, if at all.
 type scenario struct {
-	ID         int      `json:"id"`
-	Name       string   `json:"name"`
-	Tune       []string `json:"tune"` // numapref tune-balancing flags
-	Preference bool     `json:"preference"`
+	ID         int
+	Name       string
+	Tune       []string // numapref tune-balancing flags
+	Preference placement
 }
+
+// placement is when a scenario's NumaPreference for node 1 comes, relative to the
+// workload's first touch of its memory.
+type placement int
+
+const (
+	// noPreference: the agent selects nothing.
+	noPreference placement = iota
+	// afterTouch: the preference is applied once the memory is touched, as the agent's
+	// API path does for a program that allocates before its pod's status arrives.
+	afterTouch
+	// beforeTouch: the preference exists before the pod, and the touch starts only once
+	// every task of the container has its forced node, as NRI places a container at its
+	// start, before its first instruction.
+	beforeTouch
+)
 
 // defaultScan are the kernel's default scan settings (kernel/sched/fair.c).
 var defaultScan = []string{"-scan-delay-ms=1000", "-scan-period-min-ms=1000", "-scan-period-max-ms=60000", "-scan-size-mb=256"}
 
 var scenarios = []scenario{
-	{1, "numa_balancing=0, no preference", append([]string{"-numa-balancing=0"}, defaultScan...), false},
-	{2, "numa_balancing=1, no preference", append([]string{"-numa-balancing=1"}, defaultScan...), false},
+	{1, "numa_balancing=0, no preference", append([]string{"-numa-balancing=0"}, defaultScan...), noPreference},
+	{2, "numa_balancing=1, no preference", append([]string{"-numa-balancing=1"}, defaultScan...), noPreference},
 	{3, "numa_balancing=1, preference node 1, no faulting", []string{"-numa-balancing=1",
-		"-scan-delay-ms=" + noFaulting, "-scan-period-min-ms=" + noFaulting, "-scan-period-max-ms=" + noFaulting, "-scan-size-mb=256"}, true},
-	{4, "numa_balancing=1, preference node 1, default scanning", append([]string{"-numa-balancing=1"}, defaultScan...), true},
+		"-scan-delay-ms=" + noFaulting, "-scan-period-min-ms=" + noFaulting, "-scan-period-max-ms=" + noFaulting, "-scan-size-mb=256"}, afterTouch},
+	{4, "numa_balancing=1, preference node 1, default scanning", append([]string{"-numa-balancing=1"}, defaultScan...), afterTouch},
+	// 4 with the preference set before the touch: the same tuning, workload and touch.
+	{5, "numa_balancing=1, preference node 1 set before the touch, default scanning", append([]string{"-numa-balancing=1"}, defaultScan...), beforeTouch},
 }
 
 // sample is one second of one scenario, as effect.jsonl records it (test/kernellab/effectreport
@@ -75,8 +93,9 @@ type sample struct {
 	Err string `json:"err,omitempty"`
 }
 
-// TestEffect runs the seed's four scenarios on the patched kernel with the agent placing the
-// workload, sampling every second, and writes effect.jsonl (every sample) and
+// TestEffect runs the seed's four scenarios and the fifth (4 with the preference set before
+// the touch) on the patched kernel with the agent placing the workload, sampling every
+// second, and writes effect.jsonl (every sample) and
 // effect-scenarios.json (each scenario's command) to the report directory.
 func TestEffect(t *testing.T) {
 	labenv.RequireKernel(t, "patched") // the effect experiment needs the patch
@@ -119,25 +138,44 @@ func reportDir(cl *cluster) string {
 }
 
 // runScenario tunes the kernel with numapref tune-balancing, starts a fresh workload (new
-// tasks pick up the scan settings at fork), places it when the scenario says so, and
-// samples it; it returns the scenario's commands.
+// tasks pick up the scan settings at fork), places it when the scenario says so (before
+// or after its first touch), and samples it; it returns the scenario's commands.
 func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0CPUs string, out *os.File) string {
 	cmds := []string{"numapref tune-balancing " + strings.Join(s.Tune, " ")}
 	tune(t, s.Tune...)
 	name := fmt.Sprintf("effect-%d", s.ID)
 	labels := map[string]string{"app": name}
+	apply := func(when string) {
+		cl.applyPreference(t, name, labels, targetNode)
+		cmds = append(cmds, fmt.Sprintf("kubectl apply -f %s.yaml (NumaPreference: selector app=%s, node %d) %s", name, name, targetNode, when))
+	}
+	if s.Preference == beforeTouch {
+		apply("before the pod")
+		defer cl.deletePreference(t, name)
+	}
 	p := cl.createPod(t, lab, name, labels, 0, true)
 	defer p.workload.Stop()
+	if s.Preference == beforeTouch {
+		waitPlaced(t, p)
+		cmds = append(cmds, "the touch once every task of the container reads node 1 (prctl GET)")
+	}
 	touch := time.Now()
 	workers, err := p.workload.Stream(streamMiB, streamThreads, node0CPUs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d MiB first touched on node 0's CPUs (%s) by %d threads in %s", streamMiB, node0CPUs, len(workers), time.Since(touch).Round(time.Millisecond))
+	if s.Preference == beforeTouch {
+		// The streaming threads are new: each was cloned from a task that had node 1
+		// already, and threads inherit it (the agent's fork events may SET them again,
+		// with the value they have). This confirms they carry it after the touch.
+		if err := allPlaced(mustPrctl(t), workers, targetNode); err != nil {
+			t.Fatalf("a streaming thread did not inherit node 1: %v", err)
+		}
+	}
 	start := time.Now()
-	if s.Preference {
-		cl.applyPreference(t, name, labels, targetNode)
-		cmds = append(cmds, fmt.Sprintf("kubectl apply -f %s.yaml (NumaPreference: selector app=%s, node %d)", name, name, targetNode))
+	if s.Preference == afterTouch {
+		apply("after the touch")
 		defer cl.deletePreference(t, name)
 	}
 	collector := nodeagent.NewEffectCollector(containerView{p: p}, "/proc", 2)
@@ -147,7 +185,7 @@ func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0C
 	for i := 0; time.Since(start) < sampleFor+500*time.Millisecond; i++ {
 		smp := sample{Scenario: s.ID, T: time.Since(start).Seconds(), Workers: len(workers)}
 		var values map[string]float64
-		if s.Preference {
+		if s.Preference != noPreference {
 			smp.Source = "agent"
 			values, err = agentValues(cl, p)
 		} else {
@@ -172,12 +210,28 @@ func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0C
 	}
 	t.Logf("scenario %d (%s): after %.0f s locality %.3f (node0 %.0f MiB, node1 %.0f MiB), faults %.0f, migrated %.0f, workers on node 1 %d/%d",
 		s.ID, s.Name, last.T, last.Locality, last.Node0MiB, last.Node1MiB, last.Faults, last.Migrated, last.WorkersOnNode1, last.Workers)
-	if s.Preference {
+	if s.Preference != noPreference {
 		if err := allPlaced(mustPrctl(t), workers, targetNode); err != nil {
 			t.Errorf("the workers are not placed at the end: %v", err)
 		}
 	}
 	return strings.Join(cmds, "; ")
+}
+
+// waitPlaced waits until the agent has given every task of the pod's workload node 1, as
+// the real prctl GET reads it.
+func waitPlaced(t *testing.T, p *labPod) {
+	t.Helper()
+	prctl := mustPrctl(t)
+	start := time.Now()
+	poll(t, apiWait, "the agent placing the workload before its touch", func() error {
+		tids, err := p.workload.TIDs()
+		if err != nil {
+			return err
+		}
+		return allPlaced(prctl, tids, targetNode)
+	})
+	t.Logf("every task of the workload reads node %d %s after the pod was created", targetNode, time.Since(start).Round(time.Millisecond))
 }
 
 // agentValues scrapes the running agent's /metrics for the pod's container.
