@@ -231,7 +231,7 @@ func waitPlaced(t *testing.T, p *labPod) {
 		}
 		return allPlaced(prctl, tids, targetNode)
 	})
-	t.Logf("every task of the workload reads node %d %s after the pod was created", targetNode, time.Since(start).Round(time.Millisecond))
+	t.Logf("every task of the workload reads node %d %s after the pod's status named its container", targetNode, time.Since(start).Round(time.Millisecond))
 }
 
 // agentValues scrapes the running agent's /metrics for the pod's container.
