@@ -25,7 +25,9 @@ declare -A groups=(
   [kind]="docker.io mmdebstrap iptables"
   # The kernel lab (hack/kernel): qemu, Debian's 6.12 source for the patched kernel and
   # what building it takes; the control kernel is downloaded with apt-get download.
-  [kernellab]="qemu-system-x86 linux-source-6.12 flex bison libelf-dev bc cpio xz-utils patch build-essential"
+  # pkg-config and libseccomp-dev (with build-essential's gcc) build the static runc the
+  # lab's VM runs its CRI pod with (hack/runtime-binaries.sh links libseccomp.a).
+  [kernellab]="qemu-system-x86 linux-source-6.12 flex bison libelf-dev bc cpio xz-utils patch build-essential pkg-config libseccomp-dev"
   # Monitoring (test/monitoring, test/e2e/monitoring_test.go): Debian's Prometheus 2.42, its
   # promtool for the rules' unit tests, and the server the e2e starts by hand and stops by
   # pid (no service starts while installing: policy-rc.d below).
