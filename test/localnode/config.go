@@ -54,7 +54,7 @@ func (n *Node) writeConfig(hostIP string) error {
 	}
 	containerd := containerdConfig(d)
 	if n.RuntimeDir != "" {
-		containerd = containerdConfigV3(d, n.RuntimeDir)
+		containerd = ContainerdConfigV3(d, n.RuntimeDir, ContainerdOptions{})
 		for _, sub := range []string{"nri/plugins", "nri/conf.d"} {
 			if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
 				return err
@@ -140,23 +140,39 @@ state = %q
 
 [ttrpc]
   address = %q
-`, version, filepath.Join(d, "containerd/root"), filepath.Join(d, "containerd/state"), n(d).containerdSocket(),
-		n(d).containerdSocket()+".ttrpc")
+`, version, filepath.Join(d, "containerd/root"), filepath.Join(d, "containerd/state"), n(d).ContainerdSocket(),
+		n(d).ContainerdSocket()+".ttrpc")
 }
 
-// containerdConfigV3 is containerdConfig for containerd 2.x (hack/runtime-binaries.sh, the
+// ContainerdOptions are the settings of a containerd 2.x config (ContainerdConfigV3) that
+// differ between the local node, which takes the zero value, and the kernel lab's VM
+// (test/kernellab/agent), which runs containerd from an initramfs.
+type ContainerdOptions struct {
+	// Snapshotter is the CRI's snapshotter; empty: overlayfs. "native" copies layers and
+	// needs no overlay filesystem in the kernel.
+	Snapshotter string
+	// NoPivotRoot has runc jail a container with MS_MOVE and chroot: pivot_root(2) refuses a
+	// root that is the initramfs, the root mount, which has no parent.
+	NoPivotRoot bool
+}
+
+// ContainerdConfigV3 is containerdConfig for containerd 2.x (hack/runtime-binaries.sh, the
 // binaries in runtimeDir), in config version 3, which every 2.x release reads (2.4 migrates
 // it to its own version 4). The same settings under the plugins that hold them since 2.0:
 // the CRI runtime (io.containerd.cri.v1.runtime), its images (io.containerd.cri.v1.images:
 // the sandbox image is the pinned image "sandbox") and its gRPC service with the stream
 // server (io.containerd.grpc.v1.cri). The shim and runc are named by absolute path, so
 // Debian's, also on PATH, are never picked. NRI is on, with its socket, plugin and plugin
-// config dirs in the node's directory (not /var/run/nri, /opt/nri, /etc/nri), and so is the
-// opt plugin's directory (not /opt/containerd).
-func containerdConfigV3(d, runtimeDir string) string {
+// config dirs in the node's directory d (not /var/run/nri, /opt/nri, /etc/nri), and so is
+// the opt plugin's directory (not /opt/containerd).
+func ContainerdConfigV3(d, runtimeDir string, o ContainerdOptions) string {
+	snapshotter := o.Snapshotter
+	if snapshotter == "" {
+		snapshotter = "overlayfs"
+	}
 	return containerdTop(d, 3) + fmt.Sprintf(`
 [plugins."io.containerd.cri.v1.images"]
-  snapshotter = "overlayfs"
+  snapshotter = %[9]q
   [plugins."io.containerd.cri.v1.images".pinned_images]
     sandbox = %[1]q
 
@@ -171,6 +187,7 @@ func containerdConfigV3(d, runtimeDir string) string {
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = %[4]q
         SystemdCgroup = false
+        NoPivotRoot = %[10]t
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["/usr/lib/cni"]
     conf_dir = %[2]q
@@ -191,7 +208,8 @@ func containerdConfigV3(d, runtimeDir string) string {
   plugin_request_timeout = "2s"
 `, PauseImage, filepath.Join(d, "cni/net.d"),
 		filepath.Join(runtimeDir, "containerd-shim-runc-v2"), filepath.Join(runtimeDir, "runc"),
-		filepath.Join(d, "containerd/opt"), nriSocket(d), filepath.Join(d, "nri/plugins"), filepath.Join(d, "nri/conf.d"))
+		filepath.Join(d, "containerd/opt"), nriSocket(d), filepath.Join(d, "nri/plugins"), filepath.Join(d, "nri/conf.d"),
+		snapshotter, o.NoPivotRoot)
 }
 
 // kubeletConfig: the settings these machines need (LAB-NOTES): cgroupfs on the cgroup v1
@@ -229,13 +247,14 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 maxPods: 250
-`, hostIP, n(d).containerdSocket(), n(d).PodLogsDir(), n(d).StaticPodDir(), filepath.Join(d, "pki/ca.crt"))
+`, hostIP, n(d).ContainerdSocket(), n(d).PodLogsDir(), n(d).StaticPodDir(), filepath.Join(d, "pki/ca.crt"))
 }
 
 // n makes a Node value for path helpers that only need the directory.
 func n(d string) *Node { return &Node{Dir: d} }
 
-func (n *Node) containerdSocket() string { return filepath.Join(n.Dir, "containerd/containerd.sock") }
+// ContainerdSocket is where containerd serves its API and CRI for a node in n.Dir.
+func (n *Node) ContainerdSocket() string { return filepath.Join(n.Dir, "containerd/containerd.sock") }
 
 // nriSocket is where containerd 2.x serves NRI for a node in d.
 func nriSocket(d string) string { return filepath.Join(d, "nri/nri.sock") }

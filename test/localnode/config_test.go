@@ -40,7 +40,7 @@ func tomlSections(t *testing.T, text string) map[string]map[string]string {
 func TestContainerdConfigV3(t *testing.T) {
 	dir, rt := "/var/tmp/node", "/cache/runtime/bin"
 	node := &Node{Dir: dir, RuntimeDir: rt}
-	s := tomlSections(t, containerdConfigV3(dir, rt))
+	s := tomlSections(t, ContainerdConfigV3(dir, rt, ContainerdOptions{}))
 	const (
 		nri     = `plugins."io.containerd.nri.v1.nri"`
 		runtime = `plugins."io.containerd.cri.v1.runtime"`
@@ -49,8 +49,8 @@ func TestContainerdConfigV3(t *testing.T) {
 	q := func(p string) string { return `"` + p + `"` }
 	want := map[string]map[string]string{
 		"":      {"version": "3", "root": q(dir + "/containerd/root"), "state": q(dir + "/containerd/state")},
-		"grpc":  {"address": q(node.containerdSocket())},
-		"ttrpc": {"address": q(node.containerdSocket() + ".ttrpc")},
+		"grpc":  {"address": q(node.ContainerdSocket())},
+		"ttrpc": {"address": q(node.ContainerdSocket() + ".ttrpc")},
 		nri: {
 			"disable": "false", "socket_path": q(node.NRISocket()),
 			"plugin_path": q(dir + "/nri/plugins"), "plugin_config_path": q(dir + "/nri/conf.d"),
@@ -60,7 +60,7 @@ func TestContainerdConfigV3(t *testing.T) {
 		runtime:                                               {"restrict_oom_score_adj": "true", "disable_apparmor": "true"},
 		runtime + ".cni":                                      {"bin_dirs": `["/usr/lib/cni"]`, "conf_dir": q(dir + "/cni/net.d")},
 		runc:                                                  {"runtime_type": q("io.containerd.runc.v2"), "runtime_path": q(rt + "/containerd-shim-runc-v2")},
-		runc + ".options":                                     {"BinaryName": q(rt + "/runc"), "SystemdCgroup": "false"},
+		runc + ".options":                                     {"BinaryName": q(rt + "/runc"), "SystemdCgroup": "false", "NoPivotRoot": "false"},
 		`plugins."io.containerd.grpc.v1.cri"`:                 {"stream_server_address": q("127.0.0.1"), "stream_server_port": q("0")},
 		`plugins."io.containerd.internal.v1.opt"`:             {"path": q(dir + "/containerd/opt")},
 	}
@@ -83,6 +83,18 @@ func TestContainerdConfigV3(t *testing.T) {
 		if strings.Contains(table, "io.containerd.grpc.v1.cri.") {
 			t.Errorf("table [%s]: containerd 2.x has the CRI runtime and images under io.containerd.cri.v1.*", table)
 		}
+	}
+}
+
+// The kernel lab's VM runs containerd from an initramfs: the native snapshotter (no overlay
+// filesystem in its kernel) and runc without pivot_root, which the root mount refuses.
+func TestContainerdConfigV3Options(t *testing.T) {
+	s := tomlSections(t, ContainerdConfigV3("/tmp/node", "/kernellab/files", ContainerdOptions{Snapshotter: "native", NoPivotRoot: true}))
+	if got := s[`plugins."io.containerd.cri.v1.images"`]["snapshotter"]; got != `"native"` {
+		t.Errorf("snapshotter = %s, want \"native\"", got)
+	}
+	if got := s[`plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options`]["NoPivotRoot"]; got != "true" {
+		t.Errorf("NoPivotRoot = %s, want true", got)
 	}
 }
 

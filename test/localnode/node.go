@@ -352,7 +352,7 @@ func (n *Node) Client() (*kubernetes.Clientset, error) {
 // ImportImage imports an image tarball into containerd's k8s.io namespace, where kubelet
 // finds it (pods use imagePullPolicy: Never).
 func (n *Node) ImportImage(ctx context.Context, tarball string) error {
-	out, err := exec.CommandContext(ctx, n.runtimeBin("ctr"), "--address", n.containerdSocket(), "-n", "k8s.io",
+	out, err := exec.CommandContext(ctx, n.runtimeBin("ctr"), "--address", n.ContainerdSocket(), "-n", "k8s.io",
 		"images", "import", tarball).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("importing %s: %v: %s", tarball, err, out)
@@ -398,7 +398,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		return err
 	}
 	if err := waitFor(ctx, 30*time.Second, "containerd", func() error {
-		return exec.CommandContext(ctx, n.runtimeBin("ctr"), "--address", n.containerdSocket(), "version").Run()
+		return exec.CommandContext(ctx, n.runtimeBin("ctr"), "--address", n.ContainerdSocket(), "version").Run()
 	}); err != nil {
 		return err
 	}
