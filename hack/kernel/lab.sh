@@ -31,6 +31,11 @@
 #      the agent's /metrics); on the control kernel TestAgent (KernelUnsupported in the report,
 #      the conditions and an Event; no prctl 78 in the kernel trace).
 #      test/kernellab/effectreport prints the table and writes DIR/effect-locality.svg.
+#      The patched boot also runs TestCRIPod: containerd 2.x with NRI and runc
+#      (hack/runtime-binaries.sh, static) in the VM, the agent as containerd's NRI plugin,
+#      and two host-network pods started through CRI with crictl, whose container's first
+#      instruction is a prctl GET of its own node (workload first-node): the pod the
+#      NumaPreference selects must read node 1 there, the other -1 (`cripod` line).
 #   Every boot's kernel log goes through test/kernellab/kmsgcheck: only the known
 #   assert_clock_updated WARNING via prctl_chg_pref_nid is waived (patched kernel),
 #   counted per backtrace; any other report fails the lab.
@@ -108,6 +113,7 @@ log "compiling the test binaries"
 	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/engine.test" ./test/kernellab/engine &&
 	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/agent.test" ./test/kernellab/agent &&
 	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bins/numapref" ./cmd/numapref &&
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bins/workload" ./test/e2e/workload &&
 	go build -trimpath -o "$bins/diffreport" ./test/kernellab/diffreport &&
 	go build -trimpath -o "$bins/kmsgcheck" ./test/kernellab/kmsgcheck &&
 	go build -trimpath -o "$bins/effectreport" ./test/kernellab/effectreport &&
@@ -275,6 +281,16 @@ trap stop_apihost EXIT
 k8s_bin="$("$repo/hack/k8s-binaries.sh")"
 # kubectl for the VM, without its symbol tables (the initramfs lives in guest RAM).
 strip -o "$bins/kubectl" "$k8s_bin/kubectl"
+# The container runtime for TestCRIPod, stripped likewise: containerd, its shim, runc, ctr
+# and crictl, all static (the initramfs has no libc).
+"$repo/hack/install-deps.sh" kernellab # what building runc takes, on a fresh machine
+runtime_bin="$("$repo/hack/runtime-binaries.sh")"
+runtime_files=()
+for b in containerd containerd-shim-runc-v2 runc ctr crictl; do
+	strip -o "$bins/$b" "$runtime_bin/$b"
+	runtime_files+=(--file "$b=$bins/$b")
+done
+runtime_files+=(--file "workload=$bins/workload")
 api="$out/apihost"
 rm -rf "$api"
 "$bins/apihost" serve -dir "$api" -bin "$k8s_bin" -repo "$repo" -nodes kernellab-patched,kernellab-control \
@@ -307,7 +323,7 @@ else
 	}
 	# Patched: the agent's checks, its idle cost, then the five-scenario experiment.
 	rc=0
-	agent_vm patched "${before_files[@]}" --args "-test.v -test.run ^(TestAgent|TestEffect$before_tests)$" || rc=$?
+	agent_vm patched "${before_files[@]}" "${runtime_files[@]}" --args "-test.v -test.run ^(TestAgent|TestCRIPod|TestEffect$before_tests)$" || rc=$?
 	alog="$out/agent-patched/tests/agent.log"
 	((rc != 2)) || step "agent-patched: vm" FAIL "$(grep '^vm:' "$out/agent-patched/summary" | head -n1)"
 	for t in TestAgent TestEffect ${before:+TestForkLagBeforeAfter}; do
@@ -317,6 +333,13 @@ else
 			step "agent-patched: $t" FAIL "$t did not pass ($alog)"
 		fi
 	done
+	# The CRI pod: what its container's first instruction read (TestCRIPod).
+	cripod="$(grep -E '^cripod ' "$alog" 2>/dev/null || true)"
+	if grep -q -- '^--- PASS: TestCRIPod ' "$alog" 2>/dev/null && [[ -n "$cripod" ]]; then
+		step "agent-patched: CRI pod (NRI)" ok "$cripod"
+	else
+		step "agent-patched: CRI pod (NRI)" FAIL "TestCRIPod did not pass${cripod:+ ($cripod)} ($alog)"
+	fi
 	idlecost="$(grep -E '^idlecost ' "$alog" 2>/dev/null || true)"
 	if [[ -n "$idlecost" ]]; then
 		step "agent-patched: idle cost" ok "$(tr ' ' '\n' <<<"$idlecost" | grep -E '^(agent_cpu_s|floor_cpu_s|ratio|tasks)=' | paste -sd' ')"

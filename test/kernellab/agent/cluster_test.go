@@ -216,7 +216,7 @@ func (cl *cluster) kubectl(t *testing.T, stdin string, args ...string) string { 
 }
 
 // applyPreference `kubectl apply`s a NumaPreference of mode Static for node.
-func (cl *cluster) applyPreference(t *testing.T, name string, selector map[string]string, node int) {
+func (cl *cluster) applyPreference(t *testing.T, name string, selector map[string]string, node int) { //nolint:unparam // the VM has nodes 0 and 1; the tests prefer 1, which no task that nothing placed reports
 	t.Helper()
 	var labels []string
 	for k, v := range selector {
@@ -338,21 +338,8 @@ func (cl *cluster) startAgentBinary(t *testing.T, lab *hostlab.Lab, binary, stat
 	}, extra...)
 	cmd := exec.Command(file(binary), args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	a := &agent{cmd: cmd, log: logPath, started: time.Now()}
-	if err := hostlab.StartOnSpawnerThread(cmd); err != nil {
-		t.Fatalf("starting the agent: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { a.stop(t, exited) })
-	poll(t, apiWait, "the agent's /readyz", func() error {
-		select {
-		case err := <-exited:
-			exited <- err
-			return fmt.Errorf("the agent exited: %v (log %s:\n%s)", err, logPath, tail(logPath, 30))
-		default:
-		}
+	startDaemon(t, "the agent", cmd, logPath, func() error {
 		resp, err := http.Get("http://" + healthAddr + "/readyz")
 		if err != nil {
 			return err
@@ -369,22 +356,46 @@ func (cl *cluster) startAgentBinary(t *testing.T, lab *hostlab.Lab, binary, stat
 
 func (a *agent) pid() int { return a.cmd.Process.Pid }
 
-// stop sends SIGTERM and waits up to 20 s, then SIGKILL.
-func (a *agent) stop(t *testing.T, exited chan error) {
-	if a.cmd.ProcessState != nil {
+// startDaemon starts cmd, a daemon whose output goes to the file logPath, from the spawner
+// thread with SIGKILL as its parent-death signal, stops it at cleanup (stopProcess), and
+// polls ready until it succeeds, failing at once when the daemon exits.
+func startDaemon(t *testing.T, what string, cmd *exec.Cmd, logPath string, ready func() error) {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := hostlab.StartOnSpawnerThread(cmd); err != nil {
+		t.Fatalf("starting %s: %v", what, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { stopProcess(t, what, cmd, exited) })
+	poll(t, apiWait, what+" ready", func() error {
+		select {
+		case err := <-exited:
+			exited <- err
+			return fmt.Errorf("%s exited: %v (log %s:\n%s)", what, err, logPath, tail(logPath, 30))
+		default:
+		}
+		return ready()
+	})
+}
+
+// stopProcess sends SIGTERM to a process the test started, whose Wait's result comes on
+// exited, and waits up to 20 s, then sends SIGKILL.
+func stopProcess(t *testing.T, what string, cmd *exec.Cmd, exited chan error) {
+	if cmd.ProcessState != nil {
 		return
 	}
-	a.cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Process.Signal(syscall.SIGTERM)
 	var err error
 	select {
 	case err = <-exited:
 	case <-time.After(20 * time.Second):
-		t.Errorf("the agent did not stop within 20 s of SIGTERM; killing it")
-		a.cmd.Process.Kill()
+		t.Errorf("%s did not stop within 20 s of SIGTERM; killing it", what)
+		cmd.Process.Kill()
 		err = <-exited
 	}
 	if err != nil {
-		t.Logf("the agent exited: %v", err)
+		t.Logf("%s exited: %v", what, err)
 	}
 }
 

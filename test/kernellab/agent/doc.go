@@ -6,5 +6,8 @@
 // forks, metrics, inspect, idle cost, undo) and on the control kernel (KernelUnsupported,
 // no prctl 78); TestEffect measures what the preference does to a workload's memory in the
 // seed's four scenarios and a fifth, the preference set before the workload's first touch
-// (as NRI sets it at the container's start). hack/kernel/lab.sh runs them (make kernel-lab).
+// (as NRI sets it at the container's start); TestCRIPod runs containerd and runc in the
+// patched VM with the agent as their NRI plugin, starts pods through CRI (crictl), and
+// checks that the selected pod's container reads its preferred node at its first
+// instruction. hack/kernel/lab.sh runs them (make kernel-lab).
 package agent

@@ -1,0 +1,267 @@
+//go:build linux && kernellab
+
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/testutil/hostlab"
+	"github.com/numapref/numapref/test/kernellab/labenv"
+	"github.com/numapref/numapref/test/localnode"
+)
+
+// What TestCRIPod needs in the initramfs besides the agent's files (hack/kernel/lab.sh puts
+// them there from hack/runtime-binaries.sh, all static): containerd 2.x with NRI, its runc
+// shim, runc, ctr to import the images, crictl, and the workload binary the images are made
+// of (test/e2e/workload).
+var criFiles = []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "crictl", "workload"}
+
+// criNode is the preference's node: neither -1 (no preference) nor 0, where a task that
+// nothing placed could also be.
+const criNode = 1
+
+// TestCRIPod runs containerd and runc in the patched VM, the agent as containerd's NRI
+// plugin (--nri-socket), and starts pods through CRI with crictl as a kubelet would: host
+// network (the VM has no CNI), the kubelet's cgroup layout. Nothing puts the pods in the
+// API, so only the runtime's StartContainer can tell the agent about them. Each pod's
+// container runs `workload first-node`, whose first action is a prctl GET of its own
+// preferred node: the selected pod must read the preference's node there, and a pod the
+// preference does not select must read -1 in the same runtime, so the check can fail.
+func TestCRIPod(t *testing.T) {
+	labenv.RequireKernel(t, "patched")
+	cl := newCluster(t, "patched")
+	lab := newHostlab(t)
+	rt := startRuntime(t, cl)
+	// The preference exists before the agent starts: the cache it lists at start holds it.
+	cl.applyPreference(t, "cri-first", map[string]string{"app": "cri-first"}, criNode)
+	t.Cleanup(func() { cl.deletePreference(t, "cri-first") })
+	cl.startAgent(t, lab, "--nri-socket="+rt.nriSocket())
+	// Registered (its own metric), and its node agent has synced since: the report it writes
+	// after handing the engine its desired state says so.
+	poll(t, apiWait, "the agent registered with containerd's NRI", func() error {
+		mfs, err := cl.metrics()
+		if err != nil {
+			return err
+		}
+		if v, _ := series(mfs, "numapref_nri_connected", nil); v != 1 {
+			return fmt.Errorf("numapref_nri_connected %v", v)
+		}
+		var rep numav1.NumaNodeReport
+		if err := cl.c.Get(context.Background(), client.ObjectKey{Name: cl.node}, &rep); err != nil {
+			return err
+		}
+		if rep.Status.NRI != numav1.NRIConnected {
+			return fmt.Errorf("the node's report says NRI %q", rep.Status.NRI)
+		}
+		return nil
+	})
+
+	selected := rt.runPod(t, lab, "cri-selected", map[string]string{"app": "cri-first"})
+	unselected := rt.runPod(t, lab, "cri-unselected", map[string]string{"app": "cri-other"})
+	mfs, err := cl.metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts, _ := series(mfs, "numapref_nri_container_starts_total", nil)
+	late, _ := series(mfs, "numapref_nri_late_placements_total", nil)
+	fmt.Printf("cripod first-node=%s unselected=%s nri_starts=%.0f late=%.0f\n", selected, unselected, starts, late)
+	if want := fmt.Sprint(criNode); selected != want {
+		t.Errorf("the selected pod's first instruction read node %s, want %s", selected, want)
+	}
+	if unselected != "-1" {
+		t.Errorf("the pod no preference selects read node %s at its first instruction, want -1", unselected)
+	}
+}
+
+// criRuntime is containerd with NRI, running in the VM with its root, state and sockets in a
+// directory of its own (the local node's layout: test/localnode).
+type criRuntime struct {
+	node *localnode.Node
+	logs string // where containerd's and the pods' logs go
+}
+
+// startRuntime writes the local node's containerd 2.x config for the VM (the native
+// snapshotter, runc without pivot_root: the root is the initramfs), starts containerd,
+// waits for its API and NRI socket, and imports the pause and workload images. containerd
+// is stopped at cleanup, after the pods (runPod) are removed.
+func startRuntime(t *testing.T, cl *cluster) *criRuntime {
+	t.Helper()
+	for _, f := range criFiles {
+		if _, err := os.Stat(file(f)); err != nil {
+			t.Fatalf("%s is not in the initramfs (hack/kernel/lab.sh puts it there): %v", f, err)
+		}
+	}
+	// containerd copies the host's /etc/hosts into each host-network pod; the initramfs has none.
+	if err := os.MkdirAll("/etc", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/etc/hosts"); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile("/etc/hosts", []byte("127.0.0.1 localhost\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &criRuntime{node: &localnode.Node{Dir: filepath.Join(cl.tmp, "runtime"), RuntimeDir: filesDir}, logs: reportDir(cl)}
+	d := rt.node.Dir
+	for _, sub := range []string{"containerd/root", "containerd/state", "nri/plugins", "nri/conf.d", "images"} {
+		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := filepath.Join(d, "containerd/config.toml")
+	opts := localnode.ContainerdOptions{Snapshotter: "native", NoPivotRoot: true}
+	if err := os.WriteFile(config, []byte(localnode.ContainerdConfigV3(d, filesDir, opts)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.Create(filepath.Join(rt.logs, "containerd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(file("containerd"), "--config", config)
+	cmd.Env = append(os.Environ(), "PATH="+filesDir+":"+os.Getenv("PATH"))
+	cmd.Stdout, cmd.Stderr = log, log
+	started := time.Now()
+	startDaemon(t, "containerd", cmd, log.Name(), func() error {
+		if out, err := rt.ctr("version"); err != nil {
+			return fmt.Errorf("ctr version: %v: %s", err, out)
+		}
+		_, err := os.Stat(rt.nriSocket())
+		return err
+	})
+	t.Logf("containerd ready after %s (log %s)", time.Since(started).Round(time.Millisecond), log.Name())
+	images := []localnode.Image{
+		{Ref: localnode.PauseImage, Binary: file("workload"), Path: "/workload", Cmd: []string{"pause"}},
+		{Ref: localnode.WorkloadImage, Binary: file("workload"), Path: "/workload", Cmd: []string{"work"}},
+	}
+	for i, im := range images {
+		tarball := filepath.Join(d, "images", fmt.Sprintf("%d.tar", i))
+		if err := im.WriteTarball(tarball); err != nil {
+			t.Fatal(err)
+		}
+		// Unpacked for the CRI's snapshotter by ctr itself (--local): containerd's transfer
+		// service unpacks only for its configured default, overlayfs, absent here.
+		if out, err := rt.ctr("-n", "k8s.io", "images", "import", "--local", "--snapshotter", "native", tarball); err != nil {
+			t.Fatalf("importing %s: %v\n%s", im.Ref, err, out)
+		}
+	}
+	return rt
+}
+
+func (rt *criRuntime) nriSocket() string { return rt.node.NRISocket() }
+
+func (rt *criRuntime) ctr(args ...string) (string, error) {
+	out, err := exec.Command(file("ctr"), append([]string{"--address", rt.node.ContainerdSocket()}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// crictl runs crictl against containerd's CRI and returns its trimmed standard output.
+func (rt *criRuntime) crictl(t *testing.T, args ...string) string {
+	t.Helper()
+	endpoint := "unix://" + rt.node.ContainerdSocket()
+	cmd := exec.Command(file("crictl"), append([]string{"--runtime-endpoint", endpoint, "--image-endpoint", endpoint,
+		"--timeout", "2m"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("crictl %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// runPod starts a pod named name with labels, in the workload namespace and a BestEffort
+// pod cgroup under the hostlab's kubelet root, as crictl runp, create and start do for a
+// kubelet, with one container "main" running `workload first-node`. It returns the node
+// that container's first report names. The pod is stopped and removed at cleanup.
+func (rt *criRuntime) runPod(t *testing.T, lab *hostlab.Lab, name string, labels map[string]string) string {
+	t.Helper()
+	uid := string(uuid.NewUUID())
+	dir := filepath.Join(rt.node.Dir, "pods", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		hostNetwork = 2 // runtime.v1 NamespaceMode_NODE
+		container   = "main"
+	)
+	pod := map[string]any{
+		"metadata":      map[string]any{"name": name, "namespace": workloadNS, "uid": uid},
+		"labels":        labels,
+		"log_directory": dir,
+		"dns_config":    map[string]any{"servers": []string{"10.0.2.3"}},
+		"linux": map[string]any{
+			"cgroup_parent":    lab.KubeletCgroupRoot() + "/kubepods/besteffort/pod" + uid,
+			"security_context": map[string]any{"namespace_options": map[string]any{"network": hostNetwork}},
+		},
+	}
+	ctr := map[string]any{
+		"metadata": map[string]any{"name": container},
+		"image":    map[string]any{"image": localnode.WorkloadImage},
+		"args":     []string{"first-node"},
+		"log_path": container + ".log",
+	}
+	podFile, ctrFile := filepath.Join(dir, "pod.json"), filepath.Join(dir, "container.json")
+	for path, v := range map[string]any{podFile: pod, ctrFile: ctr} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	podID := rt.crictl(t, "runp", podFile)
+	t.Cleanup(func() {
+		rt.crictl(t, "stopp", podID)
+		rt.crictl(t, "rmp", podID)
+	})
+	ctrID := rt.crictl(t, "create", podID, ctrFile, podFile)
+	rt.crictl(t, "start", ctrID)
+	logPath := filepath.Join(dir, container+".log")
+	var first string
+	poll(t, apiWait, "the first line of "+logPath, func() error {
+		var err error
+		first, err = firstLogLine(logPath)
+		return err
+	})
+	t.Logf("pod %s (%s): runp, create, start and the first line in %s: %q", name, labels, time.Since(start).Round(time.Millisecond), first)
+	node, ok := strings.CutPrefix(first, "first-node ")
+	if !ok {
+		t.Fatalf("pod %s: its container's first line is %q, want first-node N", name, first)
+	}
+	return node
+}
+
+// firstLogLine reads the first line of a CRI container log ("<time> <stream> <tag>
+// <message>"), which must be on stdout and complete (tag F).
+func firstLogLine(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		return "", fmt.Errorf("%s is empty: %v", path, sc.Err())
+	}
+	fields := strings.SplitN(sc.Text(), " ", 4)
+	if len(fields) != 4 || fields[1] != "stdout" || fields[2] != "F" {
+		return "", fmt.Errorf("%s: the first line %q is no complete stdout line", path, sc.Text())
+	}
+	return fields[3], nil
+}
