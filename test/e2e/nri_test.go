@@ -121,8 +121,9 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 		// A start the API cannot confirm holds for the start grace of the API answering
 		// (--nri-start-grace): shorter here than its default, so that the outage outlasts it,
 		// and long enough for the kubelet, once the API is back, to make its mirror pod and
-		// post the container's status.
-		const grace = 45 * time.Second
+		// post the container's status: it makes the mirror pod at the static pod's next sync,
+		// within its syncFrequency (1 min), 36 s to over 45 s after the API came back here.
+		const grace = 90 * time.Second
 		out, err := helm(ctx, "upgrade", release, "../../charts/numapref", "-n", agentNamespace, "--reuse-values",
 			"--set", fmt.Sprintf("nri.startGrace=%s", grace), "--wait", "--timeout", "2m")
 		Expect(err).NotTo(HaveOccurred(), out)
