@@ -365,7 +365,9 @@ func (s *HostState) restoreRules() error {
 }
 
 // linkExists says whether the host has a link named name.
-func linkExists(name string) bool { return exec.Command("ip", "link", "show", "dev", name).Run() == nil }
+func linkExists(name string) bool {
+	return exec.Command("ip", "link", "show", "dev", name).Run() == nil
+}
 
 // restoreLinks deletes the links the cluster made (for the local node: its CNI bridge and
 // any veth left over).
