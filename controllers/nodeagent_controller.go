@@ -76,6 +76,10 @@ type NodeAgentOptions struct {
 	// connected goes into the report (status.nri, the NRIConnected condition) and the
 	// node label numapref.io/nri, updated on each change.
 	NRI NRIState
+	// Preferences, when set, keeps the NumaPreferences of the namespaces with pods on this
+	// node on disk at each reconcile, for StartPlacer in an agent restarted while the API
+	// is unreachable.
+	Preferences *PreferenceStore
 }
 
 // NRIState is what the node agent controller reads of the NRI plugin.
@@ -129,6 +133,9 @@ func (r *NodeAgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 		return reconcile.Result{}, err
 	}
 	plans := planPods(pods, prefs)
+	if r.opts.Preferences != nil {
+		r.opts.Preferences.Save(namespacesOf(pods, prefs))
+	}
 	var desires []nodeagent.Desire
 	for _, p := range plans {
 		desires = append(desires, p.plan.Desires...)
@@ -168,6 +175,21 @@ func (r *NodeAgentReconciler) read(ctx context.Context) ([]corev1.Pod, []numav1.
 		return nil, nil, fmt.Errorf("listing NumaPreferences: %w", err)
 	}
 	return pods.Items, prefs.Items, nil
+}
+
+// namespacesOf returns the NumaPreferences of the namespaces that have pods.
+func namespacesOf(pods []corev1.Pod, prefs []numav1.NumaPreference) []numav1.NumaPreference {
+	namespaces := map[string]bool{}
+	for _, p := range pods {
+		namespaces[p.Namespace] = true
+	}
+	var out []numav1.NumaPreference
+	for _, p := range prefs {
+		if namespaces[p.Namespace] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func planPods(pods []corev1.Pod, prefs []numav1.NumaPreference) []podPlan {

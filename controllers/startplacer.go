@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -27,28 +28,46 @@ type StartEngine interface {
 // when the cache does not hold it yet, one made of the runtime's sandbox) and the cached
 // NumaPreferences of its namespace; the engine's PlaceAtStart acts at once.
 type StartPlacer struct {
-	reader client.Reader // the agent's cache
-	engine StartEngine
-	log    logr.Logger
+	reader    client.Reader // the agent's cache
+	engine    StartEngine
+	persisted *PreferenceStore // nil: none
+	log       logr.Logger
 }
 
+// cacheWait bounds how long a start waits for a cache that has not synced (an agent
+// started while the API is unreachable) before it decides from the persisted
+// NumaPreferences instead: a synced cache answers at once.
+const cacheWait = 200 * time.Millisecond
+
 // NewStartPlacer returns the placer of the node agent whose cache reader holds its pods and
-// the NumaPreferences (NodeCacheOptions).
-func NewStartPlacer(reader client.Reader, engine StartEngine, log logr.Logger) *StartPlacer {
-	return &StartPlacer{reader: reader, engine: engine, log: log}
+// the NumaPreferences (NodeCacheOptions). persisted, when not nil, is what it decides from
+// while that cache has not synced: the NumaPreferences the agent last saw (the node agent's
+// NodeAgentOptions.Preferences).
+func NewStartPlacer(reader client.Reader, engine StartEngine, persisted *PreferenceStore, log logr.Logger) *StartPlacer {
+	return &StartPlacer{reader: reader, engine: engine, persisted: persisted, log: log}
 }
 
 // PlaceAtStart decides for the container s and has the engine place it (nri.Placer). It
-// reads only the cache: the runtime waits for its answer.
+// reads only the cache, or the persisted NumaPreferences while the cache has not synced:
+// the runtime waits for its answer.
 func (p *StartPlacer) PlaceAtStart(ctx context.Context, s nri.Start) {
 	log := p.log.WithValues("pod", s.Namespace+"/"+s.PodName, "container", s.Container)
 	var prefs numav1.NumaPreferenceList
-	if err := p.reader.List(ctx, &prefs, client.InNamespace(s.Namespace)); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, cacheWait)
+	err := p.reader.List(cctx, &prefs, client.InNamespace(s.Namespace))
+	cancel()
+	var pod *corev1.Pod
+	switch stored, ok := p.stored(s.Namespace); {
+	case err == nil:
+		if pod, ok = p.pod(ctx, s); !ok {
+			return
+		}
+	case ok:
+		// No cache yet: the sandbox's pod, and what the API last said.
+		log.V(1).Info("Deciding from the persisted NumaPreferences: the cache has not synced", "error", err.Error())
+		prefs.Items, pod = stored, sandboxPod(s)
+	default:
 		log.Error(err, "Listing the cached NumaPreferences; the container is placed once the API reports it running")
-		return
-	}
-	pod, ok := p.pod(ctx, s)
-	if !ok {
 		return
 	}
 	d, ok := nodeagent.PlanStart(pod, prefs.Items, s.Container, s.ContainerID)
@@ -77,6 +96,20 @@ func (p *StartPlacer) pod(ctx context.Context, s nri.Start) (*corev1.Pod, bool) 
 		p.log.Error(err, "Reading the cached pod; the container is placed once the API reports it running", "pod", s.Namespace+"/"+s.PodName)
 		return nil, false
 	}
+	return sandboxPod(s), true
+}
+
+// sandboxPod is the pod of the runtime's sandbox of s: its metadata and labels, no spec.
+func sandboxPod(s nri.Start) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.PodName, UID: types.UID(s.PodUID),
-		Labels: s.Labels, Annotations: s.Annotations}}, true
+		Labels: s.Labels, Annotations: s.Annotations}}
+}
+
+// stored returns the persisted NumaPreferences of namespace; ok is false when there are
+// none to go by.
+func (p *StartPlacer) stored(namespace string) ([]numav1.NumaPreference, bool) {
+	if p.persisted == nil {
+		return nil, false
+	}
+	return p.persisted.InNamespace(namespace)
 }

@@ -53,7 +53,7 @@ func TestStartPlacerWhichPod(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reader := fakeAPI(t, cached.DeepCopy(), mirror.DeepCopy(), pref.DeepCopy())
 			var engine startRecorder
-			NewStartPlacer(reader, &engine, logr.Discard()).PlaceAtStart(context.Background(), tc.start)
+			NewStartPlacer(reader, &engine, nil, logr.Discard()).PlaceAtStart(context.Background(), tc.start)
 			if len(engine) != tc.want {
 				t.Fatalf("placed %+v, want %d", engine, tc.want)
 			}

@@ -72,7 +72,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kernel, "kernel", "auto", "kernel backend: auto (prctl when the kernel proves support, else nothing), prctl (fail without support), emulated")
 	fs.IntVar(&f.prctlOption, "prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs (v1/v2: 78, v3: 79; mainline took both: 78 is PR_FUTEX_HASH since 6.16, 79 PR_RSEQ_SLICE_EXTENSION since 7.0, so it is only called on a kernel that proves the patch)")
 	fs.StringVar(&f.adoptStateFrom, "adopt-state-from", "", "a state dir an earlier version used (the chart's /var/lib/numapref before state dirs were per release): its state files move into -state-dir when that has no ledger yet, so what the earlier agent set is still undone")
-	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's state, kept across restarts: ledger.json and ledger.json.journal (what it set), choices.json (placement choices), desired.json (the last desired state)")
+	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's state, kept across restarts: ledger.json and ledger.json.journal (what it set), choices.json (placement choices), desired.json (the last desired state), with -nri-socket preferences.json (the NumaPreferences last seen)")
 	fs.StringVar(&f.podName, "pod-name", os.Getenv("POD_NAME"), "this agent's pod (downward API: POD_NAME); its DaemonSet owner is watched, and its deletion undoes everything (empty: never)")
 	fs.StringVar(&f.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "this agent's pod's namespace (downward API: POD_NAMESPACE)")
 	fs.StringVar(&f.emulatorStateDir, "emulator-state-dir", "/run/numapref/emulator", "state of the emulated kernel; tmpfs, like the kernel's state it is lost at reboot")
@@ -246,8 +246,10 @@ func runAgent(args []string) error {
 		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
 	}
 	if f.nriSocket != "" {
+		// What the API last said, for the starts an agent restarted during an outage sees.
+		opts.Preferences = controllers.NewPreferenceStore(filepath.Join(f.stateDir, preferencesFile), ctrl.Log.WithName("preferences"))
 		plugin, err := nri.New(nri.Config{Socket: f.nriSocket, Log: ctrl.Log.WithName("nri"),
-			Placer: controllers.NewStartPlacer(mgr.GetClient(), engine, ctrl.Log.WithName("start"))})
+			Placer: controllers.NewStartPlacer(mgr.GetClient(), engine, opts.Preferences, ctrl.Log.WithName("start"))})
 		if err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}

@@ -22,7 +22,11 @@ import (
 const lockFile = "agent.lock"
 
 // stateFiles are the agent's files in its state dir, removed after a drain.
-var stateFiles = []string{"ledger.json", "ledger.json" + nodeagent.JournalSuffix, "desired.json", "choices.json"}
+var stateFiles = []string{"ledger.json", "ledger.json" + nodeagent.JournalSuffix, "desired.json", "choices.json", preferencesFile}
+
+// preferencesFile holds the NumaPreferences the agent last saw (with -nri-socket:
+// controllers.PreferenceStore).
+const preferencesFile = "preferences.json"
 
 // lockWaitReport is how often an agent waiting for its state dir says so again.
 const lockWaitReport = 30 * time.Second

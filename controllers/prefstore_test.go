@@ -1,0 +1,92 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/nri"
+	"github.com/numapref/numapref/internal/testutil/builders"
+)
+
+// TestPreferenceStore: what Save writes a new store reads back, names and specs only; an
+// unchanged Save writes nothing; a damaged file, or one of another version, is none.
+func TestPreferenceStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "preferences.json")
+	s := NewPreferenceStore(path, logr.Discard())
+	if _, ok := s.InNamespace("ns"); ok {
+		t.Fatal("a store without a file says it knows")
+	}
+	db := builders.MakePreference("ns", "db").Selector("app", "db").Node(1).Obj()
+	db.Labels = map[string]string{"team": "a"}
+	web := builders.MakePreference("other", "web").Selector("app", "web").Node(0).Obj()
+	s.Save([]numav1.NumaPreference{*web, *db})
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Save([]numav1.NumaPreference{*db, *web})
+	if after, err := os.Stat(path); err != nil || !os.SameFile(before, after) {
+		t.Errorf("an unchanged Save replaced the file (%v)", err)
+	}
+
+	read := NewPreferenceStore(path, logr.Discard())
+	got, ok := read.InNamespace("ns")
+	if !ok || len(got) != 1 || got[0].Name != "db" || got[0].Spec.Node == nil || *got[0].Spec.Node != 1 || got[0].Labels != nil {
+		t.Fatalf("read back %+v, %v; want db at node 1, its spec and name only", got, ok)
+	}
+	if got, ok := read.InNamespace("empty"); !ok || len(got) != 0 {
+		t.Errorf("a namespace without preferences: %v, %v; want none, known", got, ok)
+	}
+
+	for name, content := range map[string]string{
+		"damaged":          `{"version":1,"preferences":[`,
+		"another version":  `{"version":2,"preferences":[]}`,
+		"an unknown field": `{"version":1,"preferences":[],"more":true}`,
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := NewPreferenceStore(path, logr.Discard()).InNamespace("ns"); ok {
+			t.Errorf("%s file: the store says it knows", name)
+		}
+	}
+}
+
+// unsynced is a cache that has not synced: every read fails, as controller-runtime's does
+// once its context ends.
+type unsynced struct{ client.Reader }
+
+func (unsynced) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("timed out waiting for cache to be synced")
+}
+
+func (unsynced) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New("timed out waiting for cache to be synced")
+}
+
+// TestStartPlacerWithoutCache: with no cache (an agent restarted while the API is
+// unreachable) a start is decided from the persisted NumaPreferences and the sandbox's
+// labels; with none persisted, nothing is placed.
+func TestStartPlacerWithoutCache(t *testing.T) {
+	id := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	start := nri.Start{PodUID: "uid-new", Namespace: "ns", PodName: "db-1", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}
+	store := NewPreferenceStore(filepath.Join(t.TempDir(), "preferences.json"), logr.Discard())
+
+	var engine startRecorder
+	NewStartPlacer(unsynced{}, &engine, store, logr.Discard()).PlaceAtStart(context.Background(), start)
+	if len(engine) != 0 {
+		t.Fatalf("nothing persisted: placed %+v", engine)
+	}
+	store.Save([]numav1.NumaPreference{*builders.MakePreference("ns", "db").Selector("app", "db").Node(1).Obj()})
+	NewStartPlacer(unsynced{}, &engine, store, logr.Discard()).PlaceAtStart(context.Background(), start)
+	if len(engine) != 1 || engine[0].Node != 1 || engine[0].Preference != "db" || string(engine[0].PodUID) != "uid-new" {
+		t.Fatalf("placed %+v; want db-1 at node 1 from the persisted db", engine)
+	}
+}
