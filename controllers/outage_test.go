@@ -7,13 +7,17 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/testutil/builders"
@@ -155,6 +159,36 @@ var _ = Describe("Node agent during an apiserver outage", Ordered, func() {
 		}).Should(Succeed(), "the caches catch up and the status with them")
 		Expect(emulatedNodes(Default, host.emu, w.Pid(), whileDown, forkedWhileDown, shell, forked)).To(HaveEach(0),
 			"the live desired state, which replaced the persisted one, keeps them")
+	})
+
+	It("restarted in the middle of an outage, places a container the runtime starts from the NumaPreferences it persisted", func() {
+		agent = host.start(via, 0) // the last spec's agent ended with it
+		Expect(k8sClient.Create(ctx, builders.MakePreference(ns, "web").Selector("app", "web").Node(0).Obj())).To(Succeed())
+		// The kubelet learns of pod web-0 before the outage; its container does not run yet.
+		pod := builders.MakePod(ns, "web-0").Node("node-outage").Label("app", "web").Containers("main").Obj()
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		// The agent keeps the NumaPreferences of the namespaces with pods on its node.
+		Eventually(func(g Gomega) {
+			prefs, ok := NewPreferenceStore(filepath.Join(host.stateDir, "preferences.json"), logr.Discard()).InNamespace(ns)
+			g.Expect(ok).To(BeTrue())
+			g.Expect(prefs).To(ContainElement(HaveField("Name", "web")))
+		}).Should(Succeed(), "the agent persisted NumaPreference web")
+
+		proxy.cut()
+		agent.stop()
+		agent = host.start(via, 3*time.Second)
+		// runc create of web-0's container: the restarted agent's cache has nothing at all.
+		const id = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+		c, err := host.lab.Container(corev1.PodQOSBestEffort, string(pod.UID), id)
+		Expect(err).NotTo(HaveOccurred())
+		init, err := c.StartWorkload(0)
+		Expect(err).NotTo(HaveOccurred())
+		runtime := connectPlugin(NewStartPlacer(agent.mgr.GetClient(), host.engine, host.prefs, log.Log.WithName("start")))
+		startContainer(runtime, pod, id, init.Pid())
+		node, err := host.emu.Get(init.Pid())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(node).To(Equal(0), "the init task's node when the runtime's StartContainer returns, with no API and no cache")
+		proxy.restore()
 	})
 })
 

@@ -112,7 +112,7 @@ func startRealAgentOn(c *rest.Config, node, sysRoot string) (*hostlab.Lab, *emul
 }
 
 // realHost is what outlives an agent on this host: lab cgroups, the emulated kernel, and
-// the agent's state directory (ledger, persisted desired state). start runs an agent on it;
+// the agent's state directory (ledger, persisted desired state and NumaPreferences). start runs an agent on it;
 // after stopping one, start runs it again, as a restarted pod would.
 type realHost struct {
 	node     string
@@ -126,6 +126,8 @@ type realHost struct {
 	// is the last started agent's.
 	kernel numa.PreferredNode
 	engine *nodeagent.Engine
+	// prefs is the last started agent's store of the NumaPreferences it saw, in stateDir.
+	prefs *PreferenceStore
 }
 
 // engineResolver is what the engine needs of the cgroup resolver.
@@ -188,7 +190,10 @@ func (h *realHost) start(c *rest.Config, syncTimeout time.Duration) *runningAgen
 	})
 	Expect(err).NotTo(HaveOccurred())
 	h.engine = engine
-	a := startAgent(h.node, engine, withConfig(c), withSummarizer(), withSyncTimeout(syncTimeout), withRunnables(engine))
+	h.prefs = NewPreferenceStore(filepath.Join(h.stateDir, "preferences.json"), log.Log.WithName("preferences"))
+	opts := testAgentOptions
+	opts.Preferences = h.prefs
+	a := startAgent(h.node, engine, withConfig(c), withOptions(opts), withSummarizer(), withSyncTimeout(syncTimeout), withRunnables(engine))
 	stop := a.stop
 	a.stop = func() { stop(); pe.Close() }
 	return a

@@ -83,22 +83,11 @@ var _ = Describe("Placing a container at its start (NRI)", func() {
 		init, err := c.StartWorkload(0)
 		Expect(err).NotTo(HaveOccurred())
 
-		// The runtime, and the agent's plugin connected to it.
-		runtime := nriruntime.Start(GinkgoTB())
-		plugin, err := nri.New(nri.Config{Socket: runtime.Socket, Log: log.Log.WithName("nri"),
-			Placer: NewStartPlacer(a.mgr.GetClient(), host.engine, log.Log.WithName("start"))})
-		Expect(err).NotTo(HaveOccurred())
-		pctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- plugin.Start(pctx) }()
-		DeferCleanup(func() { cancel(); Eventually(done).Should(Receive(BeNil())) })
-		runtime.WaitPlugin()
-
-		// StartContainer, between runc create and runc start. When the runtime has the
-		// plugin's answer, the init is placed: no waiting here.
-		sandbox := &api.PodSandbox{Id: "sandbox-db-0", Uid: string(pod.UID), Namespace: ns, Name: pod.Name, Labels: pod.Labels}
-		Expect(runtime.StartContainer(sandbox, &api.Container{Id: id, PodSandboxId: sandbox.Id, Name: "main",
-			Pid: uint32(init.Pid()), State: api.ContainerState_CONTAINER_CREATED})).To(Succeed())
+		// The runtime, and the agent's plugin connected to it. StartContainer comes between
+		// runc create and runc start; when the runtime has the plugin's answer, the init is
+		// placed: no waiting here.
+		runtime := connectPlugin(NewStartPlacer(a.mgr.GetClient(), host.engine, nil, log.Log.WithName("start")))
+		startContainer(runtime, pod, id, init.Pid())
 		node, err := host.emu.Get(init.Pid())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(node).To(Equal(0), "the init task's node when the runtime's StartContainer returns")
@@ -164,3 +153,27 @@ var _ = Describe("Placing a container at its start (NRI)", func() {
 type noPlacer struct{}
 
 func (noPlacer) PlaceAtStart(context.Context, nri.Start) {}
+
+// connectPlugin starts a runtime (nri's adaptation, in this process) and the agent's NRI
+// plugin with placer, connected to it until the spec ends.
+func connectPlugin(placer nri.Placer) *nriruntime.Runtime {
+	GinkgoHelper()
+	runtime := nriruntime.Start(GinkgoTB())
+	plugin, err := nri.New(nri.Config{Socket: runtime.Socket, Log: log.Log.WithName("nri"), Placer: placer})
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- plugin.Start(ctx) }()
+	DeferCleanup(func() { cancel(); Eventually(done).Should(Receive(BeNil())) })
+	runtime.WaitPlugin()
+	return runtime
+}
+
+// startContainer has runtime start container main of pod, its init task pid: the
+// runtime's StartContainer, whose sandbox carries the pod's metadata and labels.
+func startContainer(runtime *nriruntime.Runtime, pod *corev1.Pod, id string, pid int) {
+	GinkgoHelper()
+	sandbox := &api.PodSandbox{Id: "sandbox-" + pod.Name, Uid: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels}
+	Expect(runtime.StartContainer(sandbox, &api.Container{Id: id, PodSandboxId: sandbox.Id, Name: "main",
+		Pid: uint32(pid), State: api.ContainerState_CONTAINER_CREATED})).To(Succeed())
+}
