@@ -140,6 +140,12 @@ func (c *restrictionCheck) Start(ctx context.Context) error {
 			next = min(next, restrictionRetry)
 		} else {
 			c.record(ctx, v)
+			if v.Status == metav1.ConditionFalse {
+				// A policy installed with the agent (the same helm install) is enforced
+				// seconds after it: a missing restriction is checked again soon, not only
+				// after the whole interval.
+				next = min(next, restrictionRetry)
+			}
 		}
 		select {
 		case <-ctx.Done():
