@@ -134,7 +134,7 @@ func (r *NodeAgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	}
 	plans := planPods(pods, prefs)
 	if r.opts.Preferences != nil {
-		r.opts.Preferences.Save(namespacesOf(pods, prefs))
+		r.opts.Preferences.Save(podNamespacePreferences(pods, prefs))
 	}
 	var desires []nodeagent.Desire
 	for _, p := range plans {
@@ -177,8 +177,8 @@ func (r *NodeAgentReconciler) read(ctx context.Context) ([]corev1.Pod, []numav1.
 	return pods.Items, prefs.Items, nil
 }
 
-// namespacesOf returns the NumaPreferences of the namespaces that have pods.
-func namespacesOf(pods []corev1.Pod, prefs []numav1.NumaPreference) []numav1.NumaPreference {
+// podNamespacePreferences returns the NumaPreferences of the namespaces that have pods.
+func podNamespacePreferences(pods []corev1.Pod, prefs []numav1.NumaPreference) []numav1.NumaPreference {
 	namespaces := map[string]bool{}
 	for _, p := range pods {
 		namespaces[p.Namespace] = true

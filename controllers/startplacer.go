@@ -57,18 +57,19 @@ func (p *StartPlacer) PlaceAtStart(ctx context.Context, s nri.Start) {
 	err := p.reader.List(cctx, &prefs, client.InNamespace(s.Namespace))
 	cancel()
 	var pod *corev1.Pod
-	switch stored, ok := p.stored(s.Namespace); {
-	case err == nil:
+	var ok bool
+	if err == nil {
 		if pod, ok = p.pod(ctx, s); !ok {
 			return
 		}
-	case ok:
+	} else {
 		// No cache yet: the sandbox's pod, and what the API last said.
+		if prefs.Items, ok = p.stored(s.Namespace); !ok {
+			log.Error(err, "Listing the cached NumaPreferences; the container is placed once the API reports it running")
+			return
+		}
 		log.V(1).Info("Deciding from the persisted NumaPreferences: the cache has not synced", "error", err.Error())
-		prefs.Items, pod = stored, sandboxPod(s)
-	default:
-		log.Error(err, "Listing the cached NumaPreferences; the container is placed once the API reports it running")
-		return
+		pod = sandboxPod(s)
 	}
 	d, ok := nodeagent.PlanStart(pod, prefs.Items, s.Container, s.ContainerID)
 	if !ok {
