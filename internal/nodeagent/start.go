@@ -61,8 +61,8 @@ type startDesire struct {
 // tasks (at the start: the init, whose thread execs the program and keeps the node across
 // exec), the ledger written ahead as ever. The desire counts until the API's desired
 // state holds the same container (its Ref.ContainerID) or for StartGrace of the API
-// answering (SetAPIReachable), whichever comes first: from then on the API's desired state alone rules, and a container it does not
-// select is undone. ok is false when the engine did nothing: before it is synced (the
+// answering (SetAPIReachable), whichever comes first: from then on the API's desired
+// state alone rules, and a container it does not select is undone. ok is false when the engine did nothing: before it is synced (the
 // first desired state, the API's or the persisted one) and once draining.
 func (e *Engine) PlaceAtStart(d Desire) (r ContainerResult, ok bool) {
 	key := d.Key()
