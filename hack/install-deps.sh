@@ -21,8 +21,9 @@ declare -A groups=(
   [localnode]="containerd runc containernetworking-plugins iptables gcc pkg-config libseccomp-dev"
   # kind (test/kindnode, hack/kind/node-image.sh): Debian's Docker engine (20.10; the suite
   # starts its own dockerd where no engine runs), mmdebstrap for the node image's Debian
-  # rootfs, iptables for the host snapshot's rule check.
-  [kind]="docker.io mmdebstrap iptables"
+  # rootfs, iptables for the host snapshot's rule check; gcc, pkg-config and libseccomp-dev
+  # build the static runc the node image holds (hack/runtime-binaries.sh).
+  [kind]="docker.io mmdebstrap iptables gcc pkg-config libseccomp-dev"
   # The kernel lab (hack/kernel): qemu, Debian's 6.12 source for the patched kernel and
   # what building it takes; the control kernel is downloaded with apt-get download.
   # pkg-config and libseccomp-dev (with build-essential's gcc) build the static runc the

@@ -10,8 +10,13 @@
 #
 # What it holds, in the place kind's own base and node images put it:
 #   - a Debian rootfs (mmdebstrap, from the Debian archive) with the packages kind's base
-#     image installs that exist in Debian 12 and that a node needs: systemd, containerd, runc,
-#     the CNI plugins, iptables, the mount and network tools, curl, jq;
+#     image installs that exist in Debian 12 and that a node needs: systemd, the CNI plugins,
+#     iptables, the mount and network tools, curl, jq;
+#   - containerd 2.x (containerd, containerd-shim-runc-v2, ctr) and a static runc, built from
+#     the Go module proxy by hack/runtime-binaries.sh (cached), in /usr/local/bin and
+#     /usr/local/sbin where kind's own base image puts them; its configuration
+#     (hack/kind/node/etc/containerd/config.toml) turns NRI on, at /var/run/nri/nri.sock.
+#     Debian 12's containerd 1.6 has no NRI; the local node keeps it (make e2e);
 #   - kind's own entrypoint, systemd units and helper scripts, taken from the kind module
 #     (the version hack/tools.sh pins) at build time;
 #   - this project's Kubernetes binaries (hack/k8s-binaries.sh): kubelet, kubeadm, kubectl
@@ -39,13 +44,14 @@ fi
 SUITE=bookworm
 # kind's base image package list (images/base/Dockerfile), as Debian 12 has it, less what
 # only rootless kind, network storage or storage e2e tests use (fuse-overlayfs, nfs-common,
-# open-iscsi), plus Debian's container runtime and CNI plugins (kind builds its own).
+# open-iscsi), plus Debian's CNI plugins (kind builds its own). The container runtime is
+# not Debian's: see the header.
 PACKAGES=(
   systemd systemd-sysv dbus
   conntrack iptables nftables iproute2 ethtool util-linux mount kmod
   libseccomp2 pigz e2fsprogs
   bash ca-certificates curl jq procps
-  containerd runc containernetworking-plugins
+  containernetworking-plugins
 )
 K8S_VERSION=${K8S_VERSION:-1.37.2}
 KIND_VERSION=$(hack/tools.sh --version kind)
@@ -55,8 +61,10 @@ CACHE=${NUMAPREF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/numapref}
 command -v mmdebstrap >/dev/null || { echo "node-image: mmdebstrap is missing: hack/install-deps.sh kind" >&2; exit 1; }
 
 bin=$(hack/k8s-binaries.sh kind)
+# The directory's name holds the runtime's versions.
+runtime=$(hack/runtime-binaries.sh)
 inputs() {
-  printf '%s\n' "suite=$SUITE" "packages=${PACKAGES[*]}" "k8s=$K8S_VERSION" "kind=$KIND_VERSION" "bin=$bin"
+  printf '%s\n' "suite=$SUITE" "packages=${PACKAGES[*]}" "k8s=$K8S_VERSION" "kind=$KIND_VERSION" "bin=$bin" "runtime=$runtime"
   find hack/kind/node-image.sh hack/kind/node hack/kind/images test/localnode/images.go \
     test/e2e/workload internal/testutil/rawfork -type f | LC_ALL=C sort | xargs sha256sum
 }
@@ -83,10 +91,12 @@ for u in kubelet.service kubelet.slice undo-mount-hacks.service containerd.servi
 done
 install -m 0644 "$files"/etc/systemd/system/kubelet.service.d/*.conf "$stage/etc/systemd/system/kubelet.service.d/"
 install -m 0644 "$files/etc/default/kubelet" "$stage/etc/default/kubelet"
-# kind builds containerd into /usr/local/bin; Debian's is /usr/bin/containerd.
-sed -i 's#^ExecStart=/usr/local/bin/containerd#ExecStart=/usr/bin/containerd#' "$stage/etc/systemd/system/containerd.service"
-grep -q '^ExecStart=/usr/bin/containerd$' "$stage/etc/systemd/system/containerd.service" ||
+# kind's containerd.service starts /usr/local/bin/containerd, where the runtime goes.
+grep -q '^ExecStart=/usr/local/bin/containerd$' "$stage/etc/systemd/system/containerd.service" ||
   { echo "node-image: kind's containerd.service changed shape" >&2; exit 1; }
+install -d -m 0755 "$stage/usr/local/bin" "$stage/usr/local/sbin"
+for b in containerd containerd-shim-runc-v2 ctr; do install -m 0755 "$runtime/$b" "$stage/usr/local/bin/$b"; done
+install -m 0755 "$runtime/runc" "$stage/usr/local/sbin/runc"
 # kind's sysctl.d files are left out: systemd-sysctl is masked below (see there), and what
 # they set only matters to kindnetd and kind's DNS rewrite, neither of which runs here.
 

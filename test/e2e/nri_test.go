@@ -27,7 +27,8 @@ import (
 )
 
 // The agent as the container runtime's NRI plugin, on a node whose containerd serves NRI
-// (make e2e-nri: the local node on containerd 2.x built by hack/runtime-binaries.sh). Each
+// (make e2e-nri: the local node on containerd 2.x built by hack/runtime-binaries.sh; make
+// e2e-kind: the kind nodes, on the same containerd, all but the localnode spec). Each
 // workload's first action reports its own forced node, read from the emulator's view: a
 // container placed after it started would report -1.
 var _ = Describe("Placing containers at their start through the runtime's NRI", Ordered, Label("nri"), func() {
@@ -83,7 +84,7 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 		before := connects()
 		Expect(before).To(BeNumerically(">=", 1))
 		// containerd stops and starts again; the containers and their shims keep running.
-		Expect(prov.(*localProvider).node.RestartRuntime(ctx)).To(Succeed())
+		Expect(prov.restartRuntime(ctx)).To(Succeed())
 		Eventually(connects).WithContext(ctx).WithTimeout(60*time.Second).Should(BeNumerically(">", before),
 			"the agent registers with the new containerd")
 		Expect(cl.Create(ctx, firstNodePod(nns, "first-after-restart", map[string]string{"app": "first"}))).To(Succeed())
@@ -116,7 +117,9 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 			g.Expect(entry.Failed).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
-	It("places a new pod's container at its start while the API server is unreachable, and keeps it placed", func(ctx SpecContext) {
+	// On the local node only (label localnode): it pauses kube-apiserver, a process of the
+	// node, and runs a static pod from the kubelet's manifest directory.
+	It("places a new pod's container at its start while the API server is unreachable, and keeps it placed", Label("localnode"), func(ctx SpecContext) {
 		node := prov.(*localProvider).node
 		// A start the API cannot confirm holds for the start grace of the API answering
 		// (--nri-start-grace): shorter here than its default, so that the outage outlasts it,

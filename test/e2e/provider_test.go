@@ -34,6 +34,9 @@ type provider interface {
 	// nri is true when the nodes' container runtime serves NRI and the agent is installed
 	// as its plugin (the specs labelled "nri").
 	nri() bool
+	// restartRuntime stops the primary node's container runtime and starts it again; the
+	// containers and their shims keep running. It returns once the runtime serves again.
+	restartRuntime(ctx context.Context) error
 	down(ctx context.Context) error
 }
 
@@ -118,6 +121,8 @@ func (p *localProvider) values() []string {
 
 func (p *localProvider) nri() bool { return p.runtimeDir != "" }
 
+func (p *localProvider) restartRuntime(ctx context.Context) error { return p.node.RestartRuntime(ctx) }
+
 // The agent listens on 127.0.0.1 only (bindAddress), not on the node's address.
 func (p *localProvider) agentURL() string { return "https://127.0.0.1:8443" }
 
@@ -175,13 +180,24 @@ func (p *kindProvider) agentLogs(ctx context.Context) string {
 func (p *kindProvider) values() []string {
 	// The summarizer's two replicas, on the host network as the agents (the control plane's
 	// address is the nodes'), go one to each worker.
-	return []string{"kubeletCgroupRoot=/kubelet", "apiServer.host=" + p.apiHost, "apiServer.port=6443", "summarizer.hostNetwork=true"}
+	// The node image's containerd serves NRI at the chart's default socket.
+	return []string{"kubeletCgroupRoot=/kubelet", "apiServer.host=" + p.apiHost, "apiServer.port=6443", "summarizer.hostNetwork=true",
+		"nri.enabled=true"}
 }
 
 func (p *kindProvider) agentURL() string { return "" }
 
-// nri is false: the node image runs Debian's containerd 1.6 (hack/kind/node-image.sh).
-func (p *kindProvider) nri() bool { return false }
+// nri: the node image runs containerd 2.x with NRI on (hack/kind/node-image.sh).
+func (p *kindProvider) nri() bool { return true }
+
+// restartRuntime: systemd's restart of a Type=notify unit returns once containerd says it
+// is ready; kind's unit has KillMode=process, so the shims stay.
+func (p *kindProvider) restartRuntime(ctx context.Context) error {
+	if out, err := p.cluster.Exec(ctx, primaryNode(), "systemctl restart containerd"); err != nil {
+		return fmt.Errorf("restarting containerd on %s: %w: %s", primaryNode(), err, out)
+	}
+	return nil
+}
 
 func (p *kindProvider) down(ctx context.Context) error {
 	if p.cluster == nil {
