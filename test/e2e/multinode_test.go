@@ -129,6 +129,10 @@ func multiNodeSpecs() bool {
 					names = append(names, rep.Name)
 					g.Expect(rep.OwnerReferences).To(ConsistOf(And(HaveField("Kind", "Node"), HaveField("Name", rep.Name))))
 					g.Expect(rep.Status.KernelSupport).To(Equal("emulator"), rep.Name)
+					if prov.nri() {
+						// Every node's runtime serves NRI, the cgroupfs worker's too.
+						g.Expect(rep.Status.NRI).To(Equal(numav1.NRIConnected), rep.Name)
+					}
 					// Only that node's agent ever wrote it.
 					for _, m := range rep.ManagedFields {
 						if strings.HasPrefix(m.Manager, "numapref-agent/") {
@@ -141,6 +145,9 @@ func multiNodeSpecs() bool {
 					node := &corev1.Node{}
 					g.Expect(cl.Get(ctx, client.ObjectKey{Name: n}, node)).To(Succeed())
 					g.Expect(node.Labels).To(HaveKeyWithValue("numapref.io/kernel-support", "emulator"), n)
+					if prov.nri() {
+						g.Expect(node.Labels).To(HaveKeyWithValue("numapref.io/nri", "connected"), n)
+					}
 				}
 			}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 			out, err := kubectl(ctx, "get", "numanodereports")
