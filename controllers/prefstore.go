@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -43,6 +44,7 @@ type PreferenceStore struct {
 
 	mu    sync.Mutex
 	data  []byte // the file's content, as last read or written
+	key   string // data's preferencesKey
 	byNS  map[string][]numav1.NumaPreference
 	saved bool // the file holds data
 }
@@ -68,7 +70,11 @@ func NewPreferenceStore(path string, log logr.Logger) *PreferenceStore {
 		log.Error(err, "Persisted NumaPreferences unreadable: containers started before the API answers are placed once it does", "path", path)
 		return s
 	}
-	s.data, s.saved = data, true
+	loaded := make([]*numav1.NumaPreference, len(f.Preferences))
+	for i := range f.Preferences {
+		loaded[i] = &f.Preferences[i]
+	}
+	s.data, s.key, s.saved = data, preferencesKey(loaded), true
 	s.index(f.Preferences)
 	return s
 }
@@ -84,23 +90,34 @@ func (s *PreferenceStore) InNamespace(namespace string) (prefs []numav1.NumaPref
 // Save stores prefs, those of the namespaces with pods on this node, unless the store holds
 // them already. A failed write is logged; the next Save tries again.
 func (s *PreferenceStore) Save(prefs []numav1.NumaPreference) {
-	f := preferencesFile{Version: preferencesVersion, Preferences: make([]numav1.NumaPreference, 0, len(prefs))}
-	for _, p := range prefs {
+	// The reconciler calls this on every pass, and almost always nothing changed: the
+	// key tells so without copying or marshalling the objects.
+	sorted := make([]*numav1.NumaPreference, len(prefs))
+	for i := range prefs {
+		sorted[i] = &prefs[i]
+	}
+	slices.SortFunc(sorted, func(a, b *numav1.NumaPreference) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	key := preferencesKey(sorted)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.saved && key != "" && key == s.key {
+		return
+	}
+	f := preferencesFile{Version: preferencesVersion, Preferences: make([]numav1.NumaPreference, 0, len(sorted))}
+	for _, p := range sorted {
 		f.Preferences = append(f.Preferences, numav1.NumaPreference{
 			ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation},
 			Spec:       p.Spec,
 		})
 	}
-	slices.SortFunc(f.Preferences, func(a, b numav1.NumaPreference) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
 	data, err := json.Marshal(f)
 	if err == nil && len(data) > preferencesLimit {
 		err = fmt.Errorf("%d bytes, past its bound of %d", len(data), preferencesLimit)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err == nil && s.saved && bytes.Equal(data, s.data) {
+		s.key = key
 		return
 	}
 	if err == nil {
@@ -110,8 +127,25 @@ func (s *PreferenceStore) Save(prefs []numav1.NumaPreference) {
 		s.log.Error(err, "Persisting the NumaPreferences; an agent restarted while the API is unreachable would place new containers from older ones", "path", s.path)
 		return
 	}
-	s.data, s.saved = data, true
+	s.data, s.key, s.saved = data, key, true
 	s.index(f.Preferences)
+}
+
+// preferencesKey tells one sorted list of NumaPreferences from another without marshalling
+// them: their namespaces, names, UIDs and generations. The API raises a NumaPreference's
+// generation with every change of its spec, and the store keeps nothing else of it. A list
+// with an object of no generation (never one from the API) has no key, "": it is always
+// marshalled and compared.
+func preferencesKey(prefs []*numav1.NumaPreference) string {
+	var b []byte
+	for _, p := range prefs {
+		if p.Generation == 0 {
+			return ""
+		}
+		b = append(append(append(append(append(append(b, p.Namespace...), '/'), p.Name...), '/'), p.UID...), '/')
+		b = append(strconv.AppendInt(b, p.Generation, 10), '\n')
+	}
+	return string(b)
 }
 
 // index replaces byNS with prefs. s.mu is held, or s is not shared yet.
