@@ -70,11 +70,10 @@ func NewPreferenceStore(path string, log logr.Logger) *PreferenceStore {
 		log.Error(err, "Persisted NumaPreferences unreadable: containers started before the API answers are placed once it does", "path", path)
 		return s
 	}
-	loaded := make([]*numav1.NumaPreference, len(f.Preferences))
-	for i := range f.Preferences {
-		loaded[i] = &f.Preferences[i]
-	}
-	s.data, s.key, s.saved = data, preferencesKey(loaded), true
+	// No key for what was read: an older agent, or the API's defaults, may have given the
+	// same generations another spec than this agent marshals. The first Save compares
+	// the bytes.
+	s.data, s.saved = data, true
 	s.index(f.Preferences)
 	return s
 }
@@ -124,6 +123,9 @@ func (s *PreferenceStore) Save(prefs []numav1.NumaPreference) {
 		err = fsutil.WriteFileAtomic(s.path, data, 0o600)
 	}
 	if err != nil {
+		// The file may hold the new content or the old (a failure after the rename): the
+		// next Save compares nothing and writes.
+		s.data, s.key = nil, ""
 		s.log.Error(err, "Persisting the NumaPreferences; an agent restarted while the API is unreachable would place new containers from older ones", "path", s.path)
 		return
 	}

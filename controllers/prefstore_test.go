@@ -93,9 +93,10 @@ func TestStartPlacerWithoutCache(t *testing.T) {
 	}
 }
 
-// TestPreferenceStoreKey: Save skips marshalling by the objects' generations, and still
-// writes each change: a new generation, a deleted or added object, and any change of
-// objects that have no generation; a store read from its file knows what it holds.
+// TestPreferenceStoreKey: Save skips marshalling by the objects' UIDs and generations, and
+// still writes each change: a new generation, an object made again, a deleted object, and
+// any change of objects that have no generation; a store read from its file rewrites it
+// only when its content differs.
 func TestPreferenceStoreKey(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "preferences.json")
 	node := func(s *PreferenceStore, name string) int32 {
@@ -133,7 +134,26 @@ func TestPreferenceStoreKey(t *testing.T) {
 	if got := node(NewPreferenceStore(path, logr.Discard()), "db"); got != 0 {
 		t.Errorf("after db's spec changed (generation 2): node %d, want 0", got)
 	}
-	s.Save([]numav1.NumaPreference{pref("db", 0, 2)})
+	// db deleted and made again: another UID, the same generation, another spec.
+	recreated := pref("db", 1, 2)
+	recreated.UID = "uid-db-2"
+	s.Save([]numav1.NumaPreference{recreated, pref("web", 0, 4)})
+	if got := node(NewPreferenceStore(path, logr.Discard()), "db"); got != 1 {
+		t.Errorf("after db was made again with node 1: node %d", got)
+	}
+	// A file whose spec differs from the API's at the same UID and generation (an older
+	// agent wrote it, or the API defaults a field since): a new store's first Save
+	// replaces it.
+	stale := pref("web", 1, 4)
+	NewPreferenceStore(path, logr.Discard()).Save([]numav1.NumaPreference{recreated, stale})
+	if got := node(NewPreferenceStore(path, logr.Discard()), "web"); got != 1 {
+		t.Fatalf("the stale file: web at node %d, want 1", got)
+	}
+	NewPreferenceStore(path, logr.Discard()).Save([]numav1.NumaPreference{recreated, pref("web", 0, 4)})
+	if got := node(NewPreferenceStore(path, logr.Discard()), "web"); got != 0 {
+		t.Errorf("a stale file at the API's generations was kept: web at node %d, want 0", got)
+	}
+	s.Save([]numav1.NumaPreference{recreated})
 	if got := node(NewPreferenceStore(path, logr.Discard()), "web"); got != -1 {
 		t.Errorf("after web was deleted: still stored, node %d", got)
 	}
