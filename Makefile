@@ -151,7 +151,7 @@ e2e-nri: ## The NRI specs: the agent as the NRI plugin of containerd 2.x (built 
 	$(MAKE) e2e E2E_NRI=1
 
 .PHONY: e2e-kind
-e2e-kind: ## The e2e specs and the multi-node ones on a three-node kind cluster (its own dockerd and an offline node image where needed).
+e2e-kind: ## The e2e specs, the nri ones but the outage, and the multi-node ones on a three-node kind cluster on containerd 2.x (its own dockerd and an offline node image where needed).
 	$(MAKE) e2e E2E_PROVIDER=kind
 
 .PHONY: preflight-%

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds a current container runtime for the local node and the kernel lab's VM from the Go
-# module proxy: containerd 2.x (containerd, containerd-shim-runc-v2, ctr; it has NRI,
+# Builds a current container runtime for the local node, the kind node image and the kernel
+# lab's VM from the Go module proxy: containerd 2.x (containerd, containerd-shim-runc-v2, ctr; it has NRI,
 # Debian's 1.6 has not), runc, and crictl (sigs.k8s.io/cri-tools), the CRI client the
 # kernel lab starts its pod with. Each is built inside its own module as the proxy serves
 # it, with that module's go.mod and go.sum, so the dependencies are the ones upstream
@@ -39,10 +39,10 @@ if [ $need_containerd = 0 ] && [ $need_runc = 0 ] && [ $need_crictl = 0 ]; then 
 
 if [ $need_runc = 1 ]; then
   for tool in gcc pkg-config; do
-    command -v "$tool" >/dev/null || { echo "runtime-binaries: runc needs $tool: run hack/install-deps.sh localnode (or kernellab)" >&2; exit 1; }
+    command -v "$tool" >/dev/null || { echo "runtime-binaries: runc needs $tool: run hack/install-deps.sh localnode (or kind, or kernellab)" >&2; exit 1; }
   done
   if ! pkg-config --exists libseccomp || [ ! -f "$(pkg-config --variable=libdir libseccomp)/libseccomp.a" ]; then
-    echo "runtime-binaries: runc needs libseccomp's headers and static library (libseccomp-dev): run hack/install-deps.sh localnode (or kernellab)" >&2
+    echo "runtime-binaries: runc needs libseccomp's headers and static library (libseccomp-dev): run hack/install-deps.sh localnode (or kind, or kernellab)" >&2
     exit 1
   fi
 fi

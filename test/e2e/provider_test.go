@@ -141,6 +141,7 @@ type kindProvider struct {
 	opts    kindnode.Options
 	cluster *kindnode.Cluster
 	apiHost string // the control plane's address on the nodes' network
+	nriOn   bool   // every node's runtime serves NRI at the chart's default socket
 }
 
 func (p *kindProvider) up(ctx context.Context, images []string) (string, error) {
@@ -154,6 +155,16 @@ func (p *kindProvider) up(ctx context.Context, images []string) (string, error) 
 	}
 	if p.apiHost, err = c.NodeIP(ctx, c.Nodes()[0]); err != nil {
 		return "", err
+	}
+	// The offline node image's containerd serves NRI (hack/kind/node-image.sh); another
+	// image (kind's published one, E2E_KIND_NODE_IMAGE) may not, and the chart with NRI
+	// on would mount a directory such a node lacks.
+	p.nriOn = true
+	for _, n := range c.Nodes() {
+		if _, err := c.Exec(ctx, n, "test -S /var/run/nri/nri.sock"); err != nil {
+			logf("node %s: no NRI socket at /var/run/nri/nri.sock: the agents run without NRI, and the specs labelled nri fail", n)
+			p.nriOn = false
+		}
 	}
 	return c.Kubeconfig(), nil
 }
@@ -180,15 +191,19 @@ func (p *kindProvider) agentLogs(ctx context.Context) string {
 func (p *kindProvider) values() []string {
 	// The summarizer's two replicas, on the host network as the agents (the control plane's
 	// address is the nodes'), go one to each worker.
-	// The node image's containerd serves NRI at the chart's default socket.
-	return []string{"kubeletCgroupRoot=/kubelet", "apiServer.host=" + p.apiHost, "apiServer.port=6443", "summarizer.hostNetwork=true",
-		"nri.enabled=true"}
+	v := []string{"kubeletCgroupRoot=/kubelet", "apiServer.host=" + p.apiHost, "apiServer.port=6443", "summarizer.hostNetwork=true"}
+	if p.nriOn {
+		// The nodes' containerd serves NRI at the chart's default socket.
+		v = append(v, "nri.enabled=true")
+	}
+	return v
 }
 
 func (p *kindProvider) agentURL() string { return "" }
 
-// nri: the node image runs containerd 2.x with NRI on (hack/kind/node-image.sh).
-func (p *kindProvider) nri() bool { return true }
+// nri: the offline node image runs containerd 2.x with NRI on (hack/kind/node-image.sh);
+// up checks every node for its socket.
+func (p *kindProvider) nri() bool { return p.nriOn }
 
 // restartRuntime: systemd's restart of a Type=notify unit returns once containerd says it
 // is ready; kind's unit has KillMode=process, so the shims stay.
