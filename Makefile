@@ -128,14 +128,11 @@ kernel-lab: preflight-kernel-lab ## Kernel lab: the patched and control kernels 
 # (localnode: the apiserver outage, which pauses a process of the node).
 ifeq ($(E2E_PROVIDER),kind)
 E2E_LABELS = !measure && !localnode
-else
-E2E_LABELS = $(if $(filter 1,$(E2E_NRI)),nri && !measure,!nri)
-endif
-ifeq ($(E2E_PROVIDER),kind)
 E2E_ENV = E2E_PROVIDER=kind KIND=$(TOOLS)/kind \
   E2E_KIND_NODE_IMAGE=$${E2E_KIND_NODE_IMAGE-$$(hack/kind/node-image.sh --unless-engine)}
 E2E_TIMEOUT = 45m
 else
+E2E_LABELS = $(if $(filter 1,$(E2E_NRI)),nri && !measure,!nri)
 E2E_ENV = E2E_BIN_DIR=$$(hack/k8s-binaries.sh all) $(if $(filter 1,$(E2E_NRI)),E2E_RUNTIME_DIR=$$(hack/runtime-binaries.sh))
 E2E_TIMEOUT = 30m
 endif

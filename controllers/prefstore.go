@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -44,7 +45,7 @@ type PreferenceStore struct {
 
 	mu    sync.Mutex
 	data  []byte // the file's content, as last read or written
-	key   string // data's preferencesKey
+	key   string // data's preferencesKey; "" when unknown (read from the file, or after a failed write)
 	byNS  map[string][]numav1.NumaPreference
 	saved bool // the file holds data
 }
@@ -139,15 +140,16 @@ func (s *PreferenceStore) Save(prefs []numav1.NumaPreference) {
 // with an object of no generation (never one from the API) has no key, "": it is always
 // marshalled and compared.
 func preferencesKey(prefs []*numav1.NumaPreference) string {
-	var b []byte
+	var b strings.Builder
 	for _, p := range prefs {
 		if p.Generation == 0 {
 			return ""
 		}
-		b = append(append(append(append(append(append(b, p.Namespace...), '/'), p.Name...), '/'), p.UID...), '/')
-		b = append(strconv.AppendInt(b, p.Generation, 10), '\n')
+		for _, s := range []string{p.Namespace, "/", p.Name, "/", string(p.UID), "/", strconv.FormatInt(p.Generation, 10), "\n"} {
+			b.WriteString(s)
+		}
 	}
-	return string(b)
+	return b.String()
 }
 
 // index replaces byNS with prefs. s.mu is held, or s is not shared yet.

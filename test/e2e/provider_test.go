@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/test/kindnode"
 	"github.com/numapref/numapref/test/localnode"
 )
@@ -161,8 +162,8 @@ func (p *kindProvider) up(ctx context.Context, images []string) (string, error) 
 	// on would mount a directory such a node lacks.
 	p.nriOn = true
 	for _, n := range c.Nodes() {
-		if _, err := c.Exec(ctx, n, "test -S /var/run/nri/nri.sock"); err != nil {
-			logf("node %s: no NRI socket at /var/run/nri/nri.sock: the agents run without NRI, and the specs labelled nri fail", n)
+		if _, err := c.Exec(ctx, n, "test -S "+nri.DefaultSocket); err != nil {
+			logf("node %s: no NRI socket at %s: the agents run without NRI, and the specs labelled nri fail", n, nri.DefaultSocket)
 			p.nriOn = false
 		}
 	}
