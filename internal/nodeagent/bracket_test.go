@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // Unit tests of the checks around every SET, on a fake host whose tasks have no pidfd
@@ -25,7 +27,7 @@ func TestEngineRacedSetIsPutBack(t *testing.T) {
 			h.replaceTask(-1, false) // outside the container, with a value of its own
 		}
 	}}})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	if v := h.snapshot(); v[100] != 1 || v[101] != -1 {
 		t.Errorf("tasks hold %v; want 100 at 1 and the stranger with id 101 at its own -1", v)
@@ -39,7 +41,7 @@ func TestEngineRacedSetIsPutBack(t *testing.T) {
 	if r := e.Results()[fakeDesire(1).Key()]; r.Reason != numav1.ReasonApplied || r.Tasks != 1 {
 		t.Errorf("result %s with %d tasks, want Applied with 1", r.Reason, r.Tasks)
 	}
-	if te := e.ledger[fakeDesire(1).Key()].Tasks[101]; te != nil {
+	if te := ledgerTask(e, fakeDesire(1).Key(), 101); te != nil {
 		t.Errorf("the ledger still has task 101: %+v", te)
 	}
 }
@@ -73,7 +75,7 @@ func TestEngineSetsNoRecycledID(t *testing.T) {
 					tc.change(h)
 				}
 			}}})
-			e.SetDesired([]Desire{fakeDesire(1)})
+			e.SetDesired([]desire.Desire{fakeDesire(1)})
 			e.Pass()
 			if len(setOn) != 1 || setOn[0] != 100 || h.value(101) != -1 {
 				t.Errorf("SETs on %v, task 101 holds %d; want one SET, on 100, and 101 untouched", setOn, h.value(101))
@@ -101,7 +103,7 @@ func TestEngineSetOnATaskLeavingIsPutBack(t *testing.T) {
 			h.moveOut(101)
 		}
 	}}})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	if v := h.snapshot(); v[100] != 1 || v[101] != 0 {
 		t.Errorf("tasks hold %v; want 100 at 1 and 101, gone from the container, back at its own 0", v)
@@ -124,7 +126,7 @@ func TestEngineRacedUndoIsNotPutBack(t *testing.T) {
 			h.replaceTask(0, false)
 		}
 	}}})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	undoing = true
 	e.SetDesired(nil)
@@ -148,7 +150,7 @@ type fakeHandle struct{ owner *fakePIDFDs }
 func (h fakeHandle) Alive() (bool, error) { return true, nil }
 func (h fakeHandle) Close() error         { h.owner.open--; return nil }
 
-func (f *fakePIDFDs) handles(int, int) (taskHandle, error) {
+func (f *fakePIDFDs) handles(int, int) (plan.TaskHandle, error) {
 	f.opened++
 	f.open++
 	return fakeHandle{f}, nil
@@ -163,8 +165,8 @@ func TestEnginePIDFDsAreBoundedAndReleased(t *testing.T) {
 	}
 	f := &fakePIDFDs{}
 	e := h.engine(EngineConfig{})
-	e.cfg.handles, e.maxPIDFDs = f.handles, 2
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.cfg.handles, e.cfg.maxPIDFDs = f.handles, 2
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	if v := h.snapshot(); v[100] != 1 || v[101] != 1 || v[102] != 1 || v[103] != 1 {
 		t.Errorf("tasks hold %v, want all at 1", v)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // The automatic modes' sticky choices live beside the ledger in their own small file,
@@ -18,14 +19,14 @@ import (
 const choicesVersion = 1
 
 type choicesFile struct {
-	Version int      `json:"version"`
-	Choices []choice `json:"choices"`
+	Version int           `json:"version"`
+	Choices []plan.Choice `json:"choices"`
 }
 
 // loadChoices reads the choices at path; a missing file holds none. A damaged one yields
-// none and an error: pods are then placed anew, as on a first start.
-func loadChoices(path string) (map[choiceKey]choice, error) {
-	out := map[choiceKey]choice{}
+// none and an error.
+func loadChoices(path string) (plan.Choices, error) {
+	out := plan.Choices{}
 	if path == "" {
 		return out, nil
 	}
@@ -42,29 +43,24 @@ func loadChoices(path string) (map[choiceKey]choice, error) {
 	}
 	for _, c := range f.Choices {
 		if c.PodUID != "" && c.Group != "" && c.Node >= 0 {
-			out[c.choiceKey] = c
+			out[c.ChoiceKey] = c
 		}
 	}
 	return out, nil
 }
 
-// saveChoices writes the engine's choices to their file, if it has one.
-func (e *Engine) saveChoices() {
-	if e.cfg.ChoicesPath == "" {
-		return
-	}
+// saveChoices writes choices to the file at path.
+func saveChoices(path string, choices plan.Choices) error {
 	f := choicesFile{Version: choicesVersion}
-	for _, c := range e.choices {
+	for _, c := range choices {
 		f.Choices = append(f.Choices, c)
 	}
-	slices.SortFunc(f.Choices, func(a, b choice) int {
+	slices.SortFunc(f.Choices, func(a, b plan.Choice) int {
 		return strings.Compare(string(a.PodUID)+a.Group, string(b.PodUID)+b.Group)
 	})
 	data, err := json.Marshal(f)
-	if err == nil {
-		err = fsutil.WriteFileAtomic(e.cfg.ChoicesPath, data, 0o600)
-	}
 	if err != nil {
-		e.cfg.Log.Error(err, "Saving placement choices")
+		return err
 	}
+	return fsutil.WriteFileAtomic(path, data, 0o600)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
@@ -108,7 +109,7 @@ func TestEngineChurnNeverMisapplies(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { runEngine(t, ctx, e); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
-	e.SetDesired([]Desire{a.desire, b.desire})
+	e.SetDesired([]desire.Desire{a.desire, b.desire})
 	waitFor(t, "a's workload holds node 0 and b's node 1", func() bool {
 		return allEqual(el.values(t, a.pid), 0) && allEqual(el.values(t, b.pid), 1)
 	})

@@ -23,6 +23,7 @@ import (
 	"github.com/go-logr/logr/testr"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
@@ -39,8 +40,8 @@ type crashConfig struct {
 	// Mode is "cycle" (apply Apply, undo to Undo, again, until killed) or "converge" (set
 	// Final, run a few passes, exit 0).
 	Mode              string
-	Apply, Undo       []Desire
-	Final             []Desire
+	Apply, Undo       []desire.Desire
+	Final             []desire.Desire
 	LedgerPath        string
 	KubeletCgroupRoot string
 	Emulator          emulator.Options
@@ -197,7 +198,7 @@ func readMarkers(t *testing.T, path string) (phases []string, at []int64) {
 type labContainer struct {
 	name   string
 	id     string // 64-hex container id: a component of its cgroup path
-	desire Desire
+	desire desire.Desire
 	pid    int
 	own    map[int]int // tid → the application's own value; every other task holds -1
 }
@@ -250,7 +251,7 @@ func newCrashLab(t *testing.T) *crashLab {
 	dir := t.TempDir()
 	audit := filepath.Join(dir, "audit.jsonl")
 	base := crashConfig{LedgerPath: el.ledger, KubeletCgroupRoot: el.lab.KubeletCgroupRoot(),
-		Emulator: el.emuOpts, Audit: audit, Apply: []Desire{cs[0].desire, b.desire}}
+		Emulator: el.emuOpts, Audit: audit, Apply: []desire.Desire{cs[0].desire, b.desire}}
 	base.Emulator.ForkEvents = false // the parent listens; a child that dies must not be the listener
 	return &crashLab{el: el, cs: cs, base: base, dir: dir, audit: audit}
 }
@@ -291,7 +292,7 @@ func (cl *crashLab) converge(t *testing.T, i int, final []*labContainer) string 
 	t.Helper()
 	var out bytes.Buffer
 	cfg := cl.base
-	cfg.Mode, cfg.Markers, cfg.Final = "converge", filepath.Join(cl.dir, "markers"), desires(final)
+	cfg.Mode, cfg.Markers, cfg.Final = "converge", filepath.Join(cl.dir, "markers"), desiresOf(final)
 	child := runCrashChild(t, cl.dir, cfg, &out)
 	if err := child.Wait(); err != nil {
 		t.Fatalf("iteration %d: converging child: %v\n%s", i, err, out.String())
@@ -347,7 +348,7 @@ func TestEngineCrashRestartConverges(t *testing.T) {
 		os.Remove(markers)
 		out.Reset()
 		cfg := base
-		cfg.Mode, cfg.Markers, cfg.Undo = "cycle", markers, desires(undo)
+		cfg.Mode, cfg.Markers, cfg.Undo = "cycle", markers, desiresOf(undo)
 		// From half-way through start-up to three cycles in: most kills land in a pass.
 		delay := ready/2 + time.Duration(rng.Int64N(int64(ready/2+3*cycle)))
 		start := time.Now()
@@ -411,7 +412,7 @@ func TestEngineCrashInLedgerWrites(t *testing.T) {
 			cfg := cl.base
 			// Undo unselects at least one of the two, so every cycle writes the ledger.
 			undo := [][]*labContainer{nil, {cl.cs[0]}, {cl.cs[1]}}[rng.IntN(3)]
-			cfg.Mode, cfg.Markers, cfg.Undo = "cycle", filepath.Join(cl.dir, "markers"), desires(undo)
+			cfg.Mode, cfg.Markers, cfg.Undo = "cycle", filepath.Join(cl.dir, "markers"), desiresOf(undo)
 			cfg.CrashAt, cfg.CrashAfter, cfg.TornBytes = c.at, n, c.torn
 			cfg.CompactAt = 1 // every full pass compacts: a "snapshot" step in each
 			child := runCrashChild(t, cl.dir, cfg, &out)
@@ -451,8 +452,8 @@ func subset(rng *rand.Rand, cs ...*labContainer) []*labContainer {
 	return out
 }
 
-func desires(cs []*labContainer) []Desire {
-	out := []Desire{}
+func desiresOf(cs []*labContainer) []desire.Desire {
+	out := []desire.Desire{}
 	for _, c := range cs {
 		out = append(out, c.desire)
 	}
@@ -517,7 +518,7 @@ func TestEngineRecoversFromGarbageLedgers(t *testing.T) {
 			if (err != nil) != c.damaged {
 				t.Errorf("NewEngine error = %v, want damaged: %v", err, c.damaged)
 			}
-			e.SetDesired([]Desire{d})
+			e.SetDesired([]desire.Desire{d})
 			if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 				t.Fatalf("not applied: %v", v)
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 )
 
 // The desired state the controllers last handed the engine (SetDesired) is kept on disk
@@ -23,9 +24,19 @@ import (
 // desiredVersion is the format of desiredFile.
 const desiredVersion = 1
 
-// loadDesired reads the desired state persisted at path. found is false when there is
-// none (no file, or one that cannot be read: the error says why).
-func loadDesired(path string) (ds map[ContainerKey]Desire, found bool, err error) {
+// stateFileLimit bounds the desired state's file and the choices' (as the ledger's
+// own bound does its files), and no larger one is read.
+const stateFileLimit = 16 << 20
+
+// desiredFile is the desired state on disk.
+type desiredFile struct {
+	Version int             `json:"version"`
+	Desires []desire.Desire `json:"desires"`
+}
+
+// loadDesired reads the desired state persisted at path. found is false when there is none (no file, or one that
+// cannot be read: the error says why).
+func loadDesired(path string) (ds map[desire.ContainerKey]desire.Desire, found bool, err error) {
 	data, err := fsutil.ReadStateFile(path, stateFileLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -40,7 +51,7 @@ func loadDesired(path string) (ds map[ContainerKey]Desire, found bool, err error
 		return nil, false, fmt.Errorf("persisted desired state %s is damaged or of another version (version %d, %v); waiting for the API's",
 			path, f.Version, err)
 	}
-	ds = make(map[ContainerKey]Desire, len(f.Desires))
+	ds = make(map[desire.ContainerKey]desire.Desire, len(f.Desires))
 	for _, d := range f.Desires {
 		if d.PodUID != "" && d.Container != "" {
 			ds[d.Key()] = d
@@ -49,13 +60,13 @@ func loadDesired(path string) (ds map[ContainerKey]Desire, found bool, err error
 	return ds, true, nil
 }
 
-// saveDesired writes desired to the engine's desired-state file.
-func (e *Engine) saveDesired(desired map[ContainerKey]Desire) error {
-	f := desiredFile{Version: desiredVersion, Desires: make([]Desire, 0, len(desired))}
+// saveDesired writes desired to the desired-state file at path.
+func saveDesired(path string, desired map[desire.ContainerKey]desire.Desire) error {
+	f := desiredFile{Version: desiredVersion, Desires: make([]desire.Desire, 0, len(desired))}
 	for _, d := range desired {
 		f.Desires = append(f.Desires, d)
 	}
-	slices.SortFunc(f.Desires, func(a, b Desire) int {
+	slices.SortFunc(f.Desires, func(a, b desire.Desire) int {
 		return strings.Compare(a.Key().String(), b.Key().String())
 	})
 	data, err := json.Marshal(f)
@@ -63,50 +74,20 @@ func (e *Engine) saveDesired(desired map[ContainerKey]Desire) error {
 		return fmt.Errorf("encoding the desired state: %w", err)
 	}
 	if len(data) > stateFileLimit {
-		return fmt.Errorf("writing the desired state %s: %d bytes, past its bound of %d", e.cfg.DesiredPath, len(data), stateFileLimit)
+		return fmt.Errorf("writing the desired state %s: %d bytes, past its bound of %d", path, len(data), stateFileLimit)
 	}
-	if err := fsutil.WriteFileAtomic(e.cfg.DesiredPath, data, 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("writing the desired state: %w", err)
 	}
 	return nil
 }
 
-// persistDesired writes the desired state of generation gen unless it is on disk already.
-// A failed write is counted and logged, and retried by the next pass: enforcement does not
-// wait for it (the ledger, not this file, is what undo relies on).
-func (e *Engine) persistDesired(desired map[ContainerKey]Desire, gen uint64) {
-	if e.cfg.DesiredPath == "" || gen == e.savedGen {
-		return
-	}
-	if err := e.saveDesired(desired); err != nil {
-		e.cfg.Metrics.reportDesiredError()
-		e.cfg.Log.Error(err, "Persisting the desired state; a restart while the API is unreachable would enforce an older one")
-		return
-	}
-	e.savedGen = gen
-}
-
-// desiredFile is the desired state on disk.
-type desiredFile struct {
-	Version int      `json:"version"`
-	Desires []Desire `json:"desires"`
-}
-
 // loadDesired takes the desired state the last run persisted, if any, as the first
-// SetDesired: the engine enforces it at once, before the API answers.
+// SetDesired, and wakes the loop to enforce it.
 func (e *Engine) loadDesired() error {
-	if e.cfg.DesiredPath == "" {
-		return nil
+	found, err := e.desires.loadPersisted(e.cfg.Log)
+	if found {
+		signal(e.kick)
 	}
-	if _, err := fsutil.RemoveStaleTemps(e.cfg.DesiredPath); err != nil {
-		e.cfg.Log.Error(err, "Removing stale temporary files", "file", e.cfg.DesiredPath)
-	}
-	ds, found, err := loadDesired(e.cfg.DesiredPath)
-	if !found {
-		return err
-	}
-	e.desired, e.api, e.synced = ds, ds, true
-	e.cfg.Log.Info("Enforcing the desired state the last run persisted until the API's arrives", "containers", len(ds))
-	signal(e.kick)
-	return nil
+	return err
 }

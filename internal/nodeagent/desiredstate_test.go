@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 )
 
 // Unit tests of the persisted desired state, on a fake host: an agent restarted while the
@@ -27,7 +29,7 @@ func TestEngineEnforcesThePersistedDesiredStateAtStart(t *testing.T) {
 	h.addTask(100, -1)
 	dir := t.TempDir()
 	first := fakeRestart(h, dir, EngineConfig{})
-	first.SetDesired([]Desire{fakeDesire(1)})
+	first.SetDesired([]desire.Desire{fakeDesire(1)})
 	first.Pass()
 	if v := h.value(100); v != 1 {
 		t.Fatalf("not applied: task 100 holds %d", v)
@@ -69,18 +71,18 @@ func TestEnginePersistsTheDesiredStateWhenItChanges(t *testing.T) {
 	d := fakeDesire(1)
 	d.Pod.Namespace, d.Pod.Name, d.Preference = "ns", "db-0", "db"
 	d.Placement.Mode, d.Placement.Group, d.Placement.Weight = "Spread", "NumaPreference ns/db", 1500
-	skipped := Desire{PodUID: "other", Container: "init", Node: -1, Refusal: "ContainerNotRunning", Message: "waiting"}
-	e.SetDesired([]Desire{d, skipped})
+	skipped := desire.Desire{PodUID: "other", Container: "init", Node: -1, Refusal: "ContainerNotRunning", Message: "waiting"}
+	e.SetDesired([]desire.Desire{d, skipped})
 	e.Pass()
 	got, found, err := loadDesired(path)
 	if err != nil || !found {
 		t.Fatalf("loadDesired: found %v, %v", found, err)
 	}
-	if diff := cmp.Diff(map[ContainerKey]Desire{d.Key(): d, skipped.Key(): skipped}, got); diff != "" {
+	if diff := cmp.Diff(map[desire.ContainerKey]desire.Desire{d.Key(): d, skipped.Key(): skipped}, got); diff != "" {
 		t.Errorf("persisted desired state (-want +got):\n%s", diff)
 	}
 	before, _ := os.Stat(path)
-	e.SetDesired([]Desire{skipped, d}) // the same state
+	e.SetDesired([]desire.Desire{skipped, d}) // the same state
 	e.Pass()
 	if after, _ := os.Stat(path); !os.SameFile(before, after) {
 		t.Error("the same desired state was written again")
@@ -101,7 +103,7 @@ func TestEngineIgnoresADamagedDesiredState(t *testing.T) {
 			h.addTask(100, -1)
 			dir := t.TempDir()
 			first := fakeRestart(h, dir, EngineConfig{})
-			first.SetDesired([]Desire{fakeDesire(1)})
+			first.SetDesired([]desire.Desire{fakeDesire(1)})
 			first.Pass()
 			h.addTask(101, -1)
 			writeFile(t, filepath.Join(dir, "desired.json"), content)
@@ -124,7 +126,7 @@ func TestEngineDesiredStateWriteError(t *testing.T) {
 	h.addTask(100, -1)
 	m := NewMetrics()
 	e := h.engine(EngineConfig{Metrics: m, DesiredPath: filepath.Join(t.TempDir(), "missing", "desired.json")})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	if v := h.value(100); v != 1 {
 		t.Errorf("task 100 holds %d, want 1", v)

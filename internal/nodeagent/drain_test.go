@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"testing"
 
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -13,7 +14,7 @@ func TestDrainUndoesEverythingAndPlacesNothing(t *testing.T) {
 	h.addTask(100, -1)
 	h.addTask(101, 0) // had node 0 before the agent
 	e := h.engine(EngineConfig{ProcEvents: make(chan numa.ProcEvent)})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	if v := h.snapshot(); v[100] != 1 || v[101] != 1 {
 		t.Fatalf("before Drain tasks hold %v, want 1", v)
@@ -24,15 +25,15 @@ func TestDrainUndoesEverythingAndPlacesNothing(t *testing.T) {
 	if v := h.snapshot(); v[100] != numa.NoNode || v[101] != 0 {
 		t.Errorf("after Drain tasks hold %v, want 100 at -1 and 101 at 0", v)
 	}
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	h.addTask(102, -1)
 	e.onProcEvent(numa.ProcEvent{Kind: numa.ProcEventFork, ParentTGID: 100, ParentTID: 100, ChildTGID: 100, ChildTID: 102})
 	if v := h.snapshot(); v[100] != numa.NoNode || v[101] != 0 || v[102] != numa.NoNode {
 		t.Errorf("after Drain, a new desire, a pass and a fork: tasks hold %v, want nothing placed", v)
 	}
-	if len(e.ledger) != 0 {
-		t.Errorf("ledger after Drain: %v, want empty", e.ledger)
+	if e.ledger.Len() != 0 {
+		t.Errorf("ledger after Drain: %v, want empty", e.ledger.View().Clone())
 	}
 }
 
@@ -42,7 +43,7 @@ func TestDrainCountsWhatRemains(t *testing.T) {
 	h := newFakeHost(t)
 	h.addTask(100, -1)
 	e := h.engine(EngineConfig{})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	e.cfg.Support.Supported = false
 	if left := e.Drain(); left != 1 {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -26,7 +27,7 @@ func TestEffectCollectorRealProcessesNumaMaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := el.engine(t, nil)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, w.Pid(), shell, forked)
 
 	managed := e.Managed()

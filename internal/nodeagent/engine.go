@@ -3,7 +3,6 @@ package nodeagent
 import (
 	"context"
 	"errors"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,15 +11,16 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/ledger"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
 )
 
 // cgroupResolver finds a container's cgroup and lists its tasks. It only reads.
 type cgroupResolver interface {
-	Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error)
-	ListTIDs(c *cgroups.Container) ([]cgroups.TaskRef, error)
+	plan.Cgroups
 	ThreadIDs(c *cgroups.Container) ([]int, error) // membership checks around SETs
-	Cpuset(c *cgroups.Container) (cgroups.Cpuset, error)
 }
 
 // EngineConfig wires an Engine to the host.
@@ -82,122 +82,32 @@ type EngineConfig struct {
 	// means DefaultMaxTasksPerContainer; it is never more than the ledger can hold.
 	MaxTasksPerContainer int
 
-	// ledgerLimit bounds the ledger file (default defaultLedgerLimit); tests make it small.
+	// ledgerLimit bounds the ledger file (default ledger.DefaultLimit); tests make it small.
 	ledgerLimit int
 	// journalCompactAt is the journal's size past which a full pass compacts it, unless
-	// the snapshot is larger (default journalCompactMin); tests make it small.
+	// the snapshot is larger (default ledger.CompactMin); tests make it small.
 	journalCompactAt int
-	// handles opens the pidfds that identify tasks around their SETs (default openPIDFD;
-	// tests of fake tasks have none).
-	handles pidfdOpener
+	// handles opens the pidfds that identify tasks around their SETs (default
+	// plan.OpenPIDFD; tests of fake tasks have none), and maxPIDFDs bounds how many a pass
+	// holds at once (default plan.PIDFDBound).
+	handles   plan.PIDFDOpener
+	maxPIDFDs int
 	// hooks are the test seams of a pass.
 	hooks engineHooks
 }
 
-// ContainerResult is what the engine achieved for one container on its last pass.
-type ContainerResult struct {
-	Desire Desire
-	// Reason is Applied, or why the container was skipped or failed.
-	Reason  string
-	Message string
-	// Node is the NUMA node the container prefers: the desire's for Static, the one chosen
-	// on this host for the automatic modes; Why says how it was chosen ("" for Static).
-	Node int
-	Why  string
-	// Tasks counts the container's tasks that have the preferred node.
-	Tasks int
-	// Failed counts tasks the kernel refused, by reason.
-	Failed map[string]int
-	// SkippedTasks counts the tasks left without the preference when the container is
-	// skipped after its tasks were listed (MemoryPinnedElsewhere); 0 for the other reasons,
-	// whose containers are skipped before any task is read. Only metrics use it.
-	SkippedTasks int
-	// PlacedAt says how this agent first placed the container (placed.go): PlacedAtStart,
-	// PlacedAtAfterStart or PlacedBeforeRestart; "" until a SET of it is confirmed.
-	PlacedAt string
-}
-
-// Engine applies the desired preferred nodes to the tasks of this host's containers, keeps
-// them as tasks come and go, and undoes what it set when a container is no longer selected.
-// It keeps what lasts from pass to pass; each pass builds its own state (pass.go).
-type Engine struct {
-	cfg EngineConfig
-
-	mu sync.Mutex // guards desired, api, starts, apiDown, desiredGen, synced, results, managed
-	// desired is what passes act on: api, the last SetDesired's, with the starts it does
-	// not hold yet (PlaceAtStart, withStarts).
-	desired map[ContainerKey]Desire
-	api     map[ContainerKey]Desire
-	starts  map[ContainerKey]startDesire
-	// apiDown is set while the API server does not answer (SetAPIReachable): no start
-	// lapses then.
-	apiDown bool
-	// desiredGen counts the changes of desired; savedGen (under passMu) is the one on disk.
-	desiredGen, savedGen uint64
-	synced               bool
-	results              map[ContainerKey]ContainerResult
-	// managed is the listing of the last pass, published for Managed (view.go); it is
-	// never modified once published.
-	managed map[ContainerKey]containerListing
-
-	changes chan struct{}
-	kick    chan struct{}
-	retries chan forkRetry // fork passes to run again (retryUnlisted)
-	markDue chan struct{}  // a reading for the fork filter's mark is due (armForkMark)
-	// ledgerRetry is set while a pass is scheduled to retry a failed ledger write.
-	ledgerRetry atomic.Bool
-	// draining is set by Drain: from then on the engine places nothing.
-	draining atomic.Bool
-	// lostForks is set when fork events were lost since the last full pass (verifyStarts).
-	lostForks atomic.Bool
-	bootID    string // the kernel's boot id, "" if unknown; the ledger records it
-	// maxPIDFDs bounds the pidfds a pass holds at once (bracket.go).
-	maxPIDFDs int
-
-	passMu      sync.Mutex // one pass at a time; guards the fields below
-	ledger      ledger
-	ledgerDirty bool                 // changed since the last write
-	journal     ledgerJournal        // the ledger's files (ledgerwrite.go)
-	tgids       map[int]ContainerKey // process → container, from the last listing
-	listing     map[ContainerKey]containerListing
-	// forkSets holds when fork passes set tasks other than the one their event named:
-	// tasks whose own fork event is still queued. Cleared by full passes.
-	forkSets map[int]setMark
-	// topo is the host's online nodes and CPUs as a full pass last read them, at topoRead
-	// for desire generation topoGen (topologyDue).
-	topo     topology
-	topoRead time.Time
-	topoGen  uint64
-	// choices are the sticky choices of Spread and MostFreeMemory; resolved is every
-	// automatic container's node as the last full pass chose it (placement.go).
-	choices  map[choiceKey]choice
-	resolved map[ContainerKey]resolution
-	// forkWatch is what the kernel's filter of fork events holds.
-	forkWatch forkWatch
-	// placedAt says how each container was first placed (placed.go); bootAtStart is
-	// CLOCK_BOOTTIME when the engine was made (bootAtStartOK false: unreadable).
-	placedAt      map[ContainerKey]string
-	bootAtStart   uint64
-	bootAtStartOK bool
-}
-
-// containerListing is the cgroup and tasks a pass found for a container it acted on.
-type containerListing struct {
-	cgroup *cgroups.Container
-	tasks  []cgroups.TaskRef
-}
-
-// NewEngine makes an engine and loads its ledger. A damaged ledger is not fatal: the error
-// is returned beside a working engine so the caller can report it.
-func NewEngine(cfg EngineConfig) (*Engine, error) {
-	if cfg.RescanInterval <= 0 {
-		cfg.RescanInterval = 10 * time.Second
+// withDefaults is the config with every unset setting at its default.
+func (cfg EngineConfig) withDefaults() EngineConfig {
+	cfg.RescanInterval = or(cfg.RescanInterval, 10*time.Second)
+	cfg.StartGrace = or(cfg.StartGrace, DefaultStartGrace)
+	cfg.ledgerLimit = or(cfg.ledgerLimit, ledger.DefaultLimit)
+	cfg.journalCompactAt = or(cfg.journalCompactAt, ledger.CompactMin)
+	cfg.MaxTasksPerContainer = taskShare(cfg.MaxTasksPerContainer, cfg.ledgerLimit)
+	if cfg.maxPIDFDs == 0 {
+		cfg.maxPIDFDs = plan.PIDFDBound() // at most half the open files the process may have
 	}
 	if cfg.ForkRetryDelays == nil {
 		cfg.ForkRetryDelays = DefaultForkRetryDelays
-	}
-	if cfg.StartGrace <= 0 {
-		cfg.StartGrace = DefaultStartGrace
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
@@ -208,15 +118,8 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.MemFree == nil {
 		cfg.MemFree = func(int) (uint64, error) { return 0, nil }
 	}
-	if cfg.ledgerLimit <= 0 {
-		cfg.ledgerLimit = defaultLedgerLimit
-	}
-	if cfg.journalCompactAt <= 0 {
-		cfg.journalCompactAt = journalCompactMin
-	}
-	cfg.MaxTasksPerContainer = taskShare(cfg.MaxTasksPerContainer, cfg.ledgerLimit)
 	if cfg.handles == nil {
-		cfg.handles = openPIDFD
+		cfg.handles = plan.OpenPIDFD
 	}
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
@@ -227,33 +130,66 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.Boottime == nil {
 		cfg.Boottime = numa.BoottimeNs
 	}
-	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
-	e := &Engine{
-		cfg:      cfg,
-		topo:     newTopology(cfg.OnlineNodes, cfg.CPUNode),
-		desired:  make(map[ContainerKey]Desire),
-		api:      make(map[ContainerKey]Desire),
-		starts:   make(map[ContainerKey]startDesire),
-		results:  make(map[ContainerKey]ContainerResult),
-		changes:  make(chan struct{}, 1),
-		kick:     make(chan struct{}, 1),
-		retries:  make(chan forkRetry, 64),
-		markDue:  make(chan struct{}, 1),
-		tgids:    make(map[int]ContainerKey),
-		listing:  make(map[ContainerKey]containerListing),
-		forkSets: make(map[int]setMark),
-		resolved: make(map[ContainerKey]resolution),
-		// The pidfds of a pass take at most half the open files the process may have.
-		maxPIDFDs: pidfdBound(),
+	return cfg
+}
+
+// or is v, or def when v is not positive.
+func or[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
 	}
+	return v
+}
+
+// Engine applies the desired preferred nodes to the tasks of this host's containers, keeps
+// them as tasks come and go, and undoes what it set when a container is no longer selected.
+// It holds the owners of what lasts from pass to pass, and runs the passes, each of which
+// builds its own state (pass.go). Only the engine SETs, records and undoes (apply.go).
+type Engine struct {
+	cfg EngineConfig
+	// passMu runs one pass at a time; it guards forks, placements and ledger.
+	passMu sync.Mutex
+	kick   chan struct{} // a full pass is due (the desire changed, a ledger write to retry)
+	// desires is what the engine is asked to place (desires.go); it has its own lock.
+	desires *desires
+	// forks follows the listed processes and their fork events (forktracker.go).
+	forks *forkTracker
+	// placements remembers the automatic modes' choices, the topology and how each
+	// container was placed (placements.go).
+	placements *placementMemory
+	// published is the last pass's results, for readers; it has its own lock.
+	published *published
+	// ledger is what the agent set, written ahead of every SET.
+	ledger *ledger.Store
+	// ledgerRetry is set while a pass is scheduled to retry a failed ledger write.
+	ledgerRetry atomic.Bool
+}
+
+// NewEngine makes an engine and loads its ledger, its sticky choices and the persisted
+// desired state. A damaged file is not fatal: the error is returned beside a working
+// engine so the caller can report it.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	cfg.Metrics.reportKernel(cfg.Support.Backend, cfg.Support.Supported)
 	cfg.Metrics.reportBalancing(cfg.ProcRoot)
-	e.bootID, _ = numa.ReadBootID(cfg.ProcRoot) // "" where the kernel has none
-	c, cerr := loadChoices(cfg.ChoicesPath)
-	e.choices = c
-	lerr := e.loadState()
-	e.placedAt = placedBeforeRestart(e.ledger)
-	e.bootAtStart, e.bootAtStartOK = cfg.Boottime()
+	store, lerr := openLedger(cfg)
+	placements, cerr := newPlacementMemory(cfg, store.View())
+	e := &Engine{
+		cfg: cfg, kick: make(chan struct{}, 1), ledger: store, placements: placements,
+		desires: newDesires(cfg), forks: newForkTracker(cfg), published: newPublished(),
+	}
 	return e, errors.Join(lerr, cerr, e.loadDesired())
+}
+
+// openLedger opens the ledger at cfg's path, for the kernel's boot.
+func openLedger(cfg EngineConfig) (*ledger.Store, error) {
+	bootID, _ := numa.ReadBootID(cfg.ProcRoot) // "" where the kernel has none
+	s, err := ledger.Open(cfg.LedgerPath, ledger.Options{Limit: cfg.ledgerLimit, CompactAt: cfg.journalCompactAt,
+		BootID: bootID, Log: cfg.Log, Step: cfg.hooks.journalStep})
+	if errors.Is(err, ledger.ErrDamaged) {
+		cfg.Metrics.reportLedgerDamaged()
+	}
+	return s, err
 }
 
 // SetDesired replaces the whole desired state of this host (but for the starts it does not
@@ -261,36 +197,17 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 // does nothing, so a restarted agent never undoes work whose desire it simply has not read
 // yet. A desired state persisted by the last run (DesiredPath) counts as a first call; the
 // live one replaces it.
-func (e *Engine) SetDesired(ds []Desire) {
-	m := make(map[ContainerKey]Desire, len(ds))
-	for _, d := range ds {
-		m[d.Key()] = d
-	}
-	e.mu.Lock()
-	if e.draining.Load() {
-		e.mu.Unlock()
-		return // Drain emptied the desire for good
-	}
-	e.api = m
-	changed := e.mergeStarts() || !e.synced
-	e.synced = true
-	e.mu.Unlock()
-	if changed {
+func (e *Engine) SetDesired(ds []desire.Desire) {
+	if e.desires.set(ds) {
 		signal(e.kick)
 	}
 }
 
-func desireEqual(a, b Desire) bool { return a == b }
-
 // Results returns a copy of the last pass's results.
-func (e *Engine) Results() map[ContainerKey]ContainerResult {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return maps.Clone(e.results)
-}
+func (e *Engine) Results() map[desire.ContainerKey]plan.Result { return e.published.results() }
 
 // Changes delivers a signal after a pass whose results differ from the previous ones.
-func (e *Engine) Changes() <-chan struct{} { return e.changes }
+func (e *Engine) Changes() <-chan struct{} { return e.published.changes }
 
 // Start runs the apply loop until ctx ends: a pass when the desired state changes, on every
 // rescan tick, and for one container when one of its processes forks.
@@ -311,9 +228,9 @@ func (e *Engine) Start(ctx context.Context) error {
 				continue
 			}
 			e.onProcEvent(ev)
-		case <-e.markDue:
+		case <-e.forks.markDue:
 			e.markForks()
-		case r := <-e.retries:
+		case r := <-e.forks.retries:
 			e.forkPass(r.key, r.fork)
 			e.retryUnlisted(r.key, r.fork, r.attempt)
 		}
@@ -333,19 +250,18 @@ func (e *Engine) Pass() { e.fullPass() }
 // returns how many containers still have ledger entries: those whose undo failed (the
 // kernel refused, or a cgroup could not be read); a later pass tries them again.
 func (e *Engine) Drain() int {
-	e.mu.Lock()
-	e.draining.Store(true) // under mu: no SetDesired lands after the empty desire
-	if len(e.desired) > 0 || !e.synced {
-		e.desired, e.api, e.synced = map[ContainerKey]Desire{}, map[ContainerKey]Desire{}, true
-		e.desiredGen++
-	}
-	clear(e.starts)
-	e.mu.Unlock()
+	e.desires.drain()
 	e.fullPass()
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	return len(e.ledger)
+	return e.ledger.Len()
 }
+
+// kernelReader is the engine's kernel as planning gets it: it has only Get, so not even a
+// type assertion in planning finds the kernel's Set.
+type kernelReader struct{ k numa.PreferredNodeReader }
+
+func (r kernelReader) Get(tid int) (int, error) { return r.k.Get(tid) }
 
 // signal wakes c's reader unless a wake-up is already pending.
 func signal(c chan struct{}) {

@@ -23,6 +23,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
@@ -52,7 +53,7 @@ type passBench struct {
 	lab      *hostlab.Lab
 	resolver *cgroups.Resolver
 	emu      *emulator.Emulator
-	desires  []Desire
+	desires  []desire.Desire
 	cgroups  []*cgroups.Container
 	loads    []*hostlab.Workload
 }
@@ -112,7 +113,7 @@ func newPassBench(b *testing.B, containers, threads int) *passBench {
 
 // benchContainer makes a lab container running a workload with threads extra threads, and
 // the desire that asks for node 0 (this host's only node: every cpuset holds it).
-func benchContainer(b *testing.B, lab *hostlab.Lab, name string, threads int) (*hostlab.Workload, Desire) {
+func benchContainer(b *testing.B, lab *hostlab.Lab, name string, threads int) (*hostlab.Workload, desire.Desire) {
 	b.Helper()
 	uid := fmt.Sprintf("%x", sha256.Sum256([]byte(name)))
 	podUID := uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32]
@@ -124,17 +125,17 @@ func benchContainer(b *testing.B, lab *hostlab.Lab, name string, threads int) (*
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID(podUID), Container: "main",
+	d := desire.Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID(podUID), Container: "main",
 		Ref: cgroups.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: 0, Preference: "pref"}
 	return w, d
 }
 
 // withPlacement returns the desires with placement mode: Static keeps node 0; Spread puts
 // every pod in one group of equal weights.
-func withPlacement(ds []Desire, mode numav1.PlacementMode) []Desire {
+func withPlacement(ds []desire.Desire, mode numav1.PlacementMode) []desire.Desire {
 	out := slices.Clone(ds)
 	for i := range out {
-		out[i].Placement = Placement{Mode: mode}
+		out[i].Placement = desire.Placement{Mode: mode}
 		if mode == numav1.PlacementModeSpread {
 			out[i].Node = numa.NoNode
 			out[i].Placement.Group, out[i].Placement.Weight = "NumaPreference ns/pref", 1000

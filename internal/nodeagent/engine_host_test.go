@@ -23,6 +23,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
@@ -120,7 +121,7 @@ func (el *engineLab) engineWith(t *testing.T, cfg EngineConfig) *Engine {
 
 // container makes a lab container running a workload with extra threads, and the desire
 // that asks for node.
-func (el *engineLab) container(t *testing.T, name string, node, threads int) (*hostlab.Workload, *hostlab.Container, Desire) {
+func (el *engineLab) container(t *testing.T, name string, node, threads int) (*hostlab.Workload, *hostlab.Container, desire.Desire) {
 	t.Helper()
 	uid := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name()+name)))
 	podUID := uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32]
@@ -132,7 +133,7 @@ func (el *engineLab) container(t *testing.T, name string, node, threads int) (*h
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID(podUID), Container: "main",
+	d := desire.Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID(podUID), Container: "main",
 		Ref: cgroups.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: node, Preference: "pref"}
 	return w, c, d
 }
@@ -191,7 +192,7 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := el.engineWith(t, EngineConfig{Metrics: m})
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	got := el.settle(t, e, w.Pid())
 	if !allEqual(got, 0) || len(got) < 7 {
 		t.Fatalf("after apply, tasks have %v; want every one of at least 7 at node 0", got)
@@ -251,7 +252,7 @@ func TestEngineUndoLeavesTheApplicationsOwnValue(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 3)
 	e := el.engine(t, nil)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, w.Pid())
 
 	tids, err := w.TIDs()
@@ -280,7 +281,7 @@ func TestEngineUndoesAfterRestart(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 3)
 	first := el.engine(t, nil)
-	first.SetDesired([]Desire{d})
+	first.SetDesired([]desire.Desire{d})
 	if v := el.settle(t, first, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("not applied: %v", v)
 	}
@@ -307,7 +308,7 @@ func TestEngineCatchesForkedChildrenFromEvents(t *testing.T) {
 	w, _, d := el.container(t, "a", 0, 2)
 	e := el.engine(t, pe.Events())
 	startEngine(t, e)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
 
 	// The rescan interval is an hour: only fork events can bring the children in.
@@ -333,7 +334,7 @@ func TestEngineLooksAgainForAChildNotYetInItsCgroup(t *testing.T) {
 	e := el.engineWith(t, EngineConfig{ProcEvents: events, Metrics: m, Clock: fc,
 		ForkRetryDelays: []time.Duration{300 * time.Millisecond}})
 	startEngine(t, e)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
 
 	// The "child", still outside the container's cgroups when its fork event arrives.
@@ -374,7 +375,7 @@ func TestEngineRescanCatchesForkedChildren(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	e := el.engineWith(t, EngineConfig{RescanInterval: 10 * time.Second, Metrics: m, Clock: fc})
 	startEngine(t, e)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	// A thread the Go runtime starts while a pass runs is only caught by the next one: tick
 	// until the workload is placed.
 	rescanUntil := func(what string, done func() bool) {
@@ -425,7 +426,7 @@ func TestEngineForkPassReadsOnlyNewTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("not applied: %v", v)
 	}
@@ -482,7 +483,7 @@ func TestEngineHonoursCpusetPinning(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := el.engine(t, nil)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	e.Pass()
 	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonMemoryPinnedElsewhere {
 		t.Errorf("node 1 in a cpuset.mems=0 container: reason %q, want %s", r.Reason, numav1.ReasonMemoryPinnedElsewhere)
@@ -492,7 +493,7 @@ func TestEngineHonoursCpusetPinning(t *testing.T) {
 	}
 
 	d.Node = 0
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	v := el.settle(t, e, w.Pid())
 	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonApplied {
 		t.Errorf("node 0 in a cpuset.mems=0 container: reason %q (%s), want Applied", r.Reason, r.Message)
@@ -511,7 +512,7 @@ func TestEngineRecoversFromADamagedLedger(t *testing.T) {
 	if err == nil {
 		t.Error("NewEngine said nothing about a damaged ledger")
 	}
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("not applied after a damaged ledger: %v", v)
 	}
@@ -538,7 +539,7 @@ func TestEngineWithoutKernelSupportCallsNothing(t *testing.T) {
 	missing := d
 	missing.PodUID, missing.Container = "other", "x"
 	missing.Node = 7
-	e.SetDesired([]Desire{d, missing})
+	e.SetDesired([]desire.Desire{d, missing})
 	e.Pass()
 	if k.calls != 0 {
 		t.Errorf("%d kernel calls without support, want 0", k.calls)
@@ -553,7 +554,7 @@ func TestEngineNodeNotPresent(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 3, 1)
 	e := el.engine(t, nil)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	e.Pass()
 	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonNodeNotPresent {
 		t.Errorf("reason %q, want NodeNotPresent", r.Reason)
@@ -567,7 +568,7 @@ func TestEngineFollowsARestartedContainer(t *testing.T) {
 	el := newEngineLab(t)
 	old, _, d := el.container(t, "a", 0, 2)
 	e := el.engine(t, nil)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, old.Pid())
 
 	// The kubelet restarts the container: same pod and name, a new container ID and cgroup.
@@ -581,7 +582,7 @@ func TestEngineFollowsARestartedContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Ref.ContainerID = c.ContainerID
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("restarted container not applied: %v", v)
 	}

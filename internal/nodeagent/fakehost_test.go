@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -36,8 +38,8 @@ func newFakeHost(t *testing.T) *fakeHost {
 }
 
 // fakeDesire is the desire for node of the fake host's container.
-func fakeDesire(node int) Desire {
-	return Desire{PodUID: "pod", Container: "main", Node: node,
+func fakeDesire(node int) desire.Desire {
+	return desire.Desire{PodUID: "pod", Container: "main", Node: node,
 		Ref: cgroups.ContainerRef{PodUID: "pod", ContainerID: "containerd://x"}}
 }
 
@@ -185,7 +187,7 @@ func (h *fakeHost) Set(tid, nid int) error {
 	return nil
 }
 
-// noPIDFDs is a pidfdOpener that has none: tasks are identified by start time alone.
-func noPIDFDs(tid, _ int) (taskHandle, error) {
+// noPIDFDs is a plan.PIDFDOpener that has none: tasks are identified by start time alone.
+func noPIDFDs(tid, _ int) (plan.TaskHandle, error) {
 	return nil, fmt.Errorf("task %d: %w", tid, numa.ErrNoPIDFD)
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -69,33 +70,27 @@ type setMark struct {
 // the new task's process (or of its creator), a lost event a full pass.
 func (e *Engine) onProcEvent(ev numa.ProcEvent) {
 	arrival := e.cfg.Clock.Now()
-	if e.draining.Load() {
+	if e.desires.draining.Load() {
 		return // places nothing
 	}
 	if ev.Kind == numa.ProcEventLost {
 		// The socket overflowed: any fork may be among the lost events, a reused tid too.
-		e.lostForks.Store(true)
+		e.forks.lost.Store(true)
 		e.Pass()
 		return
 	}
 	if ev.Kind != numa.ProcEventFork {
 		return
 	}
-	// A new thread's event names its process as child TGID (and the process's parent as
-	// parent: threads share real_parent); a new process's names its creator as parent.
 	fork := &forkMark{tid: ev.ChildTID, kernelNs: ev.TimestampNs, arrival: arrival}
 	e.passMu.Lock()
-	key, ok := e.tgids[ev.ChildTGID]
-	if !ok {
-		key, ok = e.tgids[ev.ParentTGID]
-	}
-	if set, done := e.forkSets[ev.ChildTID]; done {
+	key, ok := e.forks.containerOf(ev)
+	if set, done := e.forks.takeSet(ev.ChildTID); done {
 		// An earlier event's pass listed and set this task before its own event came.
-		delete(e.forkSets, ev.ChildTID)
 		e.cfg.Metrics.reportForkLag(fork, set, false)
 	}
 	if !ok {
-		e.armForkMark() // the filter passed it for nothing: a young process's
+		e.forks.armMark() // the filter passed it for nothing: a young process's
 	}
 	e.passMu.Unlock()
 	if ok {
@@ -113,67 +108,37 @@ var DefaultForkRetryDelays = []time.Duration{time.Millisecond, 10 * time.Millise
 
 // forkRetry is a one-container pass to run again for a fork event.
 type forkRetry struct {
-	key     ContainerKey
+	key     desire.ContainerKey
 	fork    *forkMark
 	attempt int
 }
 
 // retryUnlisted schedules look number attempt for the fork's task unless the last pass
-// listed it. The look runs on the apply loop (Start), so it ends with it.
-func (e *Engine) retryUnlisted(key ContainerKey, fork *forkMark, attempt int) {
-	if attempt >= len(e.cfg.ForkRetryDelays) || e.listed(key, fork.tid) {
+// listed it or the looks ran out.
+func (e *Engine) retryUnlisted(key desire.ContainerKey, fork *forkMark, attempt int) {
+	if attempt >= len(e.forks.delays) || e.listed(key, fork.tid) {
 		return
 	}
-	e.cfg.Clock.AfterFunc(e.cfg.ForkRetryDelays[attempt], func() {
-		select {
-		case e.retries <- forkRetry{key: key, fork: fork, attempt: attempt + 1}:
-		default: // a burst filled the queue: the rescan catches the rest
-		}
-	})
+	e.forks.retryAfter(key, fork, attempt)
 }
 
 // listed reports whether the container's last listing holds the task.
-func (e *Engine) listed(key ContainerKey, tid int) bool {
+func (e *Engine) listed(key desire.ContainerKey, tid int) bool {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	for _, t := range e.listing[key].tasks {
-		if t.TID == tid {
-			return true
-		}
-	}
-	return false
+	return e.forks.lists(key, tid)
 }
 
 // trusted lists, for a fork pass, the tasks the container's previous pass listed and
 // applied without a failure: the fork concerns new tasks, so those are not read again (a
 // GET per task, most of a fork pass's cost on the emulator); the next full pass checks
-// every task. A full pass, or a container whose desire or outcome changed, trusts nothing.
-func (e *Engine) trusted(key ContainerKey, d Desire, fork *forkMark) map[int]bool {
-	e.mu.Lock()
-	prev, ok := e.results[key]
-	e.mu.Unlock()
-	if fork == nil || !ok || prev.Desire != d || prev.Reason != numav1.ReasonApplied || len(prev.Failed) > 0 {
+// every task. A container whose desire or outcome changed trusts nothing.
+func (e *Engine) trusted(key desire.ContainerKey, d desire.Desire, fork *forkMark) map[int]bool {
+	prev, ok := e.published.result(key)
+	if !ok || prev.Desire != d || prev.Reason != numav1.ReasonApplied || len(prev.Failed) > 0 {
 		return nil
 	}
-	tasks := e.listing[key].tasks
-	trust := make(map[int]bool, len(tasks))
-	for _, t := range tasks {
-		trust[t.TID] = true
-	}
-	// The event's own task is new even when its tid was listed before: a recycled pid.
-	delete(trust, fork.tid)
-	return trust
-}
-
-// verifyStarts says whether pass p reads the start time of every known task that holds
-// the agent's value, to refresh the entry of a reused tid that inherited it: a full pass
-// after fork events were lost, and a start pass (every task of a starting container is
-// new, even one whose tid the ledger knows). Else a fork pass reads only its own event's task's
-// (planner.verify), and without fork events no pass does (a read of /proc per task and
-// pass would cost as much as the GETs): undo then restores such a task by itself (an
-// inheritor, restoreListed).
-func (e *Engine) verifyStarts(p *pass) bool {
-	return p.atStart || p.full() && e.lostForks.Swap(false)
+	return e.forks.trust(key, fork.tid)
 }
 
 // markSet is the setMark of a SET that just returned.
@@ -190,5 +155,5 @@ func (e *Engine) noteForkSet(fork *forkMark, tid int, set setMark) {
 		e.cfg.Metrics.reportForkLag(fork, set, true)
 		return
 	}
-	e.forkSets[tid] = set
+	e.forks.noteSet(tid, set)
 }

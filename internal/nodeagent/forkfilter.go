@@ -19,7 +19,7 @@ type forkFilterer interface {
 // one before, up to forkMarkMax. A reading that moves the mark attaches a new filter to
 // the socket (the kernel checks and copies the program): on a host whose young processes
 // fork all the time (a build: make's shells fork compilers within milliseconds of their
-// birth) readings every 100 ms were a quarter of the idle agent's CPU, for forks that pass
+// birth) readings every 100 ms cost a quarter of the idle agent's CPU, for forks that pass
 // however fresh the mark is. A new process that forks a lot (a forking server, a storm)
 // is behind the mark after two readings: 0.3 s on a host otherwise quiet, up to 2 s on one
 // whose young processes keep forking.
@@ -30,40 +30,41 @@ const (
 
 // forkWatch keeps the kernel's filter of fork events in step with the listings, so that an
 // unrelated fork does not wake the agent. onProcEvent acts on a fork whose creator is a
-// listed process (tgids); the filter passes those, and every fork of a process born after
-// the mark: a child of a selected process that no pass has listed yet (its own fork event
-// still on its way) may fork in turn. The mark is the last pid as read at the reading
-// before the last one. A reading is taken after a fork the filter passed for nothing (a
-// young process's; forkMarkEvery, backing off to forkMarkMax), so the mark follows the
-// pids while young processes fork, and an idle host costs no reading. It moves only when
-// no fork event waits, so every process born by then in a selected container had its
-// fork event handled and its fork pass list it, or a full pass listed it (a child the
-// fork pass's looks missed waits for the rescan, as its own forks always did). When pids wrap around, or the last pid
-// cannot be read, every fork passes until two readings made a mark again.
+// listed process (forkTracker.tgids); the filter passes those, and every fork of a process
+// born after the mark: a child of a selected process that no pass has listed yet (its own
+// fork event still on its way) may fork in turn. The mark is the last pid as read at the
+// reading before the last one. A reading is taken after a fork the filter passed for
+// nothing (a young process's; forkMarkEvery, backing off to forkMarkMax), so the mark
+// follows the pids while young processes fork, and an idle host costs no reading. It moves
+// only when no fork event waits, so every process born by then in a selected container had
+// its fork event handled and its fork pass list it, or a full pass listed it (a child the
+// fork pass's looks missed waits for the rescan, as its own forks always did). When pids
+// wrap around, or the last pid cannot be read, every fork passes until two readings made a
+// mark again.
 type forkWatch struct {
 	marks    [2]int // the last pid at the last two readings, older first
 	set      numa.ForkFilter
 	attached bool // set is the socket's filter
 	armed    bool // a reading is on its way
-	// read is when the last reading was due, and wait how long it waited (armForkMark).
+	// read is when the last reading was due, and wait how long it waited (armMark).
 	read time.Time
 	wait time.Duration
 }
 
-// armForkMark schedules a reading of the last pid, after a fork the filter passed for
-// nothing. The caller holds passMu.
-func (e *Engine) armForkMark() {
-	w := &e.forkWatch
-	if e.cfg.ForkFilter == nil || w.armed {
+// armMark schedules a reading of the last pid, after a fork the filter passed for
+// nothing.
+func (f *forkTracker) armMark() {
+	w := &f.watch
+	if f.filter == nil || w.armed {
 		return
 	}
 	w.armed = true
-	if now := e.cfg.Clock.Now(); w.read.IsZero() || now.Sub(w.read) > forkMarkMax {
+	if now := f.clock.Now(); w.read.IsZero() || now.Sub(w.read) > forkMarkMax {
 		w.wait = forkMarkEvery
 	} else {
 		w.wait = min(max(2*w.wait, forkMarkEvery), forkMarkMax)
 	}
-	e.cfg.Clock.AfterFunc(w.wait, func() { signal(e.markDue) })
+	f.clock.AfterFunc(w.wait, func() { signal(f.markDue) })
 }
 
 // markForks takes a reading of the last pid and moves the filter's mark, unless fork
@@ -71,18 +72,23 @@ func (e *Engine) armForkMark() {
 func (e *Engine) markForks() {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	w := &e.forkWatch
-	w.armed, w.read = false, e.cfg.Clock.Now()
-	if len(e.cfg.ProcEvents) > 0 {
+	e.forks.mark(len(e.cfg.ProcEvents) > 0)
+}
+
+// mark takes a reading of the last pid for the filter's mark, unless events wait.
+func (f *forkTracker) mark(eventsWait bool) {
+	w := &f.watch
+	w.armed, w.read = false, f.clock.Now()
+	if eventsWait {
 		return
 	}
-	pid, _ := numa.ReadLastPid(e.cfg.ProcRoot) // 0: unknown
+	pid, _ := numa.ReadLastPid(f.procRoot) // 0: unknown
 	if pid == 0 || pid < w.marks[1] {
 		w.marks = [2]int{0, pid} // unknown, or wrapped around: no mark holds
 	} else {
 		w.marks = [2]int{w.marks[1], pid}
 	}
-	e.filterForks()
+	f.filterForks()
 }
 
 // maxStaleTGIDs is how many processes no longer listed an attached filter may still pass
@@ -113,26 +119,26 @@ func keepFilter(attached, want numa.ForkFilter) bool {
 }
 
 // filterForks gives the socket the filter of the current listings and mark, if it
-// changed and the attached one does not do (keepFilter). The caller holds passMu.
-func (e *Engine) filterForks() {
-	if e.cfg.ForkFilter == nil {
+// changed and the attached one does not do (keepFilter).
+func (f *forkTracker) filterForks() {
+	if f.filter == nil {
 		return
 	}
-	w := &e.forkWatch
-	f := numa.ForkFilter{Above: w.marks[0]}
-	if f.All() || len(e.tgids) > numa.MaxFilterTGIDs {
-		f = numa.ForkFilter{}
+	w := &f.watch
+	want := numa.ForkFilter{Above: w.marks[0]}
+	if want.All() || len(f.tgids) > numa.MaxFilterTGIDs {
+		want = numa.ForkFilter{}
 	} else {
-		f.TGIDs = slices.Sorted(maps.Keys(e.tgids))
+		want.TGIDs = slices.Sorted(maps.Keys(f.tgids))
 	}
-	if w.attached && keepFilter(w.set, f) {
+	if w.attached && keepFilter(w.set, want) {
 		return
 	}
-	err := e.cfg.ForkFilter.FilterForks(f)
+	err := f.filter.FilterForks(want)
 	if err != nil {
-		e.cfg.Log.Error(err, "Filtering fork events in the kernel; every fork is delivered", "processes", len(f.TGIDs))
-		f = numa.ForkFilter{}
-		err = e.cfg.ForkFilter.FilterForks(f)
+		f.log.Error(err, "Filtering fork events in the kernel; every fork is delivered", "processes", len(want.TGIDs))
+		want = numa.ForkFilter{}
+		err = f.filter.FilterForks(want)
 	}
-	w.set, w.attached = f, err == nil
+	w.set, w.attached = want, err == nil
 }

@@ -14,6 +14,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/forker"
 	"github.com/numapref/numapref/internal/testutil/testenv"
@@ -53,7 +54,7 @@ func TestEngineFilteredForksStillPlaceWhatTheyMust(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	e := el.engineWith(t, EngineConfig{ProcEvents: events, ForkFilter: pe, Clock: fc, RescanInterval: time.Hour})
 	startEngine(t, e)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
 	// Two readings (each when no event waits): the filter passes the listed processes and
 	// those born since the first, so not the forker's forks once a mark is above it. A
@@ -67,7 +68,7 @@ func TestEngineFilteredForksStillPlaceWhatTheyMust(t *testing.T) {
 		}
 		e.markForks()
 		e.passMu.Lock()
-		set = e.forkWatch.set
+		set = e.forks.watch.set
 		e.passMu.Unlock()
 		return !set.All() && set.Above >= old.PID
 	})

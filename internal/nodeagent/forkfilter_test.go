@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -39,7 +40,7 @@ func TestForkWatch(t *testing.T) {
 	rec := &filterRecorder{}
 	fc := clocktesting.NewFakeClock(time.Now())
 	e := h.engine(EngineConfig{ForkFilter: rec, Clock: fc})
-	e.SetDesired([]Desire{fakeDesire(0)})
+	e.SetDesired([]desire.Desire{fakeDesire(0)})
 	lastPid := filepath.Join(h.proc, "sys", "kernel", "ns_last_pid")
 	mark := func(pid string) {
 		t.Helper()
@@ -94,13 +95,13 @@ func TestForkWatch(t *testing.T) {
 		t.Helper()
 		fc.Step(after - time.Millisecond)
 		select {
-		case <-e.markDue:
+		case <-e.forks.markDue:
 			t.Fatalf("a reading due before %v", after)
 		default:
 		}
 		fc.Step(time.Millisecond)
 		select {
-		case <-e.markDue:
+		case <-e.forks.markDue:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no reading due %v after a passed fork", after)
 		}

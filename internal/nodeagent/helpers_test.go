@@ -11,6 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/known"
+	"github.com/numapref/numapref/internal/nodeagent/ledger"
 	"github.com/numapref/numapref/internal/testutil/poll"
 )
 
@@ -84,7 +87,13 @@ func sameSet(a, b []int) bool {
 }
 
 // readLedger reads the ledger file at path, as a restarted engine would.
-func readLedger(path string) (ledger, error) {
-	f, err := loadLedger(path, defaultLedgerLimit)
-	return f.ledger(), err
+func readLedger(path string) (known.Containers, error) { return ledger.Read(path, 0) }
+
+// ledgerTask is a copy of the ledger entry of task tid of container key, nil if none.
+func ledgerTask(e *Engine, key desire.ContainerKey, tid int) *known.Task {
+	t, ok := e.ledger.View().Entry(key).Task(tid)
+	if !ok {
+		return nil
+	}
+	return &t
 }

@@ -13,6 +13,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -73,11 +74,11 @@ func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 		Containers: []inspect.Container{},
 	}
 	uid := types.UID(cgroups.PodUID(pod))
-	desires := e.desiresOf(uid)
+	desires := e.desires.of(uid)
 	if len(desires) == 0 {
 		// Not the agent's business: no container ids, cgroups or tasks of it.
-		for _, c := range podContainers(pod) {
-			out.Containers = append(out.Containers, inspect.Container{Name: c.name, Init: c.init, Reason: inspect.ReasonNotSelected, Tasks: []inspect.Task{}})
+		for _, c := range desire.PodContainers(pod) {
+			out.Containers = append(out.Containers, inspect.Container{Name: c.Name, Init: c.Init, Reason: inspect.ReasonNotSelected, Tasks: []inspect.Task{}})
 		}
 		return out
 	}
@@ -88,11 +89,11 @@ func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 			managed[m.Container] = m
 		}
 	}
-	statuses := containerStatuses(pod)
-	for _, c := range podContainers(pod) {
-		ic := inspect.Container{Name: c.name, Init: c.init, ContainerID: statuses[c.name].ContainerID, Tasks: []inspect.Task{}}
-		m, hasManaged := managed[c.name]
-		e.describeDesire(&ic, desires[c.name], m, hasManaged)
+	statuses := desire.ContainerStatuses(pod)
+	for _, c := range desire.PodContainers(pod) {
+		ic := inspect.Container{Name: c.Name, Init: c.Init, ContainerID: statuses[c.Name].ContainerID, Tasks: []inspect.Task{}}
+		m, hasManaged := managed[c.Name]
+		e.describeDesire(&ic, desires[c.Name], m, hasManaged)
 		ref := cgroups.ContainerRef{PodUID: string(uid), QOS: pod.Status.QOSClass, ContainerID: ic.ContainerID}
 		e.describeHost(&ic, ref, m.TIDs)
 		out.Containers = append(out.Containers, ic)
@@ -100,22 +101,9 @@ func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 	return out
 }
 
-// desiresOf returns the engine's current desires for the containers of pod uid.
-func (e *Engine) desiresOf(uid types.UID) map[string]*Desire {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := map[string]*Desire{}
-	for key, d := range e.desired {
-		if key.PodUID == uid {
-			out[key.Container] = &d
-		}
-	}
-	return out
-}
-
 // describeDesire fills in what the agent wants for the container and the outcome of the
 // engine's last pass, which counts only when it was for the current desire.
-func (e *Engine) describeDesire(ic *inspect.Container, d *Desire, m ManagedContainer, hasManaged bool) {
+func (e *Engine) describeDesire(ic *inspect.Container, d *desire.Desire, m ManagedContainer, hasManaged bool) {
 	if d == nil {
 		ic.Reason = inspect.ReasonNotSelected
 		return

@@ -15,6 +15,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
@@ -53,7 +54,7 @@ func TestInspectPodOnRealHost(t *testing.T) {
 	}
 
 	e := el.engine(t, nil)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, db.Pid())
 	// Every thread of the pass's listing still runs, so the threads running now include
 	// them all; any thread not among them is born after the pass. Start threads until

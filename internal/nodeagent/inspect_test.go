@@ -18,6 +18,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 )
 
 // allowAll lets every caller get every pod (the server's SubjectAccessReview is tested in
@@ -101,7 +102,7 @@ func TestInspectDescribesOnlySelectedPods(t *testing.T) {
 	h.addTask(100, -1)
 	h.addTask(101, -1)
 	e := h.engine(EngineConfig{})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
 	pod := func(name string, uid types.UID) *corev1.Pod {

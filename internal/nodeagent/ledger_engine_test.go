@@ -1,18 +1,25 @@
 package nodeagent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/known"
+	"github.com/numapref/numapref/internal/nodeagent/ledger"
 )
 
 // Unit tests of the ledger's part in a pass, on a fake host: no SET without its ledger
@@ -31,7 +38,7 @@ func TestEngineSetsNothingWithoutItsLedgerEntry(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	e := h.engine(EngineConfig{LedgerPath: filepath.Join(dir, "ledger.json"), Metrics: m, Clock: fc, RescanInterval: time.Hour})
 	startEngine(t, e)
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	waitFor(t, "the desire's pass", func() bool { return passStats(t, m, "full").count == 1 })
 
 	r := e.Results()[fakeDesire(1).Key()]
@@ -74,7 +81,7 @@ func TestEngineLedgerBound(t *testing.T) {
 	h.addTask(100, -1)
 	m := NewMetrics()
 	e := h.engine(EngineConfig{Metrics: m, ledgerLimit: 64})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	r := e.Results()[fakeDesire(1).Key()]
 	if r.Reason != numav1.ReasonLedgerError || !strings.Contains(r.Message, "bound of 64 bytes") {
@@ -89,8 +96,8 @@ func TestEngineLedgerBound(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "ledger.json")
 	writeFile(t, path, `{"version":2,"containers":[`+strings.Repeat(" ", 100)+`]}`)
-	if _, err := loadLedger(path, 64); !errors.Is(err, fsutil.ErrTooLarge) {
-		t.Errorf("loading a ledger past the bound: %v, want ErrTooLarge", err)
+	if _, err := h.newEngine(EngineConfig{LedgerPath: path, ledgerLimit: 64}); !errors.Is(err, fsutil.ErrTooLarge) {
+		t.Errorf("starting on a ledger past the bound: %v, want ErrTooLarge", err)
 	}
 }
 
@@ -110,10 +117,10 @@ func TestEngineRefusesASymlinkedLedger(t *testing.T) {
 	if !errors.Is(err, fsutil.ErrSymlink) {
 		t.Errorf("NewEngine on a linked ledger: %v, want ErrSymlink", err)
 	}
-	if len(e.ledger) != 0 {
-		t.Errorf("the engine took the link's target as its ledger: %v", e.ledger)
+	if e.ledger.Len() != 0 {
+		t.Errorf("the engine took the link's target as its ledger: %v", e.ledger.View().Clone())
 	}
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	if r := e.Results()[fakeDesire(1).Key()]; r.Reason != numav1.ReasonLedgerError {
 		t.Errorf("result %s (%s), want LedgerError", r.Reason, r.Message)
@@ -157,7 +164,7 @@ func TestEngineDropsALedgerOfAnotherBoot(t *testing.T) {
 	h.addTask(100, -1)
 	path := filepath.Join(t.TempDir(), "ledger.json")
 	first := h.engine(EngineConfig{LedgerPath: path})
-	first.SetDesired([]Desire{fakeDesire(1)})
+	first.SetDesired([]desire.Desire{fakeDesire(1)})
 	first.Pass()
 	if v := h.value(100); v != 1 {
 		t.Fatalf("not applied: task 100 holds %d", v)
@@ -165,16 +172,181 @@ func TestEngineDropsALedgerOfAnotherBoot(t *testing.T) {
 
 	writeFile(t, bootID, "22222222-2222-2222-2222-222222222222\n") // the host rebooted
 	second := h.engine(EngineConfig{LedgerPath: path})
-	if len(second.ledger) != 0 {
-		t.Errorf("ledger of the earlier boot loaded: %v", second.ledger)
+	if second.ledger.Len() != 0 {
+		t.Errorf("ledger of the earlier boot loaded: %v", second.ledger.View().Clone())
 	}
 	second.SetDesired(nil)
 	second.Pass()
 	if v := h.value(100); v != 1 {
 		t.Errorf("task 100 of the new boot holds %d, want its own 1: the old ledger must not undo anything", v)
 	}
-	f, err := loadLedger(path, defaultLedgerLimit)
-	if err != nil || len(f.Containers) != 0 || f.BootID != "22222222-2222-2222-2222-222222222222" {
-		t.Errorf("ledger after the reboot = %+v, %v; want empty, of the new boot", f, err)
+	l, err := readLedger(path)
+	data, _ := os.ReadFile(path)
+	if err != nil || len(l) != 0 || !strings.Contains(string(data), `"bootID":"22222222-2222-2222-2222-222222222222"`) {
+		t.Errorf("ledger after the reboot = %v, %v (%s); want empty, of the new boot", l, err, data)
+	}
+}
+
+// The ledger's files hold, after every pass, what the engine's ledger does: a restarted
+// engine reads the same. A pass appends to the journal and leaves the snapshot alone; a
+// full pass compacts once the journal passes its size.
+func TestEngineLedgerFilesFollowThePasses(t *testing.T) {
+	h := newFakeHost(t)
+	h.addTask(100, -1)
+	path := filepath.Join(t.TempDir(), "ledger.json")
+	e := h.engine(EngineConfig{LedgerPath: path, journalCompactAt: 1 << 20})
+	same := func(step string) {
+		t.Helper()
+		l, err := readLedger(path)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if diff := cmp.Diff(e.ledger.View().Clone(), l); diff != "" {
+			t.Fatalf("%s: the files say (-engine +files):\n%s", step, diff)
+		}
+	}
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
+	e.Pass()
+	same("applied")
+	snap, journal := stat(t, path), stat(t, path+ledger.JournalSuffix)
+	h.addTask(101, -1)
+	h.addTask(102, 0)
+	e.Pass()
+	same("two tasks more")
+	h.moveOut(100)
+	e.Pass()
+	same("a task gone")
+	if !os.SameFile(snap, stat(t, path)) || stat(t, path).ModTime() != snap.ModTime() {
+		t.Errorf("the snapshot was rewritten; passes must only append to the journal")
+	}
+	if grown := stat(t, path+ledger.JournalSuffix); !os.SameFile(journal, grown) || grown.Size() <= journal.Size() {
+		t.Errorf("journal %d bytes, then %d: want appended to", journal.Size(), grown.Size())
+	}
+	e.SetDesired([]desire.Desire{fakeDesire(0)}) // values in flight, written ahead, then settled
+	e.Pass()
+	same("moved to node 0")
+
+	// Restarted with a journal bound of 1 byte: the first full pass whose journal passes
+	// the snapshot's size compacts.
+	e = h.engine(EngineConfig{LedgerPath: path, journalCompactAt: 1})
+	snap = stat(t, path)
+	for node := 0; os.SameFile(snap, stat(t, path)); node = 1 - node {
+		if stat(t, path+ledger.JournalSuffix).Size() > snap.Size() {
+			t.Fatal("the journal passed the snapshot's size and no full pass compacted it")
+		}
+		e.SetDesired([]desire.Desire{fakeDesire(node)})
+		e.Pass()
+		same(fmt.Sprintf("moved to node %d", node))
+	}
+	e.SetDesired(nil)
+	e.Pass()
+	same("undone")
+	if e.ledger.Len() != 0 {
+		t.Errorf("ledger after undo: %v", e.ledger.View().Clone())
+	}
+}
+
+func stat(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// envelopeFile is a ledger file of version (3 or 4) holding content, with its checksum.
+func envelopeFile(t *testing.T, version int, content string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(content))
+	return fmt.Sprintf(`{"version":%d,"sha256":"%s","ledger":%s}`, version, hex.EncodeToString(sum[:]), content)
+}
+
+// testLedgerContent is a ledger of the fake host's container with task 100 at node 1.
+const testLedgerContent = `{"bootID":"b","containers":[{"podUID":"pod","container":"main",` +
+	`"ref":{"podUID":"pod","containerID":"containerd://x"},"tasks":{"100":{"start":1100,"prev":-1,"values":[1]}}}]}`
+
+// An agent upgraded in place reads the version 3 ledger its predecessor wrote and undoes
+// what the predecessor set, even restarted again before any pass.
+func TestEngineUndoesAVersion3Ledger(t *testing.T) {
+	h := newFakeHost(t)
+	h.addTask(100, 1) // the predecessor set it: the ledger records it
+	path := filepath.Join(t.TempDir(), "ledger.json")
+	writeFile(t, path, envelopeFile(t, 3, testLedgerContent))
+	if e := h.engine(EngineConfig{LedgerPath: path}); !ledgerTask(e, fakeDesire(1).Key(), 100).Equal(&known.Task{Start: 1100, Prev: -1, Values: []int{1}}) {
+		t.Fatalf("the version 3 ledger was not read: %v", e.ledger.View().Clone())
+	}
+	again := h.engine(EngineConfig{LedgerPath: path}) // restarted again, before any pass
+	again.SetDesired(nil)
+	again.Pass()
+	if v := h.value(100); v != -1 {
+		t.Errorf("task 100 holds %d after undo, want -1: the upgraded agent lost its predecessor's value", v)
+	}
+}
+
+// A snapshot replaced while the engine runs (here by a link) is not appended to: the next
+// write compacts, which refuses the link, and the pass sets nothing.
+func TestEngineNoticesAReplacedLedger(t *testing.T) {
+	h := newFakeHost(t)
+	h.addTask(100, -1)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.json")
+	e := h.engine(EngineConfig{LedgerPath: path})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
+	e.Pass()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), path); err != nil {
+		t.Fatal(err)
+	}
+	h.addTask(101, -1)
+	e.Pass()
+	if v := h.value(101); v != -1 {
+		t.Errorf("task 101 holds %d: set though its ledger entry went to a journal no snapshot continues", v)
+	}
+}
+
+// NewEngine reports a damaged ledger as ledger.ErrDamaged and in numapref_ledger_damaged,
+// and the engine still works: tasks it recognises (here the one with the wanted value) are
+// handled as for an empty ledger.
+func TestEngineReportsADamagedLedger(t *testing.T) {
+	for name, c := range map[string]struct {
+		content string
+		damaged bool
+	}{
+		"missing": {},
+		"intact":  {content: "good"},
+		"damaged": {content: "bad", damaged: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newFakeHost(t)
+			h.addTask(100, -1)
+			path := filepath.Join(t.TempDir(), "ledger.json")
+			good := envelopeFile(t, 4, testLedgerContent)
+			switch c.content {
+			case "good":
+				writeFile(t, path, good)
+			case "bad":
+				writeFile(t, path, strings.Replace(good, `"start":1100`, `"start":1101`, 1))
+			}
+			m := NewMetrics()
+			e, err := h.newEngine(EngineConfig{LedgerPath: path, Metrics: m})
+			if got := errors.Is(err, ledger.ErrDamaged); got != c.damaged {
+				t.Errorf("NewEngine error %v; damaged %v, want %v", err, got, c.damaged)
+			}
+			want := 0.0
+			if c.damaged {
+				want = 1
+			}
+			if got := testutil.ToFloat64(m.ledgerDamaged); got != want {
+				t.Errorf("numapref_ledger_damaged = %v, want %v", got, want)
+			}
+			e.SetDesired([]desire.Desire{fakeDesire(1)})
+			e.Pass()
+			if v := h.value(100); v != 1 {
+				t.Errorf("task 100 holds %d, want 1", v)
+			}
+		})
 	}
 }

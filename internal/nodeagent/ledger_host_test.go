@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
@@ -82,7 +83,7 @@ func TestEngineLedgerOnAFullOrReadOnlyDisk(t *testing.T) {
 			e := el.engineWith(t, EngineConfig{Metrics: m})
 			tc.spoil(t, dir)
 
-			e.SetDesired([]Desire{d})
+			e.SetDesired([]desire.Desire{d})
 			e.Pass()
 			r := e.Results()[d.Key()]
 			if r.Reason != numav1.ReasonLedgerError || !strings.Contains(r.Message, tc.wantErr) {

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -22,7 +23,7 @@ func TestEngineRescansOnEveryTick(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	e := h.engine(EngineConfig{RescanInterval: 10 * time.Second, Metrics: m, Clock: fc})
 	startEngine(t, e)
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	waitFor(t, "the desire's pass set task 100", func() bool { return passStats(t, m, "full").count == 1 })
 	if v := h.value(100); v != 1 {
 		t.Fatalf("task 100 holds %d after the desire's pass, want 1", v)
@@ -66,7 +67,7 @@ func TestEngineLooksAgainForAForkedTask(t *testing.T) {
 			fc := clocktesting.NewFakeClock(time.Now())
 			e := h.engine(EngineConfig{ProcEvents: events, ForkRetryDelays: delays, Metrics: m, Clock: fc})
 			startEngine(t, e)
-			e.SetDesired([]Desire{fakeDesire(1)})
+			e.SetDesired([]desire.Desire{fakeDesire(1)})
 			waitFor(t, "the desire's pass", func() bool { return passStats(t, m, "full").count == 1 })
 
 			events <- numa.ProcEvent{Kind: numa.ProcEventFork, ParentTGID: 100, ParentTID: 100, ChildTGID: 200, ChildTID: 200}
@@ -108,7 +109,7 @@ func TestEngineTimesPassesAndForkLagOnItsClock(t *testing.T) {
 	h.onSet = func(int) { fc.Step(3 * time.Millisecond) }
 	m := NewMetrics()
 	e := h.engine(EngineConfig{Metrics: m, Clock: fc})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass() // GET of task 100, and its SET with the GET right before it
 	if got, want := passStats(t, m, "full"), (histStats{count: 1, sum: (7 * time.Millisecond).Seconds()}); got != want {
 		t.Errorf("full pass durations = %+v, want %+v", got, want)

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -29,7 +31,7 @@ type Metrics struct {
 	startToPlaced *prometheus.HistogramVec
 	ledgerErrs    prometheus.Counter
 	desiredErrs   prometheus.Counter
-	// ledgerDamaged is 1 once the ledger read at start was damaged (ErrLedgerDamaged).
+	// ledgerDamaged is 1 once the ledger read at start was damaged (ledger.ErrDamaged).
 	ledgerDamaged prometheus.Gauge
 }
 
@@ -50,98 +52,78 @@ const (
 // (0.8, 3.2 ms) could not.
 var forkLagBuckets = prometheus.ExponentialBuckets(0.00005, 2, 16)
 
+// The help texts of the engine's metrics, as dashboards and alerts know them.
+const (
+	helpSets = "Preferred-node SETs the agent issued, by result (Applied, PermissionDenied, KernelError; raced: the task " +
+		"exited or left its container around the SET, which may have hit another task: a pass's is put back, an undo's is not)."
+	helpRestores   = "Tasks whose value the agent put back when their container was no longer selected."
+	helpContainers = "Selected containers on this node by state (Applied or the reason they are skipped) and, for Applied ones, the NUMA node they prefer."
+	helpTasks      = "Tasks of selected containers that have their preferred node."
+	helpPass       = "Duration of engine passes: full (every container: rescans and desired-state changes), fork (one container, on a fork event) or start (one container the runtime is starting, through NRI)."
+	helpKernel     = "1 when the agent's kernel backend can set preferred nodes, by backend."
+	helpTaskStates = "Tasks of selected containers after the last full pass, by reason: Applied (have the preferred node), " +
+		"PermissionDenied or KernelError (the kernel refused), MemoryPinnedElsewhere (the container was skipped). " +
+		"Containers skipped before their tasks are read (e.g. KernelUnsupported, NodeNotPresent) count in numapref_containers only."
+	helpBalancing = "1 for the kernel.numa_balancing mode of this node (disabled, normal, memory-tiering, normal-memory-tiering; " +
+		"unavailable without the sysctl, unreadable when it cannot be read). Read at start and on every full pass."
+	helpForkLag = "Time from a fork event to the return of the SET that gives the new task its preferred node, for tasks " +
+		"set by a fork-event pass (their own event's, or an earlier event's that listed them first; tasks a full pass " +
+		"sets are not observed). since=event: from the kernel's timestamp of the event (CLOCK_MONOTONIC at fork, " +
+		"so it includes the wait in the socket and behind other passes); since=arrival: from the event's arrival in " +
+		"the engine, for events without a usable timestamp (own pass only)."
+	helpForkStages = "The parts of numapref_fork_apply_lag_seconds, for tasks set by their own fork event's pass: deliver (in the " +
+		"proc connector's socket until the engine read the event; 0 without a kernel timestamp), wait (behind other " +
+		"passes), retry (until a pass listed the task in its cgroup: the kernel sends the event before it moves the " +
+		"child there), plan (listing the container, reading its new tasks), writeahead (the ledger's fsync'd record), " +
+		"set (the bracketed SET). A fork's stages add up to its lag since the event."
+	helpStartToPlaced = "Time from a container's start to its first preferred-node SET by this agent, observed once per " +
+		"container (again if it is undone and placed anew, or restarts). at=Start: set by a start pass (the " +
+		"runtime's NRI StartContainer) before its first instruction, observed as 0. at=AfterStart: set by any " +
+		"other pass (the API's pod status, a fork event, a rescan), from the earliest start time of the tasks " +
+		"set (/proc starttime, CLOCK_BOOTTIME) to the SETs' return; containers that started before this agent " +
+		"are not observed."
+	helpLedgerErrs = "Failed writes of the agent's ledger (disk full or read-only, past its size bound, a link in its place). " +
+		"A failed write ahead of SETs skips them: their containers report LedgerError, and a pass retries soon."
+	helpDesiredErrs = "Failed writes of the persisted desired state (desired.json beside the ledger), which an agent restarted " +
+		"while the API is unreachable enforces. Placement goes on; the next pass writes again."
+	helpLedgerDamaged = "1 when the ledger this agent read at start was damaged (unreadable, past its bound, unparsable or failing " +
+		"its checksum): what it recorded is lost, so values set before may never be undone. Stays 1 until the agent restarts."
+)
+
 // NewMetrics makes the engine's metrics; Register exposes them.
 func NewMetrics() *Metrics {
-	m := &Metrics{
-		sets: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "numapref", Name: "task_sets_total",
-			Help: "Preferred-node SETs the agent issued, by result (Applied, PermissionDenied, KernelError; raced: the task " +
-				"exited or left its container around the SET, which may have hit another task: a pass's is put back, an undo's is not).",
-		}, []string{"result"}),
-		restores: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "numapref", Name: "task_restores_total",
-			Help: "Tasks whose value the agent put back when their container was no longer selected.",
-		}),
-		containers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "numapref", Name: "containers",
-			Help: "Selected containers on this node by state (Applied or the reason they are skipped) and, for Applied ones, the NUMA node they prefer.",
-		}, []string{"reason", "numa_node"}),
-		tasks: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "numapref", Name: "managed_tasks",
-			Help: "Tasks of selected containers that have their preferred node.",
-		}),
-		passSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "numapref", Name: "pass_duration_seconds",
-			Help:    "Duration of engine passes: full (every container: rescans and desired-state changes), fork (one container, on a fork event) or start (one container the runtime is starting, through NRI).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}, []string{"kind"}),
-		kernel: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "numapref", Name: "kernel_supported",
-			Help: "1 when the agent's kernel backend can set preferred nodes, by backend.",
-		}, []string{"backend"}),
-		taskStates: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "numapref", Name: "tasks",
-			Help: "Tasks of selected containers after the last full pass, by reason: Applied (have the preferred node), " +
-				"PermissionDenied or KernelError (the kernel refused), MemoryPinnedElsewhere (the container was skipped). " +
-				"Containers skipped before their tasks are read (e.g. KernelUnsupported, NodeNotPresent) count in numapref_containers only.",
-		}, []string{"reason"}),
-		balancing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "numapref", Name: "numa_balancing",
-			Help: "1 for the kernel.numa_balancing mode of this node (disabled, normal, memory-tiering, normal-memory-tiering; " +
-				"unavailable without the sysctl, unreadable when it cannot be read). Read at start and on every full pass.",
-		}, []string{"mode"}),
-		forkLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "numapref", Name: "fork_apply_lag_seconds",
-			Help: "Time from a fork event to the return of the SET that gives the new task its preferred node, for tasks " +
-				"set by a fork-event pass (their own event's, or an earlier event's that listed them first; tasks a full pass " +
-				"sets are not observed). since=event: from the kernel's timestamp of the event (CLOCK_MONOTONIC at fork, " +
-				"so it includes the wait in the socket and behind other passes); since=arrival: from the event's arrival in " +
-				"the engine, for events without a usable timestamp (own pass only).",
-			Buckets: forkLagBuckets,
-		}, []string{"since"}),
-		forkStages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "numapref", Name: "fork_apply_stage_seconds",
-			Help: "The parts of numapref_fork_apply_lag_seconds, for tasks set by their own fork event's pass: deliver (in the " +
-				"proc connector's socket until the engine read the event; 0 without a kernel timestamp), wait (behind other " +
-				"passes), retry (until a pass listed the task in its cgroup: the kernel sends the event before it moves the " +
-				"child there), plan (listing the container, reading its new tasks), writeahead (the ledger's fsync'd record), " +
-				"set (the bracketed SET). A fork's stages add up to its lag since the event.",
-			Buckets: forkLagBuckets,
-		}, []string{"stage"}),
-		startToPlaced: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "numapref", Name: "start_to_placed_seconds",
-			Help: "Time from a container's start to its first preferred-node SET by this agent, observed once per " +
-				"container (again if it is undone and placed anew, or restarts). at=Start: set by a start pass (the " +
-				"runtime's NRI StartContainer) before its first instruction, observed as 0. at=AfterStart: set by any " +
-				"other pass (the API's pod status, a fork event, a rescan), from the earliest start time of the tasks " +
-				"set (/proc starttime, CLOCK_BOOTTIME) to the SETs' return; containers that started before this agent " +
-				"are not observed.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1 ms to 33 s
-		}, []string{"at"}),
+	return &Metrics{
+		sets:          counterVec("task_sets_total", helpSets, "result"),
+		restores:      counter("task_restores_total", helpRestores),
+		containers:    gaugeVec("containers", helpContainers, "reason", "numa_node"),
+		tasks:         prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "numapref", Name: "managed_tasks", Help: helpTasks}),
+		passSeconds:   histogramVec("pass_duration_seconds", helpPass, prometheus.ExponentialBuckets(0.0001, 4, 10), "kind"),
+		kernel:        gaugeVec("kernel_supported", helpKernel, "backend"),
+		taskStates:    gaugeVec("tasks", helpTaskStates, "reason"),
+		balancing:     gaugeVec("numa_balancing", helpBalancing, "mode"),
+		forkLag:       histogramVec("fork_apply_lag_seconds", helpForkLag, forkLagBuckets, "since"),
+		forkStages:    histogramVec("fork_apply_stage_seconds", helpForkStages, forkLagBuckets, "stage"),
+		startToPlaced: histogramVec("start_to_placed_seconds", helpStartToPlaced, prometheus.ExponentialBuckets(0.001, 2, 16), "at"), // 1 ms to 33 s
+		ledgerErrs:    counter("ledger_write_errors_total", helpLedgerErrs),
+		desiredErrs:   counter("desired_state_write_errors_total", helpDesiredErrs),
+		ledgerDamaged: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "numapref", Name: "ledger_damaged", Help: helpLedgerDamaged}),
 	}
-	m.ledgerErrs, m.desiredErrs, m.ledgerDamaged = stateMetrics()
-	return m
 }
 
-// stateMetrics are the metrics of the agent's files on the node: the ledger's write errors,
-// the desired state's, and a damaged ledger.
-func stateMetrics() (ledgerErrs, desiredErrs prometheus.Counter, ledgerDamaged prometheus.Gauge) {
-	ledgerErrs = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "numapref", Name: "ledger_write_errors_total",
-		Help: "Failed writes of the agent's ledger (disk full or read-only, past its size bound, a link in its place). " +
-			"A failed write ahead of SETs skips them: their containers report LedgerError, and a pass retries soon.",
-	})
-	desiredErrs = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "numapref", Name: "desired_state_write_errors_total",
-		Help: "Failed writes of the persisted desired state (desired.json beside the ledger), which an agent restarted " +
-			"while the API is unreachable enforces. Placement goes on; the next pass writes again.",
-	})
-	ledgerDamaged = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: "numapref", Name: "ledger_damaged",
-		Help: "1 when the ledger this agent read at start was damaged (unreadable, past its bound, unparsable or failing " +
-			"its checksum): what it recorded is lost, so values set before may never be undone. Stays 1 until the agent restarts.",
-	})
-	return ledgerErrs, desiredErrs, ledgerDamaged
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "numapref", Name: name, Help: help})
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "numapref", Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "numapref", Name: name, Help: help}, labels)
+}
+
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "numapref", Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 // Register adds the metrics to reg.
@@ -209,7 +191,7 @@ func (m *Metrics) reportBalancing(procRoot string) {
 }
 
 // reportResults sets the gauges from a full pass's results.
-func (m *Metrics) reportResults(results map[ContainerKey]ContainerResult) {
+func (m *Metrics) reportResults(results map[desire.ContainerKey]plan.Result) {
 	m.containers.Reset()
 	m.taskStates.Reset()
 	tasks := 0

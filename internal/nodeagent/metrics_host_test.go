@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -35,7 +36,7 @@ func TestEngineReportsTasksAndBalancing(t *testing.T) {
 	if v := testutil.ToFloat64(m.balancing.WithLabelValues(mode.Label())); v != 1 {
 		t.Errorf("numapref_numa_balancing{mode=%q} after NewEngine = %v, want 1", mode.Label(), v)
 	}
-	e.SetDesired([]Desire{d, dp})
+	e.SetDesired([]desire.Desire{d, dp})
 	el.settle(t, e, w.Pid())
 	e.Pass() // settle may stop right after a pass that caught late threads: count them all
 	applied, err := w.TIDs()
@@ -67,7 +68,7 @@ func TestEngineReportsForkApplyLag(t *testing.T) {
 	e := el.engineWith(t, EngineConfig{ProcEvents: pe.Events(), Metrics: m})
 	start := time.Now() // every observed fork happens after this
 	startEngine(t, e)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
 
 	// A fork() child starts without a preference; only its fork event can bring it in
@@ -131,7 +132,7 @@ func TestEngineManagedView(t *testing.T) {
 	if got := e.Managed(); len(got) != 0 {
 		t.Fatalf("Managed() before any pass = %+v, want none", got)
 	}
-	e.SetDesired([]Desire{missing, d})
+	e.SetDesired([]desire.Desire{missing, d})
 	el.settle(t, e, w.Pid())
 	e.Pass()
 

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 func TestReportBalancing(t *testing.T) {
@@ -48,7 +50,7 @@ numapref_numa_balancing{mode="` + tc.want + `"} 1
 func TestReportResultsCountsTasksByReason(t *testing.T) {
 	m := NewMetrics()
 	m.taskStates.WithLabelValues(numav1.ReasonKernelError).Set(9) // from an earlier pass: must go
-	m.reportResults(map[ContainerKey]ContainerResult{
+	m.reportResults(map[desire.ContainerKey]plan.Result{
 		{PodUID: "a", Container: "c"}: {Reason: numav1.ReasonApplied, Tasks: 5, Failed: map[string]int{}},
 		{PodUID: "b", Container: "c"}: {Reason: numav1.ReasonPermissionDenied, Tasks: 2, Failed: map[string]int{numav1.ReasonPermissionDenied: 3}},
 		{PodUID: "c", Container: "c"}: {Reason: numav1.ReasonMemoryPinnedElsewhere, SkippedTasks: 4},

@@ -6,65 +6,59 @@ import (
 	"time"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // A pass is a value: each builds its own state (the desire it acts on, its results and
-// listings, a cache of the cgroups it read), plans (plan.go: reads only, decides what to
-// SET and what to undo), then applies the plan in one step (apply.go: the ledger written
-// ahead, the SETs bracketed, the undos). A full pass checks every desired container and
-// undoes the rest; a fork pass checks the one container a fork event names.
+// listings), plans (package plan: reads only, decides what to SET and what to undo), then
+// applies the plan in one step (apply.go: the ledger written ahead, the SETs bracketed, the
+// undos). A full pass checks every desired container and undoes the rest; a fork pass
+// checks the one container a fork event names; a start pass the one container the runtime
+// is starting.
+
+// passKind is what a pass checks.
+type passKind int
+
+const (
+	passFull  passKind = iota // every desired container, and the undo of the others
+	passFork                  // the one container a fork event names
+	passStart                 // the one container PlaceAtStart names, every task of it new
+)
+
+// String is the kind's label in the pass-duration metric.
+func (k passKind) String() string { return [...]string{"full", "fork", "start"}[k] }
 
 // pass is the state of one pass.
 type pass struct {
-	fork *forkMark // the fork event of a fork pass; nil for a full or start pass
-	// atStart marks a start pass: one container at its start (PlaceAtStart), every task
-	// of it new.
-	atStart bool
-	desired map[ContainerKey]Desire
-	gen     uint64 // desired's generation
-	results map[ContainerKey]ContainerResult
-	listing map[ContainerKey]containerListing
-	tgids   map[int]ContainerKey
-	ids     *identifier // the pidfds the pass holds
+	kind passKind
+	fork *forkMark // the fork event of a fork pass; nil for the others
+	// desired is the desire the pass acts on, of generation gen.
+	desired map[desire.ContainerKey]desire.Desire
+	gen     uint64
+	results map[desire.ContainerKey]plan.Result
+	listing map[desire.ContainerKey]plan.Listing
+	ids     *plan.Identifier // the pidfds the pass holds
 	start   time.Time
 }
 
-// kind is the pass's label in the pass-duration metric.
-func (p *pass) kind() string {
-	switch {
-	case p.atStart:
-		return "start"
-	case p.fork == nil:
-		return "full"
-	}
-	return "fork"
-}
-
-// full says whether the pass checks every container.
-func (p *pass) full() bool { return p.fork == nil && !p.atStart }
-
 // newPass snapshots the desire; ok is false before the engine is synced (nothing to do).
-// A fork pass has fork's event, a start pass atStart; a full pass neither.
-func (e *Engine) newPass(fork *forkMark, atStart bool) (p *pass, ok bool) {
-	p = &pass{fork: fork, atStart: atStart, start: e.cfg.Clock.Now(), ids: e.newIdentifier()}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.synced {
+// A fork pass has fork's event. The caller holds passMu.
+func (e *Engine) newPass(kind passKind, fork *forkMark) (p *pass, ok bool) {
+	p = &pass{kind: kind, fork: fork, start: e.cfg.Clock.Now(),
+		ids: plan.NewIdentifier(e.cfg.ProcRoot, e.cfg.handles, e.cfg.maxPIDFDs)}
+	p.desired, p.gen, ok = e.desires.forPass(kind == passFull)
+	if !ok {
 		return nil, false
 	}
-	if p.full() {
-		e.mergeStarts() // starts past their grace end here when no SetDesired comes
-	}
-	p.desired, p.gen = e.desired, e.desiredGen
-	if p.full() {
-		p.results = make(map[ContainerKey]ContainerResult, len(e.desired))
-		p.listing = make(map[ContainerKey]containerListing, len(e.desired))
-		p.tgids = make(map[int]ContainerKey)
+	if kind == passFull {
+		p.results = make(map[desire.ContainerKey]plan.Result, len(p.desired))
+		p.listing = make(map[desire.ContainerKey]plan.Listing, len(p.desired))
 	} else {
-		p.results = maps.Clone(e.results)
-		p.listing = maps.Clone(e.listing) // the previous one is published
-		p.tgids = e.tgids
+		p.results = e.published.results()
+		p.listing = maps.Clone(e.forks.listing) // the previous one is published
 	}
+	e.persistDesired(p.desired, p.gen)
 	return p, true
 }
 
@@ -72,66 +66,111 @@ func (e *Engine) newPass(fork *forkMark, atStart bool) (p *pass, ok bool) {
 func (e *Engine) fullPass() {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	p, ok := e.newPass(nil, false)
+	p, ok := e.newPass(passFull, nil)
 	if !ok {
 		return
 	}
-	e.persistDesired(p.desired, p.gen)
-	e.readTopology(p.gen)
-	clear(e.forkSets)
-	pl := e.planner(p, nil)
-	choicesDirty := pl.resolve(p.desired)
-	e.resolved = pl.resolved
-	e.finish(p, pl.planFull(p.desired), choicesDirty)
-	e.compactLedgerPastSize()
+	e.placements.readTopology(p.gen, e.published.anyNodeNotPresent)
+	e.forks.clearSets()
+	e.finish(p, plan.Full(e.planInput(p)))
+	if err := e.ledger.CompactPastSize(); err != nil {
+		e.ledgerFailed(err)
+	}
 }
 
 // forkPass checks the one container key for fork's event: the tasks the last pass applied
 // are trusted (see trusted), the new ones read and set.
-func (e *Engine) forkPass(key ContainerKey, fork *forkMark) {
-	if e.draining.Load() {
+func (e *Engine) forkPass(key desire.ContainerKey, fork *forkMark) {
+	if e.desires.draining.Load() {
 		return
 	}
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	p, ok := e.newPass(fork, false)
+	p, ok := e.newPass(passFork, fork)
 	if !ok {
 		return
 	}
-	e.persistDesired(p.desired, p.gen)
 	d, ok := p.desired[key]
-	if _, chosen := e.resolved[key]; !ok || d.Placement.Automatic() && !chosen {
+	if !ok || d.Placement.Automatic() && !e.placements.resolved.Has(key) {
 		return // gone, or new since the last full pass, which is on its way (SetDesired kicks one)
 	}
 	fork.passStarted(p.start)
-	pl := e.planner(p, e.resolved)
-	cp := pl.planContainer(key, d, e.trusted(key, d, fork))
+	pl := plan.One(e.planInput(p), key, e.trusted(key, d, fork))
 	fork.planned = e.cfg.Clock.Now()
-	e.finish(p, plan{containers: []containerPlan{cp}}, false)
+	e.finish(p, pl)
+}
+
+// startPass checks the one container key at its start: none of its tasks is trusted and
+// each has its start time read (a reused tid's ledger entry is refreshed). An automatic
+// mode's node is chosen as a full pass chooses, with every other container's choice kept.
+func (e *Engine) startPass(key desire.ContainerKey) (plan.Result, bool) {
+	if e.desires.draining.Load() {
+		return plan.Result{}, false
+	}
+	e.passMu.Lock()
+	defer e.passMu.Unlock()
+	p, ok := e.newPass(passStart, nil)
+	if !ok {
+		return plan.Result{}, false
+	}
+	if _, ok := p.desired[key]; !ok {
+		return plan.Result{}, false // the API's desire came first and does not select it
+	}
+	e.finish(p, plan.One(e.planInput(p), key, nil))
+	return p.results[key], true
+}
+
+// planInput is what pass p plans from: the owners' state as views and copies, and the
+// kernel as a reader.
+func (e *Engine) planInput(p *pass) plan.Input {
+	in := plan.Input{
+		Desired: p.desired, Known: e.ledger.View(), Kernel: kernelReader{e.cfg.Kernel}, Cgroups: e.cfg.Resolver,
+		ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support, MemFree: e.cfg.MemFree, Log: e.cfg.Log,
+		MaxTasks: e.cfg.MaxTasksPerContainer, VerifyStarts: e.verifyStarts(p), IDs: p.ids,
+	}
+	e.placements.intoInput(&in)
+	if p.fork != nil {
+		in.ForkTID = p.fork.tid
+	}
+	return in
+}
+
+// verifyStarts says whether pass p reads the start time of every known task that holds
+// the agent's value, to refresh the entry of a reused tid that inherited it: a full pass
+// after fork events were lost, and a start pass (every task of a starting container is
+// new, even one whose tid the ledger knows). Else a fork pass reads only its own event's
+// task's, and without fork events no pass does (a read of /proc per task and pass would
+// cost as much as the GETs): undo then restores such a task by itself (an inheritor,
+// restoreListed).
+func (e *Engine) verifyStarts(p *pass) bool {
+	return p.kind == passStart || p.kind == passFull && e.forks.lost.Swap(false)
 }
 
 // finish applies the pass's plan, publishes its results and reports its metrics.
-func (e *Engine) finish(p *pass, pl plan, choicesDirty bool) {
-	defer p.ids.releaseAll()
-	if choicesDirty {
-		e.saveChoices() // before the SETs: a crash must not reshuffle a running pod
-	}
+func (e *Engine) finish(p *pass, pl plan.Plan) {
+	defer p.ids.ReleaseAll()
+	e.placements.adopt(pl) // the choices saved before the SETs: a crash must not reshuffle a running pod
 	e.apply(p, pl)
-	e.tgids, e.listing = p.tgids, p.listing
-	e.filterForks()
-	e.mu.Lock()
-	changed := !maps.EqualFunc(p.results, e.results, resultEqual)
-	e.results = p.results
-	e.managed = p.listing
-	e.mu.Unlock()
-	if changed {
-		signal(e.changes)
+	e.forks.noteListing(p.kind == passFull, pl.TGIDs, p.listing)
+	e.forks.filterForks()
+	if e.published.publish(p.results, p.listing) {
+		signal(e.published.changes)
 	}
-	if p.full() {
+	if p.kind == passFull {
 		e.cfg.Metrics.reportResults(p.results)
 		e.cfg.Metrics.reportBalancing(e.cfg.ProcRoot)
 	}
-	e.cfg.Metrics.reportPass(p.kind(), e.cfg.Clock.Since(p.start))
+	e.cfg.Metrics.reportPass(p.kind.String(), e.cfg.Clock.Since(p.start))
+}
+
+// persistDesired writes the desired state of generation gen unless it is on disk already.
+// A failed write is counted and logged, and retried by the next pass: enforcement does not
+// wait for it (the ledger, not this file, is what undo relies on).
+func (e *Engine) persistDesired(desired map[desire.ContainerKey]desire.Desire, gen uint64) {
+	if err := e.desires.persist(desired, gen); err != nil {
+		e.cfg.Metrics.reportDesiredError()
+		e.cfg.Log.Error(err, "Persisting the desired state; a restart while the API is unreachable would enforce an older one")
+	}
 }
 
 // ledgerRetryDelay is how soon a pass runs again after a failed ledger write (a disk
@@ -152,10 +191,10 @@ func (e *Engine) ledgerFailed(err error) {
 
 // skipUnrecorded reports the containers of sets, none of which was issued because the
 // ledger could not be written first, as LedgerError.
-func skipUnrecorded(sets []pendingSet, results map[ContainerKey]ContainerResult, err error) {
-	skipped := map[ContainerKey]int{}
+func skipUnrecorded(sets []plan.PendingSet, results map[desire.ContainerKey]plan.Result, err error) {
+	skipped := map[desire.ContainerKey]int{}
 	for _, s := range sets {
-		skipped[s.key]++
+		skipped[s.Key]++
 	}
 	for key, n := range skipped {
 		r := results[key]
@@ -165,12 +204,4 @@ func skipUnrecorded(sets []pendingSet, results map[ContainerKey]ContainerResult,
 			r.Tasks, r.Node, n, err)
 		results[key] = r
 	}
-}
-
-// resultEqual reports whether two results would publish the same state (SkippedTasks,
-// only for metrics, aside).
-func resultEqual(a, b ContainerResult) bool {
-	return a.Desire == b.Desire && a.Reason == b.Reason && a.Message == b.Message &&
-		a.Node == b.Node && a.Why == b.Why && a.Tasks == b.Tasks && maps.Equal(a.Failed, b.Failed) &&
-		a.PlacedAt == b.PlacedAt
 }

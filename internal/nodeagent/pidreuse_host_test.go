@@ -25,6 +25,8 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
@@ -56,7 +58,7 @@ type pidReuseConfig struct {
 
 	ContainerDirs     []string // the container's cgroup in every hierarchy
 	KubeletCgroupRoot string
-	Desire            Desire
+	Desire            desire.Desire
 	SysRoot, StateDir string
 	LedgerPath        string
 }
@@ -153,7 +155,7 @@ func runPIDReuseHelper(path string) (res pidReuseResult, err error) {
 			}
 		}}
 	}
-	handles := pidfdOpener(openPIDFD)
+	handles := plan.PIDFDOpener(plan.OpenPIDFD)
 	if !cfg.PIDFD {
 		handles = noPIDFDs
 	}
@@ -169,7 +171,7 @@ func runPIDReuseHelper(path string) (res pidReuseResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	e.SetDesired([]Desire{cfg.Desire})
+	e.SetDesired([]desire.Desire{cfg.Desire})
 	e.Pass()
 	if stranger == nil {
 		return res, fmt.Errorf("the stranger never took id %d (log: %v)", res.ID, res.Log)
@@ -202,7 +204,7 @@ func runInheritedReuse(cfg pidReuseConfig, emu *emulator.Emulator, r *cgroups.Re
 		stopSleeper(target)
 		return res, err
 	}
-	e.SetDesired([]Desire{cfg.Desire})
+	e.SetDesired([]desire.Desire{cfg.Desire})
 	e.Pass()
 	if v, err := emu.Get(res.ID); err != nil || v != cfg.Desire.Node {
 		stopSleeper(target)
@@ -382,7 +384,7 @@ func pidReuseLab(t *testing.T) pidReuseConfig {
 	writeFile(t, filepath.Join(sys, "devices/system/node/possible"), "0-1\n")
 	return pidReuseConfig{
 		ContainerDirs: c.Dirs(), KubeletCgroupRoot: lab.KubeletCgroupRoot(), SysRoot: sys,
-		Desire: Desire{Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, PodUID: types.UID(podUID), Container: "main",
+		Desire: desire.Desire{Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, PodUID: types.UID(podUID), Container: "main",
 			Ref: cgroups.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: 0},
 	}
 }

@@ -1,12 +1,16 @@
 package nodeagent
 
 import (
+	"slices"
 	"time"
 
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/known"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
 )
 
-// How this agent first placed a container (ContainerResult.PlacedAt): judged at the first
+// How this agent first placed a container (plan.Result.PlacedAt): judged at the first
 // SET of it that is confirmed, kept while the container stays placed (pass after pass,
 // whatever pass sets its tasks later), and forgotten when it is undone or forgotten (no
 // longer desired, skipped, gone) or runs again under a new container ID, so that a
@@ -24,9 +28,9 @@ const (
 )
 
 // placedBeforeRestart is the placedAt of an engine whose ledger, at its start, is l.
-func placedBeforeRestart(l ledger) map[ContainerKey]string {
-	placed := make(map[ContainerKey]string, len(l))
-	for key := range l {
+func placedBeforeRestart(l known.View) map[desire.ContainerKey]string {
+	placed := make(map[desire.ContainerKey]string, l.Len())
+	for key := range l.Keys() {
 		placed[key] = PlacedBeforeRestart
 	}
 	return placed
@@ -34,33 +38,48 @@ func placedBeforeRestart(l ledger) map[ContainerKey]string {
 
 // notePlaced judges how container key was first placed when pass p confirmed the SETs
 // confirmed in it, unless it was placed already, and observes the time from its start.
-func (e *Engine) notePlaced(p *pass, key ContainerKey, confirmed []issuedSet) {
-	if len(confirmed) == 0 || e.placedAt[key] != "" {
+func (e *Engine) notePlaced(p *pass, key desire.ContainerKey, confirmed []issuedSet) {
+	if len(confirmed) == 0 || e.placements.placedAt[key] != "" {
 		return
 	}
-	if p.atStart || e.placingAtStart(key) {
-		e.placedAt[key] = PlacedAtStart
+	starts := make([]uint64, len(confirmed))
+	for i, s := range confirmed {
+		starts[i] = s.task.StartTime
+	}
+	atStart := p.kind == passStart || e.desires.placing(key)
+	switch at, d, observe := e.placements.judgePlaced(key, atStart, starts); {
+	case at == PlacedAtStart:
 		e.cfg.Metrics.reportStartToPlaced(PlacedAtStart, 0) // set before its first instruction
-		return
-	}
-	e.placedAt[key] = PlacedAtAfterStart
-	if d, ok := e.sinceStart(confirmed); ok {
+	case at == PlacedAtAfterStart && observe:
 		e.cfg.Metrics.reportStartToPlaced(PlacedAtAfterStart, d)
 	}
 }
 
-// sinceStart is the time from the start of the container whose SETs confirmed are, the
-// earliest start of their tasks, to now, both on CLOCK_BOOTTIME. ok is false when the
+// judgePlaced notes how container key was first placed, by SETs of tasks that started at
+// starts (ticks since boot), unless it was placed already (then at is ""): at its start,
+// when atStart, else after it. observe says d is the time from the container's start to
+// now, to be observed.
+func (m *placementMemory) judgePlaced(key desire.ContainerKey, atStart bool, starts []uint64) (at string, d time.Duration, observe bool) {
+	if m.placedAt[key] != "" {
+		return "", 0, false
+	}
+	if atStart {
+		m.placedAt[key] = PlacedAtStart
+		return PlacedAtStart, 0, true
+	}
+	m.placedAt[key] = PlacedAtAfterStart
+	d, observe = m.sinceStart(starts)
+	return PlacedAtAfterStart, d, observe
+}
+
+// sinceStart is the time from the start of the container whose SETs' tasks started at
+// starts, the earliest of them, to now, both on CLOCK_BOOTTIME. ok is false when the
 // clock cannot be read, or the container started before the engine (an agent restarted
 // among running containers would observe how long they ran, not how soon it placed them).
-func (e *Engine) sinceStart(confirmed []issuedSet) (time.Duration, bool) {
-	start := confirmed[0].task.StartTime
-	for _, s := range confirmed[1:] {
-		start = min(start, s.task.StartTime)
-	}
-	startNs := start * uint64(time.Second/numa.TicksPerSecond)
-	now, ok := e.cfg.Boottime()
-	if !ok || !e.bootAtStartOK || startNs < e.bootAtStart {
+func (m *placementMemory) sinceStart(starts []uint64) (time.Duration, bool) {
+	startNs := slices.Min(starts) * uint64(time.Second/numa.TicksPerSecond)
+	now, ok := m.boottime()
+	if !ok || !m.bootAtStartOK || startNs < m.bootAtStart {
 		return 0, false
 	}
 	return time.Duration(max(now, startNs) - startNs), true
@@ -68,14 +87,14 @@ func (e *Engine) sinceStart(confirmed []issuedSet) (time.Duration, bool) {
 
 // forgetPlaced forgets how container key was placed: it is undone, or runs again under a
 // new container ID.
-func (e *Engine) forgetPlaced(key ContainerKey) { delete(e.placedAt, key) }
+func (m *placementMemory) forgetPlaced(key desire.ContainerKey) { delete(m.placedAt, key) }
 
 // publishPlaced copies into the results of pass p how each container it planned was
 // placed.
-func (e *Engine) publishPlaced(p *pass, pl plan) {
-	for _, cp := range pl.containers {
-		r := p.results[cp.key]
-		r.PlacedAt = e.placedAt[cp.key]
-		p.results[cp.key] = r
+func (e *Engine) publishPlaced(p *pass, pl plan.Plan) {
+	for _, cp := range pl.Containers {
+		r := p.results[cp.Key]
+		r.PlacedAt = e.placements.placedAt[cp.Key]
+		p.results[cp.Key] = r
 	}
 }

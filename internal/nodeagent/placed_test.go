@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 )
 
 // Unit tests of how each container's result says it was first placed (placed.go), and of
@@ -51,7 +52,7 @@ func TestPlacedAfterStartByAFullPass(t *testing.T) {
 	boot := newBootClock(9 * time.Second)
 	m := NewMetrics()
 	e := h.engine(EngineConfig{Metrics: m, Boottime: boot.read})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	boot.set(12500 * time.Millisecond)
 	e.Pass()
 	if at, reason := placedAt(e); at != PlacedAtAfterStart || reason != numav1.ReasonApplied {
@@ -90,7 +91,7 @@ func TestPlacedAfterStartNotObservedForOlderContainers(t *testing.T) {
 			boot := newBootClock(11*time.Second + 5*time.Millisecond)
 			m := NewMetrics()
 			e := h.engine(EngineConfig{Metrics: m, Boottime: boottime(boot)})
-			e.SetDesired([]Desire{fakeDesire(1)})
+			e.SetDesired([]desire.Desire{fakeDesire(1)})
 			boot.set(30 * time.Second)
 			e.Pass()
 			if at, _ := placedAt(e); at != PlacedAtAfterStart {
@@ -131,7 +132,7 @@ func TestPlacedAtStartUntilUndone(t *testing.T) {
 	if at, reason := placedAt(e); at != PlacedAtStart || reason != numav1.ReasonApplied {
 		t.Errorf("after a rescan within the grace: PlacedAt %q, reason %s; want %q, Applied", at, reason, PlacedAtStart)
 	}
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	e.Pass()
 	if at, reason := placedAt(e); at != PlacedAtStart || reason != numav1.ReasonApplied {
 		t.Errorf("after the API's confirmation: PlacedAt %q, reason %s; want %q, Applied", at, reason, PlacedAtStart)
@@ -149,7 +150,7 @@ func TestPlacedAtStartUntilUndone(t *testing.T) {
 	if _, ok := e.Results()[d.Key()]; ok {
 		t.Fatalf("an undone container still has a result: %+v", e.Results()[d.Key()])
 	}
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	e.Pass()
 	if at, _ := placedAt(e); at != PlacedAtAfterStart {
 		t.Errorf("undone and placed again by a full pass: PlacedAt %q, want %q", at, PlacedAtAfterStart)
@@ -180,14 +181,14 @@ func TestPlacedBeforeRestart(t *testing.T) {
 	h.addTask(100, -1)
 	path := filepath.Join(t.TempDir(), "ledger.json")
 	first := h.engine(EngineConfig{LedgerPath: path})
-	first.SetDesired([]Desire{fakeDesire(1)})
+	first.SetDesired([]desire.Desire{fakeDesire(1)})
 	first.Pass()
 
 	h.addTask(101, -1) // born while no agent ran
 	boot := newBootClock(5 * time.Second)
 	m := NewMetrics()
 	e := h.engine(EngineConfig{LedgerPath: path, Metrics: m, Boottime: boot.read})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	boot.set(30 * time.Second)
 	e.Pass()
 	if at, reason := placedAt(e); at != PlacedBeforeRestart || reason != numav1.ReasonApplied {
@@ -215,10 +216,10 @@ func TestPlacedAtStartByAPassThatWentFirst(t *testing.T) {
 		e := h.engine(EngineConfig{Metrics: m, Boottime: newBootClock(9 * time.Second).read})
 		e.SetDesired(nil)
 		d := fakeDesire(1)
-		e.mu.Lock() // what PlaceAtStart does before it waits for the pass lock
-		e.starts[d.Key()] = startDesire{Desire: d, at: e.cfg.Clock.Now(), placing: placing}
-		e.mergeStarts()
-		e.mu.Unlock()
+		e.desires.start(d) // what PlaceAtStart does before it waits for the pass lock
+		if !placing {
+			e.desires.started(d.Key())
+		}
 		e.Pass()
 		want := PlacedAtAfterStart
 		if placing {

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // PreferenceReports computes, for every NumaPreference that selects a pod on this node,
@@ -13,7 +15,7 @@ import (
 // to an older desire (the engine has not run since it changed) are left out until the
 // engine catches up. balancing is false when the kernel ignores the preference
 // (kernel.numa_balancing disabled): every placed container then counts as ineffective.
-func PreferenceReports(plans []PodPlan, results map[ContainerKey]ContainerResult, balancing bool) []numav1.PreferenceReport {
+func PreferenceReports(plans []desire.PodPlan, results map[desire.ContainerKey]plan.Result, balancing bool) []numav1.PreferenceReport {
 	accs := map[reportKey]*reportAcc{}
 	get := func(k reportKey) *reportAcc {
 		a := accs[k]
@@ -24,17 +26,17 @@ func PreferenceReports(plans []PodPlan, results map[ContainerKey]ContainerResult
 		}
 		return a
 	}
-	for _, plan := range plans {
-		for _, name := range plan.Selected {
-			get(reportKey{plan.Namespace, name})
+	for _, pp := range plans {
+		for _, name := range pp.Selected {
+			get(reportKey{pp.Namespace, name})
 		}
-		for _, d := range plan.Desires {
+		for _, d := range pp.Desires {
 			if d.Preference != "" {
 				get(reportKey{d.Pod.Namespace, d.Preference}).add(d, results, balancing)
 			}
 		}
-		for _, c := range plan.Conflicts {
-			get(reportKey{plan.Namespace, c.Preference}).skipped[c.Reason]++
+		for _, c := range pp.Conflicts {
+			get(reportKey{pp.Namespace, c.Preference}).skipped[c.Reason]++
 		}
 	}
 	out := make([]numav1.PreferenceReport, 0, len(accs))
@@ -60,7 +62,7 @@ type reportAcc struct {
 }
 
 // add counts desire d's container, if the engine's result is for this very desire.
-func (a *reportAcc) add(d Desire, results map[ContainerKey]ContainerResult, balancing bool) {
+func (a *reportAcc) add(d desire.Desire, results map[desire.ContainerKey]plan.Result, balancing bool) {
 	a.pods[string(d.PodUID)] = true
 	r, ok := results[d.Key()]
 	if !ok || r.Desire != d {

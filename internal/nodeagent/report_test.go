@@ -7,30 +7,32 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 func TestPreferenceReports(t *testing.T) {
 	pod := types.NamespacedName{Namespace: "ns", Name: "p"}
-	d := func(uid, container, preference string, node int) Desire {
-		return Desire{Pod: pod, PodUID: types.UID(uid), Container: container, Preference: preference, Node: node}
+	d := func(uid, container, preference string, node int) desire.Desire {
+		return desire.Desire{Pod: pod, PodUID: types.UID(uid), Container: container, Preference: preference, Node: node}
 	}
 	applied, pinned, stale := d("u1", "app", "a", 0), d("u1", "side", "a", 0), d("u2", "app", "a", 0)
 	other, atStart := d("u4", "app", "a", 1), d("u5", "app", "a", 1)
 	// Placed at their start, but not counted: refused since, of an older desire, of no preference.
 	refusedAtStart, staleAtStart, annotatedAtStart := d("u6", "app", "a", 1), d("u7", "app", "a", 1), d("u8", "app", "", 1)
 	byAnnotation := d("u3", "app", "", 1)
-	plans := []PodPlan{
-		{Namespace: "ns", Desires: []Desire{applied, pinned}, Selected: []string{"a", "b"},
-			Conflicts: []Conflict{{Preference: "b", Container: "app", Reason: numav1.ReasonOverriddenByPreference, Winner: "a"},
+	plans := []desire.PodPlan{
+		{Namespace: "ns", Desires: []desire.Desire{applied, pinned}, Selected: []string{"a", "b"},
+			Conflicts: []desire.Conflict{{Preference: "b", Container: "app", Reason: numav1.ReasonOverriddenByPreference, Winner: "a"},
 				{Preference: "b", Container: "side", Reason: numav1.ReasonOverriddenByPreference, Winner: "a"}}},
-		{Namespace: "ns", Desires: []Desire{stale}, Selected: []string{"a"}},
-		{Namespace: "ns", Desires: []Desire{other}, Selected: []string{"a"}},
-		{Namespace: "ns", Desires: []Desire{atStart, refusedAtStart, staleAtStart}, Selected: []string{"a"}},
-		{Namespace: "ns", Desires: []Desire{byAnnotation, annotatedAtStart}},
+		{Namespace: "ns", Desires: []desire.Desire{stale}, Selected: []string{"a"}},
+		{Namespace: "ns", Desires: []desire.Desire{other}, Selected: []string{"a"}},
+		{Namespace: "ns", Desires: []desire.Desire{atStart, refusedAtStart, staleAtStart}, Selected: []string{"a"}},
+		{Namespace: "ns", Desires: []desire.Desire{byAnnotation, annotatedAtStart}},
 	}
 	staleDesire := stale
 	staleDesire.Node = 1
-	results := map[ContainerKey]ContainerResult{
+	results := map[desire.ContainerKey]plan.Result{
 		applied.Key():      {Desire: applied, Node: 0, Reason: numav1.ReasonApplied, Tasks: 7, Failed: map[string]int{numav1.ReasonPermissionDenied: 1}},
 		pinned.Key():       {Desire: pinned, Reason: numav1.ReasonMemoryPinnedElsewhere},
 		stale.Key():        {Desire: staleDesire, Reason: numav1.ReasonApplied, Tasks: 100}, // from an older desire: not counted

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -21,7 +22,7 @@ func TestEngineTooManyTasksStarvesNoOtherContainer(t *testing.T) {
 		t.Fatalf("the small workload has tasks %v (%v): the test needs it well within the share of %d", tids, err, share)
 	}
 	e := el.engineWith(t, EngineConfig{MaxTasksPerContainer: share})
-	e.SetDesired([]Desire{bigD, smallD})
+	e.SetDesired([]desire.Desire{bigD, smallD})
 
 	if got := el.settle(t, e, small.Pid()); !allEqual(got, 0) {
 		t.Fatalf("the small container's tasks hold %v, want every one on node 0", got)

@@ -13,6 +13,9 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/ledger"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -37,8 +40,8 @@ func newFakeNode(t *testing.T, ids ...string) *fakeNode {
 }
 
 // desire is the desire for NUMA node 1 of container id, of a pod of its own.
-func (n *fakeNode) desire(id string) Desire {
-	return Desire{Pod: types.NamespacedName{Namespace: "ns", Name: id}, PodUID: types.UID(id), Container: "main", Node: 1,
+func (n *fakeNode) desire(id string) desire.Desire {
+	return desire.Desire{Pod: types.NamespacedName{Namespace: "ns", Name: id}, PodUID: types.UID(id), Container: "main", Node: 1,
 		Ref: cgroups.ContainerRef{PodUID: id, ContainerID: "containerd://" + id}}
 }
 
@@ -48,7 +51,7 @@ func (n *fakeNode) engine(cfg EngineConfig) *Engine {
 	cfg.Support = numa.Support{Supported: true, Backend: "fake"}
 	cfg.OnlineNodes = []int{0, 1}
 	cfg.LedgerPath = filepath.Join(n.t.TempDir(), "ledger.json")
-	cfg.handles = func(tid, tgid int) (taskHandle, error) {
+	cfg.handles = func(tid, tgid int) (plan.TaskHandle, error) {
 		n.mu.Lock()
 		n.identified = append(n.identified, tid)
 		n.mu.Unlock()
@@ -113,7 +116,7 @@ func TestTooManyTasksRefusesOnlyThatContainer(t *testing.T) {
 		big.addTask(tid, -1)
 	}
 	e := n.engine(EngineConfig{MaxTasksPerContainer: 4})
-	e.SetDesired([]Desire{n.desire("small"), n.desire("big")})
+	e.SetDesired([]desire.Desire{n.desire("small"), n.desire("big")})
 	e.Pass()
 	wantReasons(t, e, n, map[string]string{"small": numav1.ReasonApplied, "big": numav1.ReasonTooManyTasks})
 	r := e.Results()[n.desire("big").Key()]
@@ -189,9 +192,9 @@ func TestTaskShare(t *testing.T) {
 	for name, tc := range map[string]struct {
 		share, ledgerLimit, want int
 	}{
-		"default":                 {share: 0, ledgerLimit: defaultLedgerLimit, want: DefaultMaxTasksPerContainer},
-		"flag":                    {share: 8, ledgerLimit: defaultLedgerLimit, want: 8},
-		"never past the ledger":   {share: 1 << 30, ledgerLimit: defaultLedgerLimit, want: ledgerTaskCapacity(defaultLedgerLimit)},
+		"default":                 {share: 0, ledgerLimit: ledger.DefaultLimit, want: DefaultMaxTasksPerContainer},
+		"flag":                    {share: 8, ledgerLimit: ledger.DefaultLimit, want: 8},
+		"never past the ledger":   {share: 1 << 30, ledgerLimit: ledger.DefaultLimit, want: ledger.TaskCapacity(ledger.DefaultLimit)},
 		"a tiny ledger holds one": {share: 8, ledgerLimit: 10, want: 1},
 	} {
 		t.Run(name, func(t *testing.T) {

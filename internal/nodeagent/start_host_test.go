@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
@@ -58,7 +59,7 @@ func TestEnginePlacesAtStart(t *testing.T) {
 		t.Fatalf("a rescan within the grace undid the start: %v", v)
 	}
 	// The API reports it running: the same desire, no SET.
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	before := el.emu.Stats()
 	e.Pass()
 	if after := el.emu.Stats(); after != before {
@@ -161,7 +162,7 @@ func TestEngineObservesStartToPlacedOnTheHost(t *testing.T) {
 		earliest, latest = min(earliest, task.StartTime*tick), max(latest, task.StartTime*tick)
 	}
 	before := boottime(t)
-	e.SetDesired([]Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	if v := el.settle(t, e, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("the container's tasks have %v; want 0", v)
 	}

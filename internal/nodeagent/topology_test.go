@@ -9,6 +9,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -35,7 +36,7 @@ func TestTopologyFollowsTheHost(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	e := h.engine(EngineConfig{Clock: fc, Topology: func() (numa.Online, error) { return numa.ReadOnline(sys) }})
 	static := fakeDesire(1)
-	e.SetDesired([]Desire{static})
+	e.SetDesired([]desire.Desire{static})
 	check := func(when, reason string, value int) {
 		t.Helper()
 		e.Pass()
@@ -54,9 +55,9 @@ func TestTopologyFollowsTheHost(t *testing.T) {
 	// FollowCPUs: the container runs on CPUs 3 and 4 (nodes 0 and 1, the fixture's
 	// 0-3 and 4-7), so it spans every node; with CPU 3 offline it follows node 1.
 	follow := fakeDesire(numa.NoNode)
-	follow.Placement = Placement{Mode: numav1.PlacementModeFollowCPUs}
+	follow.Placement = desire.Placement{Mode: numav1.PlacementModeFollowCPUs}
 	h.setCPUs([]int{3, 4}, 0)
-	e.SetDesired([]Desire{follow})
+	e.SetDesired([]desire.Desire{follow})
 	e.Pass()
 	if r := e.Results()[follow.Key()]; r.Reason != numav1.ReasonCPUsNotPinned {
 		t.Errorf("FollowCPUs over CPUs of both nodes: %s (%s), want CPUsNotPinned", r.Reason, r.Message)

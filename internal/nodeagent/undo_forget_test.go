@@ -5,6 +5,7 @@ import (
 	"time"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -29,16 +30,16 @@ func TestUndoRestoresReusedTIDThatInherited(t *testing.T) {
 			h.addTask(101, -1)
 			e := h.engine(EngineConfig{ForkRetryDelays: []time.Duration{}})
 			key := fakeDesire(1).Key()
-			e.SetDesired([]Desire{fakeDesire(1)})
+			e.SetDesired([]desire.Desire{fakeDesire(1)})
 			e.Pass()
-			old := e.ledger[key].Tasks[101]
+			old := ledgerTask(e, key, 101)
 			h.replaceTask(1, true) // a new thread took tid 101 and inherited node 1
 			if tc.event != nil {
 				e.onProcEvent(*tc.event)
 			} else {
 				e.Pass()
 			}
-			if got := e.ledger[key].Tasks[101]; tc.refreshed && (got == nil || got.Start == old.Start || got.Prev != numa.NoNode) {
+			if got := ledgerTask(e, key, 101); tc.refreshed && (got == nil || got.Start == old.Start || got.Prev != numa.NoNode) {
 				t.Errorf("ledger entry of the reused tid: %+v, want the new thread's start time and prev -1 (was %+v)", got, old)
 			}
 			e.SetDesired(nil)
@@ -46,8 +47,8 @@ func TestUndoRestoresReusedTIDThatInherited(t *testing.T) {
 			if v := h.snapshot(); v[100] != numa.NoNode || v[101] != numa.NoNode {
 				t.Errorf("after undo tasks hold %v, want every one at -1 (the reused tid kept the agent's node)", v)
 			}
-			if len(e.ledger) != 0 {
-				t.Errorf("ledger after undo: %v, want empty", e.ledger)
+			if e.ledger.Len() != 0 {
+				t.Errorf("ledger after undo: %v, want empty", e.ledger.View().Clone())
 			}
 		})
 	}
@@ -63,8 +64,8 @@ func TestFailedListingKeepsTheValueToRestore(t *testing.T) {
 	h.setCPUs([]int{0}, 0)
 	e := h.engine(EngineConfig{CPUNode: map[int]int{0: 0, 1: 1}})
 	d := fakeDesire(numa.NoNode)
-	d.Placement = Placement{Mode: numav1.PlacementModeFollowCPUs}
-	e.SetDesired([]Desire{d})
+	d.Placement = desire.Placement{Mode: numav1.PlacementModeFollowCPUs}
+	e.SetDesired([]desire.Desire{d})
 	e.Pass()
 	if v := h.value(100); v != 0 {
 		t.Fatalf("FollowCPUs on cpu 0: task holds %d, want 0", v)
@@ -74,7 +75,7 @@ func TestFailedListingKeepsTheValueToRestore(t *testing.T) {
 	if v := h.value(100); v != 0 {
 		t.Fatalf("with the listing failed: task holds %d, want still 0 (no SET)", v)
 	}
-	if te := e.ledger[d.Key()].Tasks[100]; te == nil || te.Prev != numa.NoNode {
+	if te := ledgerTask(e, d.Key(), 100); te == nil || te.Prev != numa.NoNode {
 		t.Errorf("ledger entry after the failed listing: %+v, want kept with prev -1", te)
 	}
 	e.Pass()
@@ -85,31 +86,5 @@ func TestFailedListingKeepsTheValueToRestore(t *testing.T) {
 	e.Pass()
 	if v := h.value(100); v != numa.NoNode {
 		t.Errorf("after undo the task holds %d, want -1 (the value it had before the agent)", v)
-	}
-}
-
-// plannedEntry never records as the value to restore one the agent set on that tid.
-func TestPlannedEntryNeverTakesOwnValueAsPrev(t *testing.T) {
-	tests := map[string]struct {
-		known *taskEntry
-		start uint64
-		v     int
-		want  *taskEntry
-	}{
-		"new task":                 {nil, 7, 3, &taskEntry{Start: 7, Prev: 3, Values: []int{1}}},
-		"same task, node added":    {&taskEntry{Start: 7, Prev: -1, Values: []int{0}}, 7, 0, &taskEntry{Start: 7, Prev: -1, Values: []int{0, 1}}},
-		"same task, node recorded": {&taskEntry{Start: 7, Prev: -1, Values: []int{0, 1}}, 7, 0, nil},
-		"reused tid holding the agent's older value": {&taskEntry{Start: 7, Prev: -1, Values: []int{0}}, 9, 0,
-			&taskEntry{Start: 9, Prev: -1, Values: []int{1}}},
-		"reused tid holding its own value": {&taskEntry{Start: 7, Prev: -1, Values: []int{0}}, 9, 2,
-			&taskEntry{Start: 9, Prev: 2, Values: []int{1}}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got := plannedEntry(tc.known, tc.start, tc.v, 1)
-			if (got == nil) != (tc.want == nil) || got != nil && (got.Start != tc.want.Start || got.Prev != tc.want.Prev || !sameSet(got.Values, tc.want.Values)) {
-				t.Errorf("plannedEntry = %+v, want %+v", got, tc.want)
-			}
-		})
 	}
 }

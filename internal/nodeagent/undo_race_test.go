@@ -1,18 +1,21 @@
 package nodeagent
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+)
 
 // TestEngineUndoRacesThreadCreation: undo restores tasks one by one; a thread created
 // meanwhile by a task that still holds the agent's value inherits it (threads and CLONE_VM
 // children copy their creator's numa_preferred_nid_force). Undo lists again after
-// restoring, so that thread is restored too instead of keeping the node for ever. (This
-// failed before undo re-listed: the entry was deleted after one listing.)
+// restoring, so that thread is restored too instead of keeping the node for ever.
 func TestEngineUndoRacesThreadCreation(t *testing.T) {
 	h := newFakeHost(t)
 	h.addTask(100, -1)
 	h.addTask(101, -1)
 	e := h.engine(EngineConfig{})
-	e.SetDesired([]Desire{fakeDesire(1)})
+	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	if h.value(100) != 1 || h.value(101) != 1 {
 		t.Fatalf("not applied: %v", h.snapshot())

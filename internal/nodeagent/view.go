@@ -29,7 +29,7 @@ type ManagedContainer struct {
 	Message string
 	// Tasks counts the tasks that have the preferred node.
 	Tasks int
-	// PlacedAt says how the agent first placed the container (ContainerResult.PlacedAt).
+	// PlacedAt says how the agent first placed the container (plan.Result.PlacedAt).
 	PlacedAt string
 	// CgroupPath is the container's cgroup path relative to a hierarchy root, as
 	// /proc/<pid>/cgroup shows it; CgroupDir is the absolute directory (under the
@@ -51,15 +51,7 @@ type ManagedContainer struct {
 // the first SetDesired, and before the first pass after it, it returns what the engine
 // knows then: nothing, or the previous pass's view.
 func (e *Engine) Managed() []ManagedContainer {
-	e.mu.Lock()
-	results := make([]ContainerResult, 0, len(e.results))
-	listings := make([]containerListing, 0, len(e.results))
-	for key, r := range e.results {
-		results = append(results, r)
-		listings = append(listings, e.managed[key]) // published listings are never modified
-	}
-	e.mu.Unlock()
-
+	results, listings := e.published.view()
 	out := make([]ManagedContainer, len(results))
 	for i, r := range results {
 		d := r.Desire
@@ -68,9 +60,9 @@ func (e *Engine) Managed() []ManagedContainer {
 			Node: r.Node, Mode: string(d.Placement.Mode), Why: r.Why,
 			Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks, PlacedAt: r.PlacedAt,
 		}
-		if l := listings[i]; l.cgroup != nil {
-			mc.CgroupPath, mc.CgroupDir = l.cgroup.Path, l.cgroup.TasksDir
-			mc.TIDs, mc.PIDs = taskIDs(l.tasks)
+		if l := listings[i]; l.Cgroup != nil {
+			mc.CgroupPath, mc.CgroupDir = l.Cgroup.Path, l.Cgroup.TasksDir
+			mc.TIDs, mc.PIDs = taskIDs(l.Tasks)
 		}
 		out[i] = mc
 	}

@@ -1,4 +1,4 @@
-package nodeagent
+package ledger
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/known"
 )
 
 // BenchmarkLedgerWrite is the ledger write of a fork pass: the ledger holds containers ×
@@ -18,34 +20,34 @@ import (
 func BenchmarkLedgerWrite(b *testing.B) {
 	for _, containers := range []int{10, 110} {
 		b.Run(fmt.Sprintf("containers=%d", containers), func(b *testing.B) {
-			e, err := NewEngine(EngineConfig{LedgerPath: filepath.Join(b.TempDir(), "ledger.json"), Log: logr.Discard()})
+			s, err := Open(filepath.Join(b.TempDir(), "ledger.json"), Options{Log: logr.Discard()})
 			if err != nil {
 				b.Fatal(err)
 			}
-			ref := func(c int) (ContainerKey, cgroups.ContainerRef) {
+			ref := func(c int) (desire.ContainerKey, cgroups.ContainerRef) {
 				uid := fmt.Sprintf("pod-%04d", c)
-				return ContainerKey{PodUID: types.UID(uid), Container: "main"},
+				return desire.ContainerKey{PodUID: types.UID(uid), Container: "main"},
 					cgroups.ContainerRef{PodUID: uid, ContainerID: fmt.Sprintf("containerd://%064d", c)}
 			}
 			for c := range containers {
 				key, r := ref(c)
-				tasks := map[int]*taskEntry{}
+				tasks := map[int]*known.Task{}
 				for t := range 10 {
 					tid := 1000 + c*10 + t
-					tasks[tid] = &taskEntry{Start: uint64(tid) * 7, Prev: -1, Values: []int{1}}
+					tasks[tid] = &known.Task{Start: uint64(tid) * 7, Prev: -1, Values: []int{1}}
 				}
-				e.record(key, &entryChange{ref: r, record: tasks})
+				s.Record(key, known.Change{Ref: r, Put: tasks})
 			}
-			if err := e.saveLedger(); err != nil {
+			if err := s.Write(); err != nil {
 				b.Fatal(err)
 			}
 			key, r := ref(0)
 			b.ResetTimer()
 			for i := range b.N {
 				tid := 1 << 20
-				e.record(key, &entryChange{ref: r, record: map[int]*taskEntry{tid + i: {Start: uint64(i), Prev: -1, Values: []int{1}}},
-					forget: []int{tid + i - 1}})
-				if err := e.saveLedger(); err != nil {
+				s.Record(key, known.Change{Ref: r, Put: map[int]*known.Task{tid + i: {Start: uint64(i), Prev: -1, Values: []int{1}}},
+					Forget: []int{tid + i - 1}})
+				if err := s.Write(); err != nil {
 					b.Fatal(err)
 				}
 			}

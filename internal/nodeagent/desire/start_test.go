@@ -1,4 +1,4 @@
-package nodeagent
+package desire
 
 import (
 	"strings"
@@ -86,8 +86,8 @@ func TestSameContainer(t *testing.T) {
 		{"containerd://" + id, strings.Repeat("cd", 32), false},
 		{"", "", false}, // a container not running yet is no container
 	} {
-		if got := sameContainer(tc.a, tc.b); got != tc.want {
-			t.Errorf("sameContainer(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		if got := SameContainer(tc.a, tc.b); got != tc.want {
+			t.Errorf("SameContainer(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package nodeagent
+package ledger
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/known"
 )
 
 // FuzzDecodeLedger: any file content yields a usable ledger (maybe empty, with an error),
@@ -27,7 +27,7 @@ func FuzzDecodeLedger(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		f, _ := decodeLedgerFile(data)
-		l := f.ledger()
+		l := f.containers()
 		for k, c := range l {
 			for tid, te := range c.Tasks {
 				if te == nil || tid <= 0 {
@@ -35,7 +35,7 @@ func FuzzDecodeLedger(f *testing.F) {
 				}
 			}
 		}
-		enc, err := encodeLedgerFile(ledgerFile{BootID: f.BootID, Containers: l.sorted()})
+		enc, err := encodeLedgerFile(ledgerFile{BootID: f.BootID, Containers: l.Sorted()})
 		if err != nil {
 			t.Fatalf("encoding a decoded ledger: %v", err)
 		}
@@ -43,7 +43,7 @@ func FuzzDecodeLedger(f *testing.F) {
 		if err != nil {
 			t.Fatalf("an encoded ledger does not decode: %v\n%s", err, enc)
 		}
-		if diff := cmp.Diff(l, again.ledger()); diff != "" {
+		if diff := cmp.Diff(l, again.containers()); diff != "" {
 			t.Errorf("encode and decode changed the ledger (-decoded +again):\n%s", diff)
 		}
 	})
@@ -51,14 +51,14 @@ func FuzzDecodeLedger(f *testing.F) {
 
 // testLedger is a ledger of one container with one task, as the engine records it.
 func testLedger() ledgerFile {
-	return ledgerFile{BootID: "b", Containers: []*containerEntry{{
+	return ledgerFile{BootID: "b", Containers: []*known.Container{{
 		PodUID: "pod", Container: "main", Ref: cgroups.ContainerRef{PodUID: "pod", ContainerID: "containerd://x"},
-		Tasks: map[int]*taskEntry{100: {Start: 1100, Prev: -1, Values: []int{1}}},
+		Tasks: map[int]*known.Task{100: {Start: 1100, Prev: -1, Values: []int{1}}},
 	}}}
 }
 
 // The ledger carries a checksum of its content: any change of the content is seen as
-// damage (ErrLedgerDamaged), never read as a smaller or different ledger. Files of
+// damage (ErrDamaged), never read as a smaller or different ledger. Files of
 // versions 1 and 2, which have no checksum, are still read.
 func TestLoadLedger(t *testing.T) {
 	good, err := encodeLedgerFile(testLedger())
@@ -75,12 +75,12 @@ func TestLoadLedger(t *testing.T) {
 		"written by the agent":   {content: string(good)},
 		"version 2, no checksum": {content: legacy},
 		"version 1, no checksum": {content: strings.Replace(legacy, `"version":2,"bootID":"b",`, `"version":1,"bootID":"b",`, 1)},
-		"a task's value changed": {content: strings.Replace(string(good), `"values":[1]`, `"values":[0]`, 1), want: ErrLedgerDamaged},
-		"a container dropped":    {content: strings.Replace(string(good), `"containers":[{`, `"containers":[],"x":[{`, 1), want: ErrLedgerDamaged},
-		"checksum missing":       {content: strings.Replace(string(good), `"sha256":"`, `"sha256":"x`, 1), want: ErrLedgerDamaged},
-		"truncated":              {content: string(good[:len(good)/2]), want: ErrLedgerDamaged},
+		"a task's value changed": {content: strings.Replace(string(good), `"values":[1]`, `"values":[0]`, 1), want: ErrDamaged},
+		"a container dropped":    {content: strings.Replace(string(good), `"containers":[{`, `"containers":[],"x":[{`, 1), want: ErrDamaged},
+		"checksum missing":       {content: strings.Replace(string(good), `"sha256":"`, `"sha256":"x`, 1), want: ErrDamaged},
+		"truncated":              {content: string(good[:len(good)/2]), want: ErrDamaged},
 		"version 3, no journal":  {content: strings.Replace(string(good), `"version":4`, `"version":3`, 1)},
-		"unknown version":        {content: strings.Replace(string(good), `"version":4`, `"version":5`, 1), want: ErrLedgerDamaged},
+		"unknown version":        {content: strings.Replace(string(good), `"version":4`, `"version":5`, 1), want: ErrDamaged},
 		"past its bound":         {content: string(good), limit: len(good) - 1, want: fsutil.ErrTooLarge},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -88,22 +88,22 @@ func TestLoadLedger(t *testing.T) {
 			writeFile(t, path, c.content)
 			limit := c.limit
 			if limit == 0 {
-				limit = defaultLedgerLimit
+				limit = DefaultLimit
 			}
-			f, err := loadLedger(path, limit)
+			l, err := Read(path, limit)
 			if c.want != nil {
-				if !errors.Is(err, c.want) || !errors.Is(err, ErrLedgerDamaged) {
-					t.Errorf("loadLedger = %v, want %v and ErrLedgerDamaged", err, c.want)
+				if !errors.Is(err, c.want) || !errors.Is(err, ErrDamaged) {
+					t.Errorf("Read = %v, want %v and ErrDamaged", err, c.want)
 				}
-				if len(f.Containers) != 0 {
-					t.Errorf("a damaged ledger yielded entries: %+v", f.Containers)
+				if len(l) != 0 {
+					t.Errorf("a damaged ledger yielded entries: %+v", l)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(testLedger().ledger(), f.ledger()); diff != "" {
+			if diff := cmp.Diff(testLedger().containers(), l); diff != "" {
 				t.Errorf("ledger read (-want +got):\n%s", diff)
 			}
 		})
@@ -116,54 +116,7 @@ func TestLoadLedgerUnreadable(t *testing.T) {
 	if err := os.Mkdir(path, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadLedger(path, defaultLedgerLimit); !errors.Is(err, ErrLedgerDamaged) {
-		t.Errorf("loadLedger of a directory = %v, want ErrLedgerDamaged", err)
-	}
-}
-
-// NewEngine reports a damaged ledger as ErrLedgerDamaged and in numapref_ledger_damaged,
-// and the engine still works: tasks it recognises (here the one with the wanted value) are
-// handled as for an empty ledger.
-func TestEngineReportsADamagedLedger(t *testing.T) {
-	for name, c := range map[string]struct {
-		content string
-		damaged bool
-	}{
-		"missing": {},
-		"intact":  {content: "good"},
-		"damaged": {content: "bad", damaged: true},
-	} {
-		t.Run(name, func(t *testing.T) {
-			h := newFakeHost(t)
-			h.addTask(100, -1)
-			path := filepath.Join(t.TempDir(), "ledger.json")
-			good, err := encodeLedgerFile(testLedger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch c.content {
-			case "good":
-				writeFile(t, path, string(good))
-			case "bad":
-				writeFile(t, path, strings.Replace(string(good), `"start":1100`, `"start":1101`, 1))
-			}
-			m := NewMetrics()
-			e, err := h.newEngine(EngineConfig{LedgerPath: path, Metrics: m})
-			if got := errors.Is(err, ErrLedgerDamaged); got != c.damaged {
-				t.Errorf("NewEngine error %v; damaged %v, want %v", err, got, c.damaged)
-			}
-			want := 0.0
-			if c.damaged {
-				want = 1
-			}
-			if got := testutil.ToFloat64(m.ledgerDamaged); got != want {
-				t.Errorf("numapref_ledger_damaged = %v, want %v", got, want)
-			}
-			e.SetDesired([]Desire{fakeDesire(1)})
-			e.Pass()
-			if v := h.value(100); v != 1 {
-				t.Errorf("task 100 holds %d, want 1", v)
-			}
-		})
+	if _, err := Read(path, 0); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Read of a directory = %v, want ErrDamaged", err)
 	}
 }

@@ -1,8 +1,8 @@
-package nodeagent
+package plan
 
 import (
+	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,6 +10,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -39,8 +40,14 @@ func (h cpusetHost) Cpuset(c *cgroups.Container) (cgroups.Cpuset, error) {
 	return h[c.Ref.ContainerID], nil
 }
 
-// placementEngine is an engine on a fixture topology whose choices live in dir.
-func placementEngine(t *testing.T, tp topo, host cpusetHost, memFree map[int]uint64, dir string) *Engine {
+// chooser resolves the automatic modes pass after pass on a fixture topology, keeping
+// the sticky choices from one to the next as the engine does.
+type chooser struct {
+	in       Input
+	resolved Resolutions
+}
+
+func newChooser(t *testing.T, tp topo, host cpusetHost, memFree map[int]uint64) *chooser {
 	t.Helper()
 	cpuNode := map[int]int{}
 	for n, cpus := range tp.cpus {
@@ -48,26 +55,44 @@ func placementEngine(t *testing.T, tp topo, host cpusetHost, memFree map[int]uin
 			cpuNode[c] = n
 		}
 	}
-	e, err := NewEngine(EngineConfig{
-		Resolver: host, Support: numa.Support{Supported: true, Backend: "fake"}, ProcRoot: "/nonexistent",
-		OnlineNodes: tp.online, CPUNode: cpuNode, ChoicesPath: filepath.Join(dir, "choices.json"),
+	return &chooser{in: Input{
+		Cgroups: host, Support: numa.Support{Supported: true, Backend: "fake"}, ProcRoot: "/nonexistent",
+		Topology: NewTopology(tp.online, cpuNode), Choices: Choices{},
 		MemFree: func(n int) (uint64, error) { return memFree[n], nil },
-	})
+	}}
+}
+
+// restarted is a chooser with c's choices as an agent restarted on the same choices file
+// reads them.
+func (c *chooser) restarted(t *testing.T, tp topo, host cpusetHost, memFree map[int]uint64) *chooser {
+	t.Helper()
+	var list []Choice
+	for _, ch := range c.in.Choices {
+		list = append(list, ch)
+	}
+	data, err := json.Marshal(list)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	if err := json.Unmarshal(data, &list); err != nil {
+		t.Fatal(err)
+	}
+	again := newChooser(t, tp, host, memFree)
+	for _, ch := range list {
+		again.in.Choices[ch.ChoiceKey] = ch
+	}
+	return again
 }
 
 // spreadPod is pod name's one container in a Spread group, weighing w millicores.
-func spreadPod(name string, w int64, allowed string) Desire {
-	return Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID("uid-" + name), Container: "main",
+func spreadPod(name string, w int64, allowed string) desire.Desire {
+	return desire.Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID("uid-" + name), Container: "main",
 		Node: numa.NoNode, Ref: cgroups.ContainerRef{PodUID: "uid-" + name, ContainerID: name},
-		Placement: Placement{Mode: numav1.PlacementModeSpread, Group: "NumaPreference ns/db", Weight: w, Allowed: allowed}}
+		Placement: desire.Placement{Mode: numav1.PlacementModeSpread, Group: "NumaPreference ns/db", Weight: w, Allowed: allowed}}
 }
 
-func desireMap(ds ...Desire) map[ContainerKey]Desire {
-	m := map[ContainerKey]Desire{}
+func desireMap(ds ...desire.Desire) map[desire.ContainerKey]desire.Desire {
+	m := map[desire.ContainerKey]desire.Desire{}
 	for _, d := range ds {
 		m[d.Key()] = d
 	}
@@ -75,13 +100,13 @@ func desireMap(ds ...Desire) map[ContainerKey]Desire {
 }
 
 // nodesOf resolves and returns each pod's node, or its skip reason.
-func nodesOf(e *Engine, ds map[ContainerKey]Desire) map[string]string {
-	pl := e.planner(&pass{}, nil)
-	pl.resolve(ds)
-	e.resolved = pl.resolved
+func (c *chooser) nodesOf(ds map[desire.ContainerKey]desire.Desire) map[string]string {
+	c.in.Desired = ds
+	pl := Full(c.in)
+	c.in.Choices, c.resolved = pl.Choices, pl.Resolutions
 	out := map[string]string{}
 	for k, d := range ds {
-		r := e.resolved[k]
+		r := c.resolved.of(k)
 		if r.skip != "" {
 			out[d.Pod.Name] = r.skip
 		} else {
@@ -94,41 +119,41 @@ func nodesOf(e *Engine, ds map[ContainerKey]Desire) map[string]string {
 func TestSpread(t *testing.T) {
 	tests := map[string]struct {
 		topo  topo
-		pods  []Desire
+		pods  []desire.Desire
 		mems  map[string][]int
 		want  map[string]string
 		whyOf string // a pod whose why is checked
 		why   string
 	}{
 		"one node": {topo: oneNode,
-			pods: []Desire{spreadPod("a", 1000, ""), spreadPod("b", 1000, "")},
+			pods: []desire.Desire{spreadPod("a", 1000, ""), spreadPod("b", 1000, "")},
 			want: map[string]string{"a": "0", "b": "0"}},
 		"two nodes, equal weights: 2 and 2, ties to the lowest id": {topo: twoNodes,
-			pods:  []Desire{spreadPod("a", 1000, ""), spreadPod("b", 1000, ""), spreadPod("c", 1000, ""), spreadPod("d", 1000, "")},
+			pods:  []desire.Desire{spreadPod("a", 1000, ""), spreadPod("b", 1000, ""), spreadPod("c", 1000, ""), spreadPod("d", 1000, "")},
 			want:  map[string]string{"a": "0", "b": "1", "c": "0", "d": "1"},
 			whyOf: "c", why: "Spread: 2 of 4 pods on node 0"},
 		"weights: the lightest node takes the next pod": {topo: twoNodes,
-			pods: []Desire{spreadPod("a", 4000, ""), spreadPod("b", 1000, ""), spreadPod("c", 1000, ""), spreadPod("d", 1000, "")},
+			pods: []desire.Desire{spreadPod("a", 4000, ""), spreadPod("b", 1000, ""), spreadPod("c", 1000, ""), spreadPod("d", 1000, "")},
 			want: map[string]string{"a": "0", "b": "1", "c": "1", "d": "1"}},
 		"four nodes": {topo: fourNodes,
-			pods: []Desire{spreadPod("a", 1, ""), spreadPod("b", 1, ""), spreadPod("c", 1, ""), spreadPod("d", 1, ""), spreadPod("e", 1, ""), spreadPod("f", 1, "")},
+			pods: []desire.Desire{spreadPod("a", 1, ""), spreadPod("b", 1, ""), spreadPod("c", 1, ""), spreadPod("d", 1, ""), spreadPod("e", 1, ""), spreadPod("f", 1, "")},
 			want: map[string]string{"a": "0", "b": "1", "c": "2", "d": "3", "e": "0", "f": "1"}},
 		"sparse ids {0,2}": {topo: sparseTopo,
-			pods: []Desire{spreadPod("a", 1, ""), spreadPod("b", 1, ""), spreadPod("c", 1, "")},
+			pods: []desire.Desire{spreadPod("a", 1, ""), spreadPod("b", 1, ""), spreadPod("c", 1, "")},
 			want: map[string]string{"a": "0", "b": "2", "c": "0"}},
 		"spec.nodes restricts": {topo: fourNodes,
-			pods: []Desire{spreadPod("a", 1, "1-2"), spreadPod("b", 1, "1-2"), spreadPod("c", 1, "1-2")},
+			pods: []desire.Desire{spreadPod("a", 1, "1-2"), spreadPod("b", 1, "1-2"), spreadPod("c", 1, "1-2")},
 			want: map[string]string{"a": "1", "b": "2", "c": "1"}},
 		"no allowed node online": {topo: twoNodes,
-			pods: []Desire{spreadPod("a", 1, "5")},
+			pods: []desire.Desire{spreadPod("a", 1, "5")},
 			want: map[string]string{"a": numav1.ReasonNodeNotPresent}},
 		"a pod pinned by cpuset.mems gets its node, and counts in the load": {topo: twoNodes,
-			pods:  []Desire{spreadPod("a", 1000, ""), spreadPod("b", 1000, ""), spreadPod("c", 1000, "")},
+			pods:  []desire.Desire{spreadPod("a", 1000, ""), spreadPod("b", 1000, ""), spreadPod("c", 1000, "")},
 			mems:  map[string][]int{"a": {1}},
 			want:  map[string]string{"a": "1", "b": "0", "c": "0"},
 			whyOf: "a", why: "Spread: the only node the pod may use here"},
 		"pinned to a node spec.nodes does not allow": {topo: twoNodes,
-			pods: []Desire{spreadPod("a", 1, "0")},
+			pods: []desire.Desire{spreadPod("a", 1, "0")},
 			mems: map[string][]int{"a": {1}},
 			want: map[string]string{"a": numav1.ReasonMemoryPinnedElsewhere}},
 	}
@@ -138,13 +163,13 @@ func TestSpread(t *testing.T) {
 			for pod, mems := range tc.mems {
 				host[pod] = cgroups.Cpuset{Mems: mems}
 			}
-			e := placementEngine(t, tc.topo, host, nil, t.TempDir())
+			c := newChooser(t, tc.topo, host, nil)
 			ds := desireMap(tc.pods...)
-			if diff := cmp.Diff(tc.want, nodesOf(e, ds)); diff != "" {
+			if diff := cmp.Diff(tc.want, c.nodesOf(ds)); diff != "" {
 				t.Errorf("nodes (-want +got):\n%s", diff)
 			}
 			if tc.whyOf != "" {
-				if got := e.resolved[ContainerKey{PodUID: types.UID("uid-" + tc.whyOf), Container: "main"}].why; got != tc.why {
+				if got := c.resolved.of(desire.ContainerKey{PodUID: types.UID("uid-" + tc.whyOf), Container: "main"}).why; got != tc.why {
 					t.Errorf("why of %s = %q, want %q", tc.whyOf, got, tc.why)
 				}
 			}
@@ -154,73 +179,70 @@ func TestSpread(t *testing.T) {
 
 // Running pods are never reshuffled: churn and restarts keep every pod's node.
 func TestSpreadIsSticky(t *testing.T) {
-	dir := t.TempDir()
-	e := placementEngine(t, twoNodes, cpusetHost{}, nil, dir)
+	e := newChooser(t, twoNodes, cpusetHost{}, nil)
 	a, b, c, d := spreadPod("a", 1000, ""), spreadPod("b", 1000, ""), spreadPod("c", 1000, ""), spreadPod("d", 1000, "")
-	if diff := cmp.Diff(map[string]string{"a": "0", "b": "1", "c": "0", "d": "1"}, nodesOf(e, desireMap(a, b, c, d))); diff != "" {
+	if diff := cmp.Diff(map[string]string{"a": "0", "b": "1", "c": "0", "d": "1"}, e.nodesOf(desireMap(a, b, c, d))); diff != "" {
 		t.Fatalf("four pods (-want +got):\n%s", diff)
 	}
 	// A fifth goes to the lighter node (a tie: the lowest id).
 	f := spreadPod("e", 1000, "")
-	if got := nodesOf(e, desireMap(a, b, c, d, f)); got["e"] != "0" {
+	if got := e.nodesOf(desireMap(a, b, c, d, f)); got["e"] != "0" {
 		t.Fatalf("fifth pod on %s, want 0", got["e"])
 	}
 	// Deleting one pod moves nobody; its share is free for the next pod.
-	got := nodesOf(e, desireMap(b, c, d, f))
+	got := e.nodesOf(desireMap(b, c, d, f))
 	if diff := cmp.Diff(map[string]string{"b": "1", "c": "0", "d": "1", "e": "0"}, got); diff != "" {
 		t.Fatalf("after a pod left (-want +got):\n%s", diff)
 	}
-	e.saveChoices()
-	// A restarted agent (a new engine on the same choices) keeps every running pod's node,
-	// even with the pods listed in another order, and places a new one by the loads.
-	e2 := placementEngine(t, twoNodes, cpusetHost{}, nil, dir)
+	// A restarted agent (the same choices, through their file's form) keeps every running
+	// pod's node, even with the pods listed in another order, and places a new one by the
+	// loads.
+	e2 := e.restarted(t, twoNodes, cpusetHost{}, nil)
 	g := spreadPod("a2", 1000, "")
-	got = nodesOf(e2, desireMap(f, d, c, b, g))
+	got = e2.nodesOf(desireMap(f, d, c, b, g))
 	if diff := cmp.Diff(map[string]string{"b": "1", "c": "0", "d": "1", "e": "0", "a2": "0"}, got); diff != "" {
 		t.Fatalf("after a restart (-want +got):\n%s", diff)
 	}
 }
 
 func TestMostFreeMemory(t *testing.T) {
-	mfm := func(name, allowed string) Desire {
+	mfm := func(name, allowed string) desire.Desire {
 		d := spreadPod(name, 1000, allowed)
 		d.Placement.Mode, d.Placement.Group = numav1.PlacementModeMostFreeMemory, "NumaPreference ns/mfm"
 		return d
 	}
-	dir := t.TempDir()
 	free := map[int]uint64{0: 1 << 30, 1: 3 << 30, 2: 2 << 30, 3: 3 << 30}
-	e := placementEngine(t, fourNodes, cpusetHost{}, free, dir)
+	e := newChooser(t, fourNodes, cpusetHost{}, free)
 	a := mfm("a", "")
-	got := nodesOf(e, desireMap(a))
+	got := e.nodesOf(desireMap(a))
 	if got["a"] != "1" { // 1 and 3 tie at 3 GiB: the lowest id
 		t.Fatalf("pod a on %s, want 1 (most free, ties to the lowest id)", got["a"])
 	}
-	if why := e.resolved[a.Key()].why; why != "MostFreeMemory: 3072 MiB free on node 1, the most of 0-3" {
+	if why := e.resolved.of(a.Key()).why; why != "MostFreeMemory: 3072 MiB free on node 1, the most of 0-3" {
 		t.Errorf("why = %q", why)
 	}
 	// Sticky: node 1 filling up moves nobody already placed; a new pod goes elsewhere.
 	free[1] = 0
 	b := mfm("b", "")
-	got = nodesOf(e, desireMap(a, b))
+	got = e.nodesOf(desireMap(a, b))
 	if got["a"] != "1" || got["b"] != "3" {
 		t.Fatalf("after node 1 filled: a on %s, b on %s; want a kept on 1, b on 3", got["a"], got["b"])
 	}
 	// spec.nodes restricts the choice; a restart keeps it.
 	c := mfm("c", "0,2")
-	got = nodesOf(e, desireMap(a, b, c))
+	got = e.nodesOf(desireMap(a, b, c))
 	if got["c"] != "2" {
 		t.Fatalf("pod c allowed {0,2} on %s, want 2", got["c"])
 	}
-	e.saveChoices()
 	free[2] = 0
-	e2 := placementEngine(t, fourNodes, cpusetHost{}, free, dir)
-	if diff := cmp.Diff(map[string]string{"a": "1", "b": "3", "c": "2"}, nodesOf(e2, desireMap(a, b, c))); diff != "" {
+	e2 := e.restarted(t, fourNodes, cpusetHost{}, free)
+	if diff := cmp.Diff(map[string]string{"a": "1", "b": "3", "c": "2"}, e2.nodesOf(desireMap(a, b, c))); diff != "" {
 		t.Errorf("after a restart (-want +got):\n%s", diff)
 	}
 }
 
 func TestFollowCPUs(t *testing.T) {
-	follow := func(allowed string) Desire {
+	follow := func(allowed string) desire.Desire {
 		d := spreadPod("p", 0, allowed)
 		d.Placement.Mode, d.Placement.Group = numav1.PlacementModeFollowCPUs, "NumaPreference ns/cpus"
 		return d
@@ -246,23 +268,23 @@ func TestFollowCPUs(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			e := placementEngine(t, tc.topo, cpusetHost{"p": tc.cpuset}, nil, t.TempDir())
-			if got := nodesOf(e, desireMap(follow(tc.allowed)))["p"]; got != tc.want {
-				t.Errorf("node = %s, want %s (why %q, message %q)", got, tc.want, e.resolved[follow("").Key()].why, e.resolved[follow("").Key()].message)
+			e := newChooser(t, tc.topo, cpusetHost{"p": tc.cpuset}, nil)
+			if got := e.nodesOf(desireMap(follow(tc.allowed)))["p"]; got != tc.want {
+				t.Errorf("node = %s, want %s (why %q, message %q)", got, tc.want, e.resolved.of(follow("").Key()).why, e.resolved.of(follow("").Key()).message)
 			}
 		})
 	}
 	// The choice follows the cpuset: CPU manager moves the container to node 1.
 	host := cpusetHost{"p": {CPUs: []int{0}}}
-	e := placementEngine(t, twoNodes, host, nil, t.TempDir())
-	if got := nodesOf(e, desireMap(follow(""))); got["p"] != "0" {
+	e := newChooser(t, twoNodes, host, nil)
+	if got := e.nodesOf(desireMap(follow(""))); got["p"] != "0" {
 		t.Fatalf("first on %s, want 0", got["p"])
 	}
 	host["p"] = cgroups.Cpuset{CPUs: []int{3}}
-	if got := nodesOf(e, desireMap(follow(""))); got["p"] != "1" {
+	if got := e.nodesOf(desireMap(follow(""))); got["p"] != "1" {
 		t.Fatalf("after the cpuset moved to CPU 3: %s, want 1", got["p"])
 	}
-	if why := e.resolved[follow("").Key()].why; why != "FollowCPUs: 1 of 1 CPUs of cpuset.cpus 3 are on node 1" {
+	if why := e.resolved.of(follow("").Key()).why; why != "FollowCPUs: 1 of 1 CPUs of cpuset.cpus 3 are on node 1" {
 		t.Errorf("why = %q", why)
 	}
 }

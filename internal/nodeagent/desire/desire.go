@@ -1,4 +1,4 @@
-package nodeagent
+package desire
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ type Desire struct {
 	// Ref locates the container's cgroup; Ref.ContainerID is empty while it is not running.
 	Ref cgroups.ContainerRef
 	// Node is the preferred NUMA node of mode Static; the automatic modes leave it -1 and
-	// the engine chooses on this host (ContainerResult.Node).
+	// the engine chooses on this host (plan.Result.Node).
 	Node int
 	// Placement says how the node is chosen.
 	Placement Placement
@@ -96,58 +96,73 @@ func PlanPod(pod *corev1.Pod, prefs []numav1.NumaPreference) PodPlan {
 	for _, p := range matching {
 		plan.Selected = append(plan.Selected, p.Name)
 	}
-	statuses := containerStatuses(pod)
-	for _, c := range podContainers(pod) {
-		d := Desire{
-			Pod:       types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
-			PodUID:    types.UID(cgroups.PodUID(pod)),
-			Container: c.name,
-		}
-		candidates := coveringPreferences(matching, c)
-		source, value, err, ok := annotationFor(pod, c)
-		switch {
-		case err != nil:
-			d.Refusal, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
-		case ok:
-			d.Node, d.Placement = value.node, Placement{Mode: value.mode}
-			if value.mode != numav1.PlacementModeStatic {
-				d.Placement.Group = "annotation " + pod.Namespace + "/" + string(value.mode)
-				d.Placement.Weight = podWeight(pod)
-			}
-			for _, p := range candidates {
-				plan.Conflicts = append(plan.Conflicts, Conflict{Preference: p.Name, Container: c.name,
-					Reason: numav1.ReasonOverriddenByAnnotation, Winner: source})
-			}
-		case len(candidates) > 0:
-			winner := candidates[0]
-			d.Node, d.Placement, d.Preference = preferenceNode(winner), preferencePlacement(winner, pod), winner.Name
-			for _, p := range candidates[1:] {
-				plan.Conflicts = append(plan.Conflicts, Conflict{Preference: p.Name, Container: c.name,
-					Reason: numav1.ReasonOverriddenByPreference, Winner: winner.Name})
-			}
-		default:
+	statuses := ContainerStatuses(pod)
+	for _, c := range PodContainers(pod) {
+		d, conflicts, ok := desireOf(pod, c, matching)
+		if !ok {
 			continue // nothing asks for this container
 		}
+		plan.Conflicts = append(plan.Conflicts, conflicts...)
 		if d.Refusal == "" {
-			d.Ref, d.Refusal, d.Message = runningRef(pod, statuses[c.name])
+			d.Ref, d.Refusal, d.Message = runningRef(pod, statuses[c.Name])
 		}
 		plan.Desires = append(plan.Desires, d)
 	}
 	return plan
 }
 
-type podContainer struct {
-	name string
-	init bool
+// desireOf decides container c's desire, not yet located, from its annotations and the
+// NumaPreferences matching its pod, and the preferences it overrides; ok is false when
+// nothing asks for it.
+func desireOf(pod *corev1.Pod, c PodContainer, matching []*numav1.NumaPreference) (d Desire, conflicts []Conflict, ok bool) {
+	d = Desire{
+		Pod:       types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
+		PodUID:    types.UID(cgroups.PodUID(pod)),
+		Container: c.Name,
+	}
+	candidates := coveringPreferences(matching, c)
+	source, value, err, annotated := annotationFor(pod, c)
+	switch {
+	case err != nil:
+		d.Refusal, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
+	case annotated:
+		d.Node, d.Placement = value.node, Placement{Mode: value.mode}
+		if value.mode != numav1.PlacementModeStatic {
+			d.Placement.Group = "annotation " + pod.Namespace + "/" + string(value.mode)
+			d.Placement.Weight = podWeight(pod)
+		}
+		for _, p := range candidates {
+			conflicts = append(conflicts, Conflict{Preference: p.Name, Container: c.Name,
+				Reason: numav1.ReasonOverriddenByAnnotation, Winner: source})
+		}
+	case len(candidates) > 0:
+		winner := candidates[0]
+		d.Node, d.Placement, d.Preference = preferenceNode(winner), preferencePlacement(winner, pod), winner.Name
+		for _, p := range candidates[1:] {
+			conflicts = append(conflicts, Conflict{Preference: p.Name, Container: c.Name,
+				Reason: numav1.ReasonOverriddenByPreference, Winner: winner.Name})
+		}
+	default:
+		return Desire{}, nil, false
+	}
+	return d, conflicts, true
 }
 
-func podContainers(pod *corev1.Pod) []podContainer {
-	var cs []podContainer
+// PodContainer is one container of a pod's spec: its name, and whether it is an init
+// container.
+type PodContainer struct {
+	Name string
+	Init bool
+}
+
+// PodContainers lists the containers of pod's spec, init containers first.
+func PodContainers(pod *corev1.Pod) []PodContainer {
+	var cs []PodContainer
 	for _, c := range pod.Spec.InitContainers {
-		cs = append(cs, podContainer{name: c.Name, init: true})
+		cs = append(cs, PodContainer{Name: c.Name, Init: true})
 	}
 	for _, c := range pod.Spec.Containers {
-		cs = append(cs, podContainer{name: c.Name})
+		cs = append(cs, PodContainer{Name: c.Name})
 	}
 	return cs
 }
@@ -185,10 +200,10 @@ func labelSelector(s numav1.LabelSelector) *metav1.LabelSelector {
 	return out
 }
 
-func coveringPreferences(matching []*numav1.NumaPreference, c podContainer) []*numav1.NumaPreference {
+func coveringPreferences(matching []*numav1.NumaPreference, c PodContainer) []*numav1.NumaPreference {
 	var out []*numav1.NumaPreference
 	for _, p := range matching {
-		if len(p.Spec.Containers) == 0 && !c.init || slices.Contains(p.Spec.Containers, c.name) {
+		if len(p.Spec.Containers) == 0 && !c.Init || slices.Contains(p.Spec.Containers, c.Name) {
 			out = append(out, p)
 		}
 	}
@@ -203,10 +218,10 @@ type annotationValue struct {
 
 // annotationFor returns the annotation that sets c's node, if any: the per-container key,
 // else (for app containers) the pod-wide key.
-func annotationFor(pod *corev1.Pod, c podContainer) (key string, value annotationValue, err error, ok bool) {
-	key = numav1.AnnotationPreferredNodePrefix + c.name
+func annotationFor(pod *corev1.Pod, c PodContainer) (key string, value annotationValue, err error, ok bool) {
+	key = numav1.AnnotationPreferredNodePrefix + c.Name
 	v, ok := pod.Annotations[key]
-	if !ok && !c.init {
+	if !ok && !c.Init {
 		key = numav1.AnnotationPreferredNode
 		v, ok = pod.Annotations[key]
 	}
@@ -297,7 +312,8 @@ func podWeight(pod *corev1.Pod) int64 {
 	return m
 }
 
-func containerStatuses(pod *corev1.Pod) map[string]corev1.ContainerStatus {
+// ContainerStatuses maps the names of pod's containers, init ones too, to their statuses.
+func ContainerStatuses(pod *corev1.Pod) map[string]corev1.ContainerStatus {
 	m := make(map[string]corev1.ContainerStatus, len(pod.Status.ContainerStatuses)+len(pod.Status.InitContainerStatuses))
 	for _, s := range pod.Status.InitContainerStatuses {
 		m[s.Name] = s

@@ -1,4 +1,4 @@
-package nodeagent
+package ledger
 
 import (
 	"encoding/binary"
@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/known"
 )
 
 // The ledger's journal: the ledger file (ledger.json) is a snapshot, and beside it the
@@ -16,7 +18,7 @@ import (
 // with one write and one fsync. A fork pass that SETs thus writes ahead one small record,
 // not the whole ledger. The journal is compacted (a new snapshot, then an empty journal)
 // at start, when it grows past the snapshot's size, and when the bound requires it
-// (journalwriter.go).
+// (write.go).
 //
 // A record on disk is a frame: the payload's length (4 bytes, little endian), the CRC-32C
 // of the length's bytes and the payload (4 bytes), and the payload, a JSON journalRecord.
@@ -29,7 +31,7 @@ import (
 // crash: a record that fails its check with no valid record after it is that torn last
 // record, and is dropped (its SETs were never issued: they wait for the fsync). A record
 // that fails its check and is followed by a valid one was damaged after it was written:
-// the ledger is damaged (ErrLedgerDamaged), and what the records before it say is kept.
+// the ledger is damaged (ErrDamaged), and what the records before it say is kept.
 // A record is never misread: its bytes are used only when its checksum matches.
 
 // JournalSuffix makes the journal's file name from the ledger's.
@@ -61,12 +63,12 @@ type containerChange struct {
 	// Ref is the container's reference, when new or changed.
 	Ref *cgroups.ContainerRef `json:"ref,omitempty"`
 	// Put are tasks recorded or changed, Drop tasks forgotten.
-	Put  map[int]*taskEntry `json:"put,omitempty"`
-	Drop []int              `json:"drop,omitempty"`
+	Put  map[int]*known.Task `json:"put,omitempty"`
+	Drop []int               `json:"drop,omitempty"`
 }
 
-func (c *containerChange) key() ContainerKey {
-	return (&containerEntry{PodUID: c.PodUID, Container: c.Container}).key()
+func (c *containerChange) key() desire.ContainerKey {
+	return (&known.Container{PodUID: c.PodUID, Container: c.Container}).Key()
 }
 
 // encodeFrame frames the payload of rec.
@@ -145,7 +147,7 @@ func followedByARecord(data []byte) bool {
 // replayJournal applies the records of a journal to l, the snapshot's ledger of
 // generation gen. A journal of another generation is stale: nothing is applied (stale
 // true). A record that names no container is damage.
-func replayJournal(l ledger, gen uint64, recs []journalRecord) (stale bool, err error) {
+func replayJournal(l known.Containers, gen uint64, recs []journalRecord) (stale bool, err error) {
 	if len(recs) == 0 {
 		return false, nil
 	}
@@ -157,14 +159,14 @@ func replayJournal(l ledger, gen uint64, recs []journalRecord) (stale bool, err 
 			if c.PodUID == "" || c.Container == "" || rec.Gen != 0 {
 				return false, fmt.Errorf("%w: record %d names no container", errJournalDamaged, i+1)
 			}
-			l.apply(&c)
+			applyChange(l, &c)
 		}
 	}
 	return false, nil
 }
 
-// apply makes change c to the ledger.
-func (l ledger) apply(c *containerChange) {
+// applyChange makes change c to the containers l.
+func applyChange(l known.Containers, c *containerChange) {
 	key := c.key()
 	if c.Gone {
 		delete(l, key)
@@ -172,7 +174,7 @@ func (l ledger) apply(c *containerChange) {
 	}
 	entry := l[key]
 	if entry == nil {
-		entry = &containerEntry{PodUID: c.PodUID, Container: c.Container, Tasks: map[int]*taskEntry{}}
+		entry = &known.Container{PodUID: c.PodUID, Container: c.Container, Tasks: map[int]*known.Task{}}
 		l[key] = entry
 	}
 	if c.Ref != nil {
@@ -180,7 +182,7 @@ func (l ledger) apply(c *containerChange) {
 	}
 	for tid, t := range c.Put {
 		if t != nil && tid > 0 {
-			entry.Tasks[tid] = t.clone()
+			entry.Tasks[tid] = t.Clone()
 		}
 	}
 	for _, tid := range c.Drop {
@@ -190,7 +192,7 @@ func (l ledger) apply(c *containerChange) {
 
 // diffEntries is the change that makes the entry disk into live (nil for none); either
 // may be nil (no entry).
-func diffEntries(key ContainerKey, live, disk *containerEntry) *containerChange {
+func diffEntries(key desire.ContainerKey, live, disk *known.Container) *containerChange {
 	c := &containerChange{PodUID: string(key.PodUID), Container: key.Container}
 	switch {
 	case live == nil && disk == nil:
@@ -199,15 +201,15 @@ func diffEntries(key ContainerKey, live, disk *containerEntry) *containerChange 
 		c.Gone = true
 		return c
 	case disk == nil:
-		disk = &containerEntry{}
+		disk = &known.Container{}
 		c.Ref = &live.Ref
 	case disk.Ref != live.Ref:
 		c.Ref = &live.Ref
 	}
 	for tid, t := range live.Tasks {
-		if d := disk.Tasks[tid]; d == nil || !d.equal(t) {
+		if d := disk.Tasks[tid]; d == nil || !d.Equal(t) {
 			if c.Put == nil {
-				c.Put = map[int]*taskEntry{}
+				c.Put = map[int]*known.Task{}
 			}
 			c.Put[tid] = t
 		}
@@ -222,28 +224,4 @@ func diffEntries(key ContainerKey, live, disk *containerEntry) *containerChange 
 		return nil
 	}
 	return c
-}
-
-func (t *taskEntry) equal(o *taskEntry) bool {
-	return t.Start == o.Start && t.Prev == o.Prev && slices.Equal(t.Values, o.Values)
-}
-
-func (t *taskEntry) clone() *taskEntry {
-	c := *t
-	c.Values = slices.Clone(t.Values)
-	return &c
-}
-
-// clone is a deep copy of the ledger: the engine changes its entries in place.
-func (l ledger) clone() ledger {
-	out := make(ledger, len(l))
-	for k, c := range l {
-		cc := *c
-		cc.Tasks = make(map[int]*taskEntry, len(c.Tasks))
-		for tid, t := range c.Tasks {
-			cc.Tasks[tid] = t.clone()
-		}
-		out[k] = &cc
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package nodeagent
+package desire
 
 import (
 	"strconv"

@@ -1,4 +1,4 @@
-package nodeagent
+package plan
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -18,30 +19,44 @@ import (
 //     Not sticky: when the cpuset changes, the choice follows.
 //   - Spread and MostFreeMemory, per pod (its selected containers go together), sticky:
 //     a pod keeps the node it got while it stays selected, across passes and agent
-//     restarts (choices.json beside the ledger); a pod that leaves frees its share.
-//     Spread gives a new pod the node its group weighs least on (CPU requests), ties to
-//     the lowest id; MostFreeMemory the node with the most MemFree.
+//     restarts (the engine keeps the choices in a file beside the ledger); a pod that
+//     leaves frees its share. Spread gives a new pod the node its group weighs least on
+//     (CPU requests), ties to the lowest id; MostFreeMemory the node with the most MemFree.
 //
 // Every mode honours cpuset.mems: the candidates are the allowed online nodes the pod's
 // containers may allocate on, so a container pinned to one node gets that node.
 
-// resolution is the node the pass chose for one container, or why there is none.
-type resolution struct {
+// Resolution is the node a pass chose for one automatic container, or why there is none.
+type Resolution struct {
 	node    int
 	why     string // shown in the Applied Event and inspect: "Spread: 2 of 4 pods on node 1"
-	skip    string // a reason not to act, with msg
+	skip    string // a reason not to act, with message
 	message string
 }
 
-// choiceKey names a sticky choice: one pod in one placement group.
-type choiceKey struct {
+// Resolutions are the nodes a pass chose for the automatic containers. The engine keeps
+// the last ones for its fork and start passes; only planning reads them.
+type Resolutions struct {
+	m map[desire.ContainerKey]Resolution
+}
+
+// Has says whether container key was resolved.
+func (r Resolutions) Has(key desire.ContainerKey) bool {
+	_, ok := r.m[key]
+	return ok
+}
+
+func (r Resolutions) of(key desire.ContainerKey) Resolution { return r.m[key] }
+
+// ChoiceKey names a sticky choice: one pod in one placement group.
+type ChoiceKey struct {
 	PodUID types.UID `json:"podUID"`
 	Group  string    `json:"group"`
 }
 
-// choice is a sticky choice, as the ledger's choices file keeps it.
-type choice struct {
-	choiceKey
+// Choice is a sticky choice, as the engine's choices file keeps it.
+type Choice struct {
+	ChoiceKey
 	Mode numav1.PlacementMode `json:"mode"`
 	Node int                  `json:"node"`
 	Why  string               `json:"why"`
@@ -49,12 +64,15 @@ type choice struct {
 	Weight int64 `json:"weight,omitempty"`
 }
 
+// Choices are the sticky choices of Spread and MostFreeMemory.
+type Choices map[ChoiceKey]Choice
+
 // podMembers are the selected containers of one pod in one placement group.
 type podMembers struct {
-	key       choiceKey
+	key       ChoiceKey
 	pod       types.NamespacedName
-	placement Placement
-	keys      []ContainerKey
+	placement desire.Placement
+	keys      []desire.ContainerKey
 }
 
 // hostCgroup is a container's cgroup and cpuset as read once per pass.
@@ -65,14 +83,14 @@ type hostCgroup struct {
 }
 
 // cgroupOf returns d's cgroup and cpuset, read at most once per pass.
-func (pl *planner) cgroupOf(key ContainerKey, d Desire) (*cgroups.Container, cgroups.Cpuset, error) {
+func (pl *planner) cgroupOf(key desire.ContainerKey, d desire.Desire) (*cgroups.Container, cgroups.Cpuset, error) {
 	if h, ok := pl.cgroups[key]; ok {
 		return h.cg, h.cs, h.err
 	}
 	var h hostCgroup
-	h.cg, h.err = pl.resolver.Resolve(d.Ref)
+	h.cg, h.err = pl.in.Cgroups.Resolve(d.Ref)
 	if h.err == nil {
-		h.cs, h.err = pl.resolver.Cpuset(h.cg)
+		h.cs, h.err = pl.in.Cgroups.Cpuset(h.cg)
 	}
 	pl.cgroups[key] = h
 	return h.cg, h.cs, h.err
@@ -80,25 +98,9 @@ func (pl *planner) cgroupOf(key ContainerKey, d Desire) (*cgroups.Container, cgr
 
 // resolve chooses the node of every container whose mode is automatic, updating the sticky
 // choices, and reports whether the choices changed.
-func (pl *planner) resolve(desired map[ContainerKey]Desire) bool {
-	pl.resolved = map[ContainerKey]resolution{}
-	groups := map[choiceKey]*podMembers{}
-	for key, d := range desired {
-		if d.Refusal != "" || !d.Placement.Automatic() || !pl.support.Supported {
-			continue
-		}
-		if d.Placement.Mode == numav1.PlacementModeFollowCPUs {
-			pl.resolved[key] = pl.followCPUs(key, d)
-			continue
-		}
-		ck := choiceKey{PodUID: d.PodUID, Group: d.Placement.Group}
-		m := groups[ck]
-		if m == nil {
-			m = &podMembers{key: ck, pod: d.Pod, placement: d.Placement}
-			groups[ck] = m
-		}
-		m.keys = append(m.keys, key)
-	}
+func (pl *planner) resolve(desired map[desire.ContainerKey]desire.Desire) bool {
+	pl.resolved = Resolutions{m: map[desire.ContainerKey]Resolution{}}
+	groups := pl.groupPods(desired)
 	dirty := false
 	for ck := range pl.choices {
 		if m, ok := groups[ck]; !ok || m.placement.Mode != pl.choices[ck].Mode {
@@ -106,8 +108,51 @@ func (pl *planner) resolve(desired map[ContainerKey]Desire) bool {
 			dirty = true
 		}
 	}
-	// Kept choices first, so that they count in the loads before any new pod is placed;
-	// then new pods in a stable order.
+	pods := pl.podsInOrder(groups)
+	sizes := map[string]int{} // pods per group, for the Spread message
+	for _, m := range pods {
+		sizes[m.key.Group]++
+	}
+	memFree := map[int]uint64{}
+	for _, m := range pods {
+		slices.SortFunc(m.keys, func(a, b desire.ContainerKey) int { return cmp.Compare(a.Container, b.Container) })
+		res, changed := pl.choosePod(m, desired, sizes[m.key.Group], memFree)
+		dirty = dirty || changed
+		for _, k := range m.keys {
+			if r, ok := res[k]; ok {
+				pl.resolved.m[k] = r
+			}
+		}
+	}
+	return dirty
+}
+
+// groupPods resolves every FollowCPUs container, and groups the containers of Spread and
+// MostFreeMemory by pod and group.
+func (pl *planner) groupPods(desired map[desire.ContainerKey]desire.Desire) map[ChoiceKey]*podMembers {
+	groups := map[ChoiceKey]*podMembers{}
+	for key, d := range desired {
+		if d.Refusal != "" || !d.Placement.Automatic() || !pl.in.Support.Supported {
+			continue
+		}
+		if d.Placement.Mode == numav1.PlacementModeFollowCPUs {
+			pl.resolved.m[key] = pl.followCPUs(key, d)
+			continue
+		}
+		ck := ChoiceKey{PodUID: d.PodUID, Group: d.Placement.Group}
+		m := groups[ck]
+		if m == nil {
+			m = &podMembers{key: ck, pod: d.Pod, placement: d.Placement}
+			groups[ck] = m
+		}
+		m.keys = append(m.keys, key)
+	}
+	return groups
+}
+
+// podsInOrder lists the pods of groups with a kept choice first, so that they count in
+// the loads before any new pod is placed; then new pods in a stable order.
+func (pl *planner) podsInOrder(groups map[ChoiceKey]*podMembers) []*podMembers {
 	pods := make([]*podMembers, 0, len(groups))
 	for _, m := range groups {
 		pods = append(pods, m)
@@ -118,22 +163,7 @@ func (pl *planner) resolve(desired map[ContainerKey]Desire) bool {
 		return cmp.Or(-cmp.Compare(boolInt(ka), boolInt(kb)), cmp.Compare(a.pod.Namespace, b.pod.Namespace),
 			cmp.Compare(a.pod.Name, b.pod.Name), cmp.Compare(a.key.PodUID, b.key.PodUID), cmp.Compare(a.key.Group, b.key.Group))
 	})
-	sizes := map[string]int{} // pods per group, for the Spread message
-	for _, m := range pods {
-		sizes[m.key.Group]++
-	}
-	memFree := map[int]uint64{}
-	for _, m := range pods {
-		slices.SortFunc(m.keys, func(a, b ContainerKey) int { return cmp.Compare(a.Container, b.Container) })
-		res, changed := pl.choosePod(m, desired, sizes[m.key.Group], memFree)
-		dirty = dirty || changed
-		for _, k := range m.keys {
-			if r, ok := res[k]; ok {
-				pl.resolved[k] = r
-			}
-		}
-	}
-	return dirty
+	return pods
 }
 
 func boolInt(b bool) int {
@@ -143,25 +173,26 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// choosePod resolves the containers of one pod of a Spread or MostFreeMemory group.
-func (pl *planner) choosePod(m *podMembers, desired map[ContainerKey]Desire, groupSize int, memFree map[int]uint64) (map[ContainerKey]resolution, bool) {
-	out := map[ContainerKey]resolution{}
+// choosePod resolves the containers of one pod of a Spread or MostFreeMemory group: the
+// pod keeps its choice while every member may use its node, else gets a new one.
+func (pl *planner) choosePod(m *podMembers, desired map[desire.ContainerKey]desire.Desire, groupSize int, memFree map[int]uint64) (map[desire.ContainerKey]Resolution, bool) {
+	out := map[desire.ContainerKey]Resolution{}
 	candidates, skip, msg := pl.candidates(m.placement)
-	var usable []ContainerKey
+	var usable []desire.ContainerKey
 	for _, k := range m.keys {
 		if skip != "" {
-			out[k] = resolution{skip: skip, message: msg}
+			out[k] = Resolution{skip: skip, message: msg}
 			continue
 		}
 		_, cs, err := pl.cgroupOf(k, desired[k])
 		if err != nil {
-			out[k] = resolution{skip: cgroupReason(err), message: err.Error()}
+			out[k] = Resolution{skip: cgroupReason(err), message: err.Error()}
 			continue
 		}
 		if len(cs.Mems) > 0 {
 			within := intersect(candidates, cs.Mems)
 			if len(within) == 0 {
-				out[k] = resolution{skip: numav1.ReasonMemoryPinnedElsewhere,
+				out[k] = Resolution{skip: numav1.ReasonMemoryPinnedElsewhere,
 					message: fmt.Sprintf("cpuset.mems of the container is %s, and %s", numa.FormatList(cs.Mems), describeCandidates(m.placement, candidates))}
 				continue
 			}
@@ -173,31 +204,36 @@ func (pl *planner) choosePod(m *podMembers, desired map[ContainerKey]Desire, gro
 		return out, false
 	}
 	c, kept := pl.choices[m.key]
-	changed := false
-	if !kept || !slices.Contains(candidates, c.Node) {
-		delete(pl.choices, m.key) // a choice that no longer fits weighs nowhere
-		c = choice{choiceKey: m.key, Mode: m.placement.Mode, Weight: m.placement.Weight}
-		switch {
-		case len(candidates) == 1 && len(pl.topo.nodes) > 1:
-			c.Node = candidates[0]
-			c.Why = fmt.Sprintf("%s: the only node the pod may use here", m.placement.Mode)
-		case m.placement.Mode == numav1.PlacementModeSpread:
-			c.Node, c.Why = pl.spreadNode(m, candidates, groupSize)
-		default:
-			c.Node, c.Why = pl.freestNode(candidates, memFree)
-		}
-		pl.choices[m.key] = c
-		changed = true
+	changed := !kept || !slices.Contains(candidates, c.Node)
+	if changed {
+		c = pl.newChoice(m, candidates, groupSize, memFree)
 	}
 	for _, k := range usable {
-		out[k] = resolution{node: c.Node, why: c.Why}
+		out[k] = Resolution{node: c.Node, why: c.Why}
 	}
 	return out, changed
 }
 
+// newChoice chooses a node among candidates for pod m, which has no choice that fits.
+func (pl *planner) newChoice(m *podMembers, candidates []int, groupSize int, memFree map[int]uint64) Choice {
+	delete(pl.choices, m.key) // a choice that no longer fits weighs nowhere
+	c := Choice{ChoiceKey: m.key, Mode: m.placement.Mode, Weight: m.placement.Weight}
+	switch {
+	case len(candidates) == 1 && len(pl.in.Topology.nodes) > 1:
+		c.Node = candidates[0]
+		c.Why = fmt.Sprintf("%s: the only node the pod may use here", m.placement.Mode)
+	case m.placement.Mode == numav1.PlacementModeSpread:
+		c.Node, c.Why = pl.spreadNode(m, candidates, groupSize)
+	default:
+		c.Node, c.Why = pl.freestNode(candidates, memFree)
+	}
+	pl.choices[m.key] = c
+	return c
+}
+
 // candidates are the online nodes the placement allows, or why there are none.
-func (pl *planner) candidates(p Placement) ([]int, string, string) {
-	online := pl.topo.nodes
+func (pl *planner) candidates(p desire.Placement) ([]int, string, string) {
+	online := pl.in.Topology.nodes
 	if p.Allowed == "" {
 		return slices.Clone(online), "", ""
 	}
@@ -213,7 +249,7 @@ func (pl *planner) candidates(p Placement) ([]int, string, string) {
 	return c, "", ""
 }
 
-func describeCandidates(p Placement, candidates []int) string {
+func describeCandidates(p desire.Placement, candidates []int) string {
 	if p.Allowed == "" {
 		return fmt.Sprintf("the host's nodes are %s", numa.FormatList(candidates))
 	}
@@ -243,9 +279,9 @@ func (pl *planner) spreadNode(m *podMembers, candidates []int, groupSize int) (i
 func (pl *planner) freestNode(candidates []int, memFree map[int]uint64) (int, string) {
 	for _, n := range candidates {
 		if _, ok := memFree[n]; !ok {
-			free, err := pl.memFree(n)
+			free, err := pl.in.MemFree(n)
 			if err != nil {
-				pl.log.Error(err, "Reading free memory; counting it as none", "numaNode", n)
+				pl.in.Log.Error(err, "Reading free memory; counting it as none", "numaNode", n)
 			}
 			memFree[n] = free
 		}
@@ -260,34 +296,23 @@ func (pl *planner) freestNode(candidates []int, memFree map[int]uint64) (int, st
 }
 
 // followCPUs prefers the node holding most of the container's effective cpuset.cpus.
-func (pl *planner) followCPUs(key ContainerKey, d Desire) resolution {
+func (pl *planner) followCPUs(key desire.ContainerKey, d desire.Desire) Resolution {
 	candidates, skip, msg := pl.candidates(d.Placement)
 	if skip != "" {
-		return resolution{skip: skip, message: msg}
+		return Resolution{skip: skip, message: msg}
 	}
 	_, cs, err := pl.cgroupOf(key, d)
 	if err != nil {
-		return resolution{skip: cgroupReason(err), message: err.Error()}
+		return Resolution{skip: cgroupReason(err), message: err.Error()}
 	}
-	perNode := map[int]int{}
-	for _, cpu := range cs.CPUs {
-		if n, ok := pl.topo.cpuNode[cpu]; ok {
-			perNode[n]++
-		}
-	}
-	touched := 0
-	for _, n := range pl.topo.nodes {
-		if perNode[n] > 0 {
-			touched++
-		}
-	}
-	if len(cs.CPUs) == 0 || (len(pl.topo.nodes) > 1 && touched == len(pl.topo.nodes)) {
+	perNode, spans := pl.in.Topology.cpusPerNode(cs.CPUs)
+	if len(cs.CPUs) == 0 || spans {
 		cpus := numa.FormatList(cs.CPUs)
 		if len(cs.CPUs) == 0 {
 			cpus = "every CPU (no cpuset)"
 		}
-		return resolution{skip: numav1.ReasonCPUsNotPinned,
-			message: fmt.Sprintf("cpuset.cpus %s spans every NUMA node (%s): there is no node to follow", cpus, numa.FormatList(pl.topo.nodes))}
+		return Resolution{skip: numav1.ReasonCPUsNotPinned,
+			message: fmt.Sprintf("cpuset.cpus %s spans every NUMA node (%s): there is no node to follow", cpus, numa.FormatList(pl.in.Topology.nodes))}
 	}
 	if len(cs.Mems) > 0 {
 		candidates = intersect(candidates, cs.Mems)
@@ -299,10 +324,10 @@ func (pl *planner) followCPUs(key ContainerKey, d Desire) resolution {
 		}
 	}
 	if best < 0 {
-		return resolution{skip: numav1.ReasonCPUsPinnedElsewhere,
+		return Resolution{skip: numav1.ReasonCPUsPinnedElsewhere,
 			message: fmt.Sprintf("cpuset.cpus %s lies on no node the container may prefer (%s)", numa.FormatList(cs.CPUs), describeCandidates(d.Placement, candidates))}
 	}
-	return resolution{node: best, why: fmt.Sprintf("FollowCPUs: %d of %d CPUs of cpuset.cpus %s are on node %d", most, len(cs.CPUs), numa.FormatList(cs.CPUs), best)}
+	return Resolution{node: best, why: fmt.Sprintf("FollowCPUs: %d of %d CPUs of cpuset.cpus %s are on node %d", most, len(cs.CPUs), numa.FormatList(cs.CPUs), best)}
 }
 
 // intersect returns the ids of a that are in b, in a's order.

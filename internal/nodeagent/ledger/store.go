@@ -1,0 +1,257 @@
+package ledger
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/go-logr/logr"
+
+	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/known"
+)
+
+// Options are a Store's settings.
+type Options struct {
+	// Limit bounds the snapshot and the journal together, in bytes (0: DefaultLimit).
+	Limit int
+	// CompactAt is the journal's size past which CompactPastSize compacts it, unless the
+	// snapshot is larger (0: CompactMin).
+	CompactAt int
+	// BootID is the kernel's boot id ("" if unknown). The snapshot records it: a ledger of
+	// another boot names no living task, and Open drops it.
+	BootID string
+	Log    logr.Logger
+	// Step, when not nil, runs at the steps of a write, for the crash tests: "append"
+	// before a record's write to the journal f, "sync" before its fsync, "snapshot" when a
+	// compaction's new snapshot is in place and its journal not yet.
+	Step func(step string, f *os.File, frame []byte)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Limit <= 0 {
+		o.Limit = DefaultLimit
+	}
+	if o.CompactAt <= 0 {
+		o.CompactAt = CompactMin
+	}
+	return o
+}
+
+// Store is the ledger: what the agent set, in memory and on disk. Every change goes
+// through its methods, which note the container they touch, so the next Write finds
+// every change since the last one: a value is never set without its entry on disk
+// because a change was made behind the store's back. A Store is used by one goroutine at
+// a time (the engine's passes).
+type Store struct {
+	path string // "" keeps the ledger in memory only
+	opts Options
+	live known.Containers
+	j    journal
+	// dirty says the ledger changed since the last write.
+	dirty bool
+}
+
+// Open reads the ledger at path and its journal, first removing what writes killed
+// mid-way left beside them, and compacts them. A ledger of another boot is dropped
+// before its journal is read: nothing is undone from it. A missing file is an empty
+// ledger; a damaged one (ErrDamaged) yields what could be read, beside the error, and a
+// working store. An empty path keeps the ledger in memory only.
+func Open(path string, opts Options) (*Store, error) {
+	s := &Store{path: path, opts: opts.withDefaults(), live: known.Containers{}}
+	if path == "" {
+		return s, nil
+	}
+	s.removeStaleTemps()
+	err := s.load()
+	s.compactAtStart()
+	return s, err
+}
+
+// load reads the files into the store, checking the snapshot's boot before its journal.
+func (s *Store) load() error {
+	f, err := loadSnapshot(s.path, s.opts.Limit)
+	if err != nil {
+		return err
+	}
+	if f.BootID != "" && s.opts.BootID != "" && f.BootID != s.opts.BootID {
+		s.opts.Log.Info("The ledger was written before the host rebooted: its tasks are gone, dropping it",
+			"ledgerBootID", f.BootID, "bootID", s.opts.BootID, "containers", len(f.Containers))
+		s.dirty = true
+		return nil
+	}
+	f, note, err := readJournal(s.path, s.opts.Limit, f)
+	s.logJournal(note)
+	s.live = f.containers()
+	return err
+}
+
+// removeStaleTemps removes the temporary files killed writes of the ledger and its
+// journal left.
+func (s *Store) removeStaleTemps() {
+	for _, path := range []string{s.path, journalPath(s.path)} {
+		if n, err := fsutil.RemoveStaleTemps(path); err != nil {
+			s.opts.Log.Error(err, "Removing stale temporary files", "file", path)
+		} else if n > 0 {
+			s.opts.Log.Info("Removed temporary files a killed write left", "file", path, "files", n)
+		}
+	}
+}
+
+// logJournal says what the start found in the journal.
+func (s *Store) logJournal(note journalNote) {
+	if note.torn > 0 {
+		s.opts.Log.Info("Dropped the ledger journal's torn last record: a write killed before its fsync, whose SETs were never issued",
+			"bytes", note.torn)
+	}
+	if note.stale {
+		s.opts.Log.V(1).Info("Ignored a ledger journal its snapshot already holds (a compaction was killed between its renames)")
+	}
+	s.opts.Log.V(2).Info("Read the ledger journal", "changes", note.records)
+}
+
+// View is a read-only view of the ledger, valid while the store does not change.
+func (s *Store) View() known.View { return known.NewView(s.live) }
+
+// Len is the number of containers the ledger holds.
+func (s *Store) Len() int { return len(s.live) }
+
+// Dirty says whether the ledger changed since its last write.
+func (s *Store) Dirty() bool { return s.dirty }
+
+// touch notes that the entry of key changes: the next write compares it with what is on
+// disk. Every method that changes the ledger calls it.
+func (s *Store) touch(key desire.ContainerKey) {
+	if s.j.touched == nil {
+		s.j.touched = map[desire.ContainerKey]bool{}
+	}
+	s.j.touched[key] = true
+	s.dirty = true
+}
+
+// written notes a successful write: what is on disk is the ledger.
+func (s *Store) written() {
+	clear(s.j.touched)
+	s.dirty = false
+}
+
+// Record makes a planned change to the entry of container key, creating it if there is
+// none. rerun says the entry was of the same container under another container ID: it
+// runs again.
+func (s *Store) Record(key desire.ContainerKey, c known.Change) (rerun bool) {
+	s.touch(key)
+	entry := s.live[key]
+	if entry == nil {
+		entry = &known.Container{PodUID: string(key.PodUID), Container: key.Container, Tasks: map[int]*known.Task{}}
+		s.live[key] = entry
+	} else if entry.Ref.ContainerID != c.Ref.ContainerID && !desire.SameContainer(entry.Ref.ContainerID, c.Ref.ContainerID) {
+		rerun = true
+	}
+	entry.Ref = c.Ref
+	for tid, t := range c.Put {
+		entry.Tasks[tid] = t.Clone()
+	}
+	for _, tid := range c.Forget {
+		delete(entry.Tasks, tid)
+	}
+	return rerun
+}
+
+// Forget drops the entry of container key: undone, or its cgroup gone.
+func (s *Store) Forget(key desire.ContainerKey) {
+	s.touch(key)
+	delete(s.live, key)
+}
+
+// DropTask forgets task tid of container key: it exited or left the container, or its
+// id names another task now.
+func (s *Store) DropTask(key desire.ContainerKey, tid int) {
+	s.touch(key)
+	if entry := s.live[key]; entry != nil {
+		delete(entry.Tasks, tid)
+	}
+}
+
+// TakeValue takes node off the values task tid of container key may hold: the kernel
+// refused to set it.
+func (s *Store) TakeValue(key desire.ContainerKey, tid, node int) {
+	s.touch(key)
+	if t := s.task(key, tid); t != nil {
+		t.Values = slices.DeleteFunc(t.Values, func(v int) bool { return v == node })
+	}
+}
+
+// Confirm records that task tid of container key holds node, set by the agent and
+// confirmed: the only value it may hold.
+func (s *Store) Confirm(key desire.ContainerKey, tid, node int) {
+	s.touch(key)
+	if t := s.task(key, tid); t != nil {
+		t.Values = []int{node}
+	}
+}
+
+// KeepTasks makes tasks the entry's tasks: those of a container an undo could not
+// finish (the kernel refused them), kept to be tried again.
+func (s *Store) KeepTasks(key desire.ContainerKey, tasks map[int]*known.Task) {
+	s.touch(key)
+	if entry := s.live[key]; entry != nil {
+		entry.Tasks = make(map[int]*known.Task, len(tasks))
+		for tid, t := range tasks {
+			entry.Tasks[tid] = t.Clone()
+		}
+	}
+}
+
+func (s *Store) task(key desire.ContainerKey, tid int) *known.Task {
+	if entry := s.live[key]; entry != nil {
+		return entry.Tasks[tid]
+	}
+	return nil
+}
+
+// Write writes what changed in the ledger since its last write, if it has a file: one
+// record appended to the journal and fsync'd, or a compaction when the journal cannot be
+// appended to (none open, the files replaced, the bound reached). It is the write ahead
+// of the SETs of a pass, and the write of their outcomes.
+func (s *Store) Write() error {
+	if s.path == "" {
+		s.written()
+		return nil
+	}
+	j := &s.j
+	if j.f == nil || !j.intact(s.path) {
+		return s.compact()
+	}
+	rec := j.changes(s.live)
+	if len(rec.Changes) == 0 {
+		s.written()
+		return nil
+	}
+	frame, err := encodeFrame(rec)
+	if err != nil {
+		return err
+	}
+	if j.snapSize+j.size+len(frame) > s.opts.Limit {
+		return s.compact() // the exact size, and the bound, are the snapshot's
+	}
+	if err := s.appendFrame(frame); err != nil {
+		j.close()
+		return fmt.Errorf("writing ledger journal %s: %w", journalPath(s.path), err)
+	}
+	for i := range rec.Changes {
+		applyChange(j.disk, &rec.Changes[i])
+	}
+	s.written()
+	return nil
+}
+
+// CompactPastSize compacts the ledger when the journal has grown past the snapshot's size
+// (and Options.CompactAt).
+func (s *Store) CompactPastSize() error {
+	j := &s.j
+	if s.path == "" || j.f == nil || j.size <= max(s.opts.CompactAt, j.snapSize) {
+		return nil
+	}
+	return s.compact()
+}

@@ -1,0 +1,85 @@
+package nodeagent
+
+import (
+	"maps"
+	"sync"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
+)
+
+// published is what the last pass left for readers (Results, Managed, the inspect
+// endpoint, the reconcilers): each container's result and listing, and a signal when the
+// results change. It has its own lock, held only to copy references, so reading it never
+// waits for a pass's host reads.
+type published struct {
+	mu  sync.Mutex
+	res map[desire.ContainerKey]plan.Result
+	// managed is the listing of the last pass; it is never modified once published.
+	managed map[desire.ContainerKey]plan.Listing
+	// changes is signalled after a pass whose results differ from the previous ones.
+	changes chan struct{}
+}
+
+func newPublished() *published {
+	return &published{res: map[desire.ContainerKey]plan.Result{}, changes: make(chan struct{}, 1)}
+}
+
+// results is a copy of the last pass's results.
+func (p *published) results() map[desire.ContainerKey]plan.Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.res)
+}
+
+// result is container key's last result.
+func (p *published) result(key desire.ContainerKey) (plan.Result, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.res[key]
+	return r, ok
+}
+
+// anyNodeNotPresent says whether a container's last result is NodeNotPresent.
+func (p *published) anyNodeNotPresent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.res {
+		if r.Reason == numav1.ReasonNodeNotPresent {
+			return true
+		}
+	}
+	return false
+}
+
+// publish makes a pass's results and listings the published ones, which the caller no
+// longer changes; it reports whether the results changed.
+func (p *published) publish(results map[desire.ContainerKey]plan.Result, listing map[desire.ContainerKey]plan.Listing) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := !maps.EqualFunc(results, p.res, resultEqual)
+	p.res, p.managed = results, listing
+	return changed
+}
+
+// view is every container's result, with its listing (zero when it was not listed).
+func (p *published) view() ([]plan.Result, []plan.Listing) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	results := make([]plan.Result, 0, len(p.res))
+	listings := make([]plan.Listing, 0, len(p.res))
+	for key, r := range p.res {
+		results = append(results, r)
+		listings = append(listings, p.managed[key]) // published listings are never modified
+	}
+	return results, listings
+}
+
+// resultEqual reports whether two results would publish the same state (SkippedTasks,
+// only for metrics, aside).
+func resultEqual(a, b plan.Result) bool {
+	return a.Desire == b.Desire && a.Reason == b.Reason && a.Message == b.Message &&
+		a.Node == b.Node && a.Why == b.Why && a.Tasks == b.Tasks && maps.Equal(a.Failed, b.Failed) &&
+		a.PlacedAt == b.PlacedAt
+}
