@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/numapref/numapref/internal/testutil/files"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -512,7 +513,7 @@ func TestEngineRecoversFromGarbageLedgers(t *testing.T) {
 		"bad tids":      {`{"version":1,"containers":[{"podUID":"p","container":"c","containerID":"containerd://0","tasks":{"-1":null,"0":{"start":1,"prev":-7,"values":[99]}}}]}`, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			writeFile(t, el.ledger, c.content)
+			files.Write(t, el.ledger, c.content)
 			e, err := NewEngine(EngineConfig{Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(),
 				OnlineNodes: []int{0, 1}, LedgerPath: el.ledger, Log: testr.New(t)})
 			if (err != nil) != c.damaged {

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,7 +107,7 @@ func TestEngineIgnoresADamagedDesiredState(t *testing.T) {
 			first.SetDesired([]desire.Desire{fakeDesire(1)})
 			first.Pass()
 			h.addTask(101, -1)
-			writeFile(t, filepath.Join(dir, "desired.json"), content)
+			files.Write(t, filepath.Join(dir, "desired.json"), content)
 
 			second, err := h.newEngine(EngineConfig{LedgerPath: filepath.Join(dir, "ledger.json"), DesiredPath: filepath.Join(dir, "desired.json")})
 			if err == nil || !strings.Contains(err.Error(), "waiting for the API") {

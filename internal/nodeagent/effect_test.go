@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"github.com/numapref/numapref/internal/testutil/files"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -81,7 +82,7 @@ numapref_effect_read_errors_total{source="sched"} 1
 // scrape never fails.
 func TestEffectCollectorCgroupV2WithoutNumaStat(t *testing.T) {
 	damaged := t.TempDir()
-	writeFile(t, filepath.Join(damaged, "memory.numa_stat"), "total=12 N0=12\n") // the v1 format
+	files.Write(t, filepath.Join(damaged, "memory.numa_stat"), "total=12 N0=12\n") // the v1 format
 	view := fixedView{
 		{PodNamespace: "ns", PodName: "a", Container: "c", CgroupDir: t.TempDir(), TIDs: []int{700}},
 		{PodNamespace: "ns", PodName: "b", Container: "c", CgroupDir: damaged, TIDs: []int{701}},
@@ -107,8 +108,8 @@ func TestEffectCollectorCgroupV2WithoutNumaStat(t *testing.T) {
 // still succeeds, with every other series.
 func TestEffectCollectorNumaMapsVanishingMidRead(t *testing.T) {
 	proc := t.TempDir()
-	writeFile(t, filepath.Join(proc, "800", "numa_maps"), "7f0000000000 default anon=256 dirty=256 N0=192 N1=64 kernelpagesize_kB=4\n")
-	writeFile(t, filepath.Join(proc, "801", "numa_maps"), "7f0000000000 default anon=16 N1=16 kernelpagesize_kB=4\n")
+	files.Write(t, filepath.Join(proc, "800", "numa_maps"), "7f0000000000 default anon=256 dirty=256 N0=192 N1=64 kernelpagesize_kB=4\n")
+	files.Write(t, filepath.Join(proc, "801", "numa_maps"), "7f0000000000 default anon=16 N1=16 kernelpagesize_kB=4\n")
 	if err := os.MkdirAll(filepath.Join(proc, "802", "numa_maps"), 0o755); err != nil { // opens, read fails
 		t.Fatal(err)
 	}

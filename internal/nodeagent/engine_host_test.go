@@ -5,6 +5,7 @@ package nodeagent
 import (
 	"crypto/sha256"
 	"fmt"
+	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +51,7 @@ func newEngineLab(t *testing.T) *engineLab {
 		t.Fatal(err)
 	}
 	sys := t.TempDir()
-	writeFile(t, filepath.Join(sys, "devices/system/node/possible"), "0-1\n")
+	files.Write(t, filepath.Join(sys, "devices/system/node/possible"), "0-1\n")
 	el := &engineLab{lab: lab, resolver: r, ledger: filepath.Join(t.TempDir(), "ledger.json"),
 		emuOpts: emulator.Options{StateDir: t.TempDir(), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true}}
 	el.openEmulator(t)
@@ -506,7 +507,7 @@ func TestEngineHonoursCpusetPinning(t *testing.T) {
 func TestEngineRecoversFromADamagedLedger(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 2)
-	writeFile(t, el.ledger, `{"version":1,"containers":[{"podUID":`)
+	files.Write(t, el.ledger, `{"version":1,"containers":[{"podUID":`)
 	e, err := NewEngine(EngineConfig{Resolver: el.resolver, Kernel: el.emu, Support: el.emu.Support(),
 		OnlineNodes: []int{0, 1}, LedgerPath: el.ledger, Log: testr.New(t)})
 	if err == nil {

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"fmt"
+	"github.com/numapref/numapref/internal/testutil/files"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -69,7 +70,7 @@ func (h *fakeHost) newEngine(cfg EngineConfig) (*Engine, error) {
 func (h *fakeHost) addTask(tid, value int) {
 	h.t.Helper()
 	stat := fmt.Sprintf("%d (task) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", tid, tid, tid, 1000+tid)
-	writeFile(h.t, filepath.Join(h.proc, fmt.Sprint(tid), "stat"), stat)
+	files.Write(h.t, filepath.Join(h.proc, fmt.Sprint(tid), "stat"), stat)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.tids = append(h.tids, tid)
@@ -82,7 +83,7 @@ func (h *fakeHost) replaceTask(value int, inside bool) {
 	h.t.Helper()
 	const tid = 101
 	stat := fmt.Sprintf("%d (stranger) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n", tid, tid, tid, 5000+tid)
-	writeFile(h.t, filepath.Join(h.proc, fmt.Sprint(tid), "stat"), stat)
+	files.Write(h.t, filepath.Join(h.proc, fmt.Sprint(tid), "stat"), stat)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !inside {

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"errors"
+	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,7 +50,7 @@ func TestForkWatch(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			writeFile(t, lastPid, pid+"\n")
+			files.Write(t, lastPid, pid+"\n")
 		}
 		e.markForks()
 	}

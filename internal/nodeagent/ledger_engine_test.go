@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,7 +96,7 @@ func TestEngineLedgerBound(t *testing.T) {
 	}
 
 	path := filepath.Join(t.TempDir(), "ledger.json")
-	writeFile(t, path, `{"version":2,"containers":[`+strings.Repeat(" ", 100)+`]}`)
+	files.Write(t, path, `{"version":2,"containers":[`+strings.Repeat(" ", 100)+`]}`)
 	if _, err := h.newEngine(EngineConfig{LedgerPath: path, ledgerLimit: 64}); !errors.Is(err, fsutil.ErrTooLarge) {
 		t.Errorf("starting on a ledger past the bound: %v, want ErrTooLarge", err)
 	}
@@ -108,7 +109,7 @@ func TestEngineRefusesASymlinkedLedger(t *testing.T) {
 	h.addTask(100, -1)
 	dir := t.TempDir()
 	target := filepath.Join(dir, "target")
-	writeFile(t, target, `{"version":2,"containers":[{"podUID":"pod","container":"main","tasks":{"100":{"start":1100,"prev":-1,"values":[1]}}}]}`)
+	files.Write(t, target, `{"version":2,"containers":[{"podUID":"pod","container":"main","tasks":{"100":{"start":1100,"prev":-1,"values":[1]}}}]}`)
 	path := filepath.Join(dir, "ledger.json")
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestEngineRefusesASymlinkedLedger(t *testing.T) {
 	}
 
 	// Nor are the placement choices read through a link.
-	writeFile(t, filepath.Join(dir, "choices-target"), `{"version":1,"choices":[{"podUID":"pod","group":"g","node":1}]}`)
+	files.Write(t, filepath.Join(dir, "choices-target"), `{"version":1,"choices":[{"podUID":"pod","group":"g","node":1}]}`)
 	if err := os.Symlink(filepath.Join(dir, "choices-target"), filepath.Join(dir, "choices.json")); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestEngineRemovesStaleLedgerTemps(t *testing.T) {
 	h := newFakeHost(t)
 	dir := t.TempDir()
 	stale := filepath.Join(dir, ".ledger.json.tmp-4242")
-	writeFile(t, stale, `{"version":2,"containers":[]}`)
+	files.Write(t, stale, `{"version":2,"containers":[]}`)
 	h.engine(EngineConfig{LedgerPath: filepath.Join(dir, "ledger.json")})
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale temporary file still there: %v", err)
@@ -160,7 +161,7 @@ func TestEngineRemovesStaleLedgerTemps(t *testing.T) {
 func TestEngineDropsALedgerOfAnotherBoot(t *testing.T) {
 	h := newFakeHost(t)
 	bootID := filepath.Join(h.proc, "sys", "kernel", "random", "boot_id")
-	writeFile(t, bootID, "11111111-1111-1111-1111-111111111111\n")
+	files.Write(t, bootID, "11111111-1111-1111-1111-111111111111\n")
 	h.addTask(100, -1)
 	path := filepath.Join(t.TempDir(), "ledger.json")
 	first := h.engine(EngineConfig{LedgerPath: path})
@@ -170,7 +171,7 @@ func TestEngineDropsALedgerOfAnotherBoot(t *testing.T) {
 		t.Fatalf("not applied: task 100 holds %d", v)
 	}
 
-	writeFile(t, bootID, "22222222-2222-2222-2222-222222222222\n") // the host rebooted
+	files.Write(t, bootID, "22222222-2222-2222-2222-222222222222\n") // the host rebooted
 	second := h.engine(EngineConfig{LedgerPath: path})
 	if second.ledger.Len() != 0 {
 		t.Errorf("ledger of the earlier boot loaded: %v", second.ledger.View().Clone())
@@ -208,7 +209,7 @@ func TestEngineLedgerFilesFollowThePasses(t *testing.T) {
 	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	same("applied")
-	snap, journal := stat(t, path), stat(t, path+ledger.JournalSuffix)
+	snap, journal := files.Stat(t, path), files.Stat(t, path+ledger.JournalSuffix)
 	h.addTask(101, -1)
 	h.addTask(102, 0)
 	e.Pass()
@@ -216,10 +217,10 @@ func TestEngineLedgerFilesFollowThePasses(t *testing.T) {
 	h.moveOut(100)
 	e.Pass()
 	same("a task gone")
-	if !os.SameFile(snap, stat(t, path)) || stat(t, path).ModTime() != snap.ModTime() {
+	if !os.SameFile(snap, files.Stat(t, path)) || files.Stat(t, path).ModTime() != snap.ModTime() {
 		t.Errorf("the snapshot was rewritten; passes must only append to the journal")
 	}
-	if grown := stat(t, path+ledger.JournalSuffix); !os.SameFile(journal, grown) || grown.Size() <= journal.Size() {
+	if grown := files.Stat(t, path+ledger.JournalSuffix); !os.SameFile(journal, grown) || grown.Size() <= journal.Size() {
 		t.Errorf("journal %d bytes, then %d: want appended to", journal.Size(), grown.Size())
 	}
 	e.SetDesired([]desire.Desire{fakeDesire(0)}) // values in flight, written ahead, then settled
@@ -229,9 +230,9 @@ func TestEngineLedgerFilesFollowThePasses(t *testing.T) {
 	// Restarted with a journal bound of 1 byte: the first full pass whose journal passes
 	// the snapshot's size compacts.
 	e = h.engine(EngineConfig{LedgerPath: path, journalCompactAt: 1})
-	snap = stat(t, path)
-	for node := 0; os.SameFile(snap, stat(t, path)); node = 1 - node {
-		if stat(t, path+ledger.JournalSuffix).Size() > snap.Size() {
+	snap = files.Stat(t, path)
+	for node := 0; os.SameFile(snap, files.Stat(t, path)); node = 1 - node {
+		if files.Stat(t, path+ledger.JournalSuffix).Size() > snap.Size() {
 			t.Fatal("the journal passed the snapshot's size and no full pass compacted it")
 		}
 		e.SetDesired([]desire.Desire{fakeDesire(node)})
@@ -244,15 +245,6 @@ func TestEngineLedgerFilesFollowThePasses(t *testing.T) {
 	if e.ledger.Len() != 0 {
 		t.Errorf("ledger after undo: %v", e.ledger.View().Clone())
 	}
-}
-
-func stat(t *testing.T, path string) os.FileInfo {
-	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 // envelopeFile is a ledger file of version (3 or 4) holding content, with its checksum.
@@ -272,7 +264,7 @@ func TestEngineUndoesAVersion3Ledger(t *testing.T) {
 	h := newFakeHost(t)
 	h.addTask(100, 1) // the predecessor set it: the ledger records it
 	path := filepath.Join(t.TempDir(), "ledger.json")
-	writeFile(t, path, envelopeFile(t, 3, testLedgerContent))
+	files.Write(t, path, envelopeFile(t, 3, testLedgerContent))
 	if e := h.engine(EngineConfig{LedgerPath: path}); !ledgerTask(e, fakeDesire(1).Key(), 100).Equal(&known.Task{Start: 1100, Prev: -1, Values: []int{1}}) {
 		t.Fatalf("the version 3 ledger was not read: %v", e.ledger.View().Clone())
 	}
@@ -326,9 +318,9 @@ func TestEngineReportsADamagedLedger(t *testing.T) {
 			good := envelopeFile(t, 4, testLedgerContent)
 			switch c.content {
 			case "good":
-				writeFile(t, path, good)
+				files.Write(t, path, good)
 			case "bad":
-				writeFile(t, path, strings.Replace(good, `"start":1100`, `"start":1101`, 1))
+				files.Write(t, path, strings.Replace(good, `"start":1100`, `"start":1101`, 1))
 			}
 			m := NewMetrics()
 			e, err := h.newEngine(EngineConfig{LedgerPath: path, Metrics: m})

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"github.com/numapref/numapref/internal/testutil/files"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func TestReportBalancing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			proc := t.TempDir()
 			if tc.content != "" {
-				writeFile(t, filepath.Join(proc, "sys/kernel/numa_balancing"), tc.content)
+				files.Write(t, filepath.Join(proc, "sys/kernel/numa_balancing"), tc.content)
 			}
 			m := NewMetrics()
 			m.balancing.WithLabelValues("stale").Set(1) // a mode from before must go

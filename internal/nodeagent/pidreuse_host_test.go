@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,7 +382,7 @@ func pidReuseLab(t *testing.T) pidReuseConfig {
 		t.Fatal(err)
 	}
 	sys := t.TempDir()
-	writeFile(t, filepath.Join(sys, "devices/system/node/possible"), "0-1\n")
+	files.Write(t, filepath.Join(sys, "devices/system/node/possible"), "0-1\n")
 	return pidReuseConfig{
 		ContainerDirs: c.Dirs(), KubeletCgroupRoot: lab.KubeletCgroupRoot(), SysRoot: sys,
 		Desire: desire.Desire{Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, PodUID: types.UID(podUID), Container: "main",

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,8 +60,8 @@ func TestPlacementMemoryKeepsChoices(t *testing.T) {
 // A damaged choices file, or one read through a link, is no choices and an error.
 func TestPlacementMemoryRefusesDamagedChoices(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "damaged.json"), `{"version":9,"choices":[]}`)
-	writeFile(t, filepath.Join(dir, "target"), `{"version":1,"choices":[{"podUID":"pod","group":"g","node":1}]}`)
+	files.Write(t, filepath.Join(dir, "damaged.json"), `{"version":9,"choices":[]}`)
+	files.Write(t, filepath.Join(dir, "target"), `{"version":1,"choices":[{"podUID":"pod","group":"g","node":1}]}`)
 	if err := os.Symlink(filepath.Join(dir, "target"), filepath.Join(dir, "link.json")); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,7 +86,7 @@ func TestLoadLedger(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ledger.json")
-			writeFile(t, path, c.content)
+			files.Write(t, path, c.content)
 			limit := c.limit
 			if limit == 0 {
 				limit = DefaultLimit

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
+	"github.com/numapref/numapref/internal/testutil/files"
 	"strings"
 	"testing"
 
@@ -125,15 +125,6 @@ func FuzzParseJournal(f *testing.F) {
 	})
 }
 
-func stat(t *testing.T, path string) os.FileInfo {
-	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // writeV3Ledger writes testLedger as an agent before the journal did: a version 3 file.
 func writeV3Ledger(t *testing.T, path string) {
 	t.Helper()
@@ -141,7 +132,7 @@ func writeV3Ledger(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, path, strings.Replace(string(good), `"version":4`, `"version":3`, 1))
+	files.Write(t, path, strings.Replace(string(good), `"version":4`, `"version":3`, 1))
 }
 
 // restamp recomputes the checksum of the first frame of data, after a change of its payload.

@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,16 +20,6 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/known"
 )
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // testKey is the container of testLedger.
 var testKey = desire.ContainerKey{PodUID: "pod", Container: "main"}
@@ -81,23 +72,23 @@ func TestStoreJournalFollowsTheLedger(t *testing.T) {
 	}
 	s.Record(testKey, known.Change{Ref: testRef, Put: map[int]*known.Task{100: task(100, 1)}})
 	write("a task recorded")
-	snap, journal := stat(t, path), stat(t, journalPath(path))
+	snap, journal := files.Stat(t, path), files.Stat(t, journalPath(path))
 
 	s.Record(testKey, known.Change{Ref: testRef, Put: map[int]*known.Task{101: task(101, 1), 102: task(102, 1)}})
 	write("two tasks more")
 	s.Record(testKey, known.Change{Ref: testRef, Forget: []int{100}})
 	write("a task forgotten")
-	if !os.SameFile(snap, stat(t, path)) || stat(t, path).ModTime() != snap.ModTime() {
+	if !os.SameFile(snap, files.Stat(t, path)) || files.Stat(t, path).ModTime() != snap.ModTime() {
 		t.Errorf("the snapshot was rewritten; writes must only append to the journal")
 	}
-	if grown := stat(t, journalPath(path)); !os.SameFile(journal, grown) || grown.Size() <= journal.Size() {
+	if grown := files.Stat(t, journalPath(path)); !os.SameFile(journal, grown) || grown.Size() <= journal.Size() {
 		t.Errorf("journal %d bytes, then %d: want appended to", journal.Size(), grown.Size())
 	}
-	if err := s.CompactPastSize(); err != nil || !os.SameFile(snap, stat(t, path)) {
+	if err := s.CompactPastSize(); err != nil || !os.SameFile(snap, files.Stat(t, path)) {
 		t.Errorf("CompactPastSize below its size: %v, or the snapshot was rewritten", err)
 	}
 
-	for stat(t, journalPath(path)).Size() <= stat(t, path).Size() { // values in flight, then settled
+	for files.Stat(t, journalPath(path)).Size() <= files.Stat(t, path).Size() { // values in flight, then settled
 		s.Record(testKey, known.Change{Ref: testRef, Put: map[int]*known.Task{101: {Start: 1101, Prev: -1, Values: []int{1, 0}}}})
 		write("a value in flight")
 		s.Confirm(testKey, 101, 0)
@@ -108,7 +99,7 @@ func TestStoreJournalFollowsTheLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameOnDisk(t, s, path, "compacted")
-	if os.SameFile(snap, stat(t, path)) {
+	if os.SameFile(snap, files.Stat(t, path)) {
 		t.Errorf("the snapshot was not rewritten by the compaction")
 	}
 	s.Forget(testKey)
@@ -212,8 +203,8 @@ func TestOpenReadsTheJournal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			writeFile(t, path, string(snap))
-			writeFile(t, journalPath(path), string(c.spoil(data[:ends[3]], ends)))
+			files.Write(t, path, string(snap))
+			files.Write(t, journalPath(path), string(c.spoil(data[:ends[3]], ends)))
 			s, err := Open(path, Options{})
 			if errors.Is(err, ErrDamaged) != c.damaged {
 				t.Errorf("Open: %v, want damaged %v", err, c.damaged)
@@ -287,10 +278,10 @@ func TestStoreKeepsTheBound(t *testing.T) {
 			}
 			return
 		}
-		if st := stat(t, path); snap != nil && !os.SameFile(snap, st) {
+		if st := files.Stat(t, path); snap != nil && !os.SameFile(snap, st) {
 			compactions++
 		}
-		if total := stat(t, path).Size() + stat(t, journalPath(path)).Size(); total > limit {
+		if total := files.Stat(t, path).Size() + files.Stat(t, journalPath(path)).Size(); total > limit {
 			t.Fatalf("task %d: the ledger's files hold %d bytes, past the bound of %d", tid, total, limit)
 		}
 		sameOnDisk(t, s, path, fmt.Sprintf("task %d", tid))
@@ -311,7 +302,7 @@ func TestOpenDropsALedgerOfAnotherBoot(t *testing.T) {
 				t.Fatal(err)
 			}
 			if spoil {
-				writeFile(t, journalPath(path), "garbage that no frame starts")
+				files.Write(t, journalPath(path), "garbage that no frame starts")
 			}
 			s, err := Open(path, Options{BootID: "boot-2"})
 			if err != nil {
@@ -333,7 +324,7 @@ func TestOpenRemovesStaleTemps(t *testing.T) {
 	dir := t.TempDir()
 	stale := []string{filepath.Join(dir, ".ledger.json.tmp-4242"), filepath.Join(dir, ".ledger.json.journal.tmp-4243")}
 	for _, p := range stale {
-		writeFile(t, p, `{"version":2,"containers":[]}`)
+		files.Write(t, p, `{"version":2,"containers":[]}`)
 	}
 	open(t, filepath.Join(dir, "ledger.json"), Options{})
 	for _, p := range stale {
@@ -347,7 +338,7 @@ func TestOpenRemovesStaleTemps(t *testing.T) {
 func TestOpenRefusesALink(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "target")
-	writeFile(t, target, `{"version":2,"containers":[{"podUID":"pod","container":"main","tasks":{"100":{"start":1100,"prev":-1,"values":[1]}}}]}`)
+	files.Write(t, target, `{"version":2,"containers":[{"podUID":"pod","container":"main","tasks":{"100":{"start":1100,"prev":-1,"values":[1]}}}]}`)
 	path := filepath.Join(dir, "ledger.json")
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
