@@ -44,8 +44,9 @@
 // description of a pod (inspect.go), the engine's metrics (metrics.go) and the effect
 // metrics read at scrape time (effect.go), and the status entries of this node (report.go).
 //
-// Containers' cgroups and tasks come from package cgroups; the kernel (the preferred-node
-// backend, /proc) from package numa. The engine takes both, and its clock, through
-// EngineConfig, so its tests run it on fakes (the unit tier) as well as on real cgroups,
-// processes and the kernel emulator (the host tier, build tag host).
+// Containers' cgroups and tasks come from package cgroups; the kernel's preferred-node
+// backend from package prctl (internal/numa/prctl), its /proc from package numa. The
+// engine takes them, and its clock, through EngineConfig, so its tests run it on fakes
+// (the unit tier) as well as on real cgroups, processes and the kernel emulator (the host
+// tier, build tag host).
 package nodeagent

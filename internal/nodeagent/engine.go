@@ -11,8 +11,10 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
 // cgroupResolver finds a container's cgroup and lists its tasks. It only reads.
@@ -20,13 +22,13 @@ type cgroupResolver interface {
 	Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error)
 	ListTIDs(c *cgroups.Container) ([]cgroups.TaskRef, error)
 	ThreadIDs(c *cgroups.Container) ([]int, error) // membership checks around SETs
-	Cpuset(c *cgroups.Container) (cgroups.Cpuset, error)
+	Cpuset(c *cgroups.Container) (cpuset.Cpuset, error)
 }
 
 // EngineConfig wires an Engine to the host.
 type EngineConfig struct {
 	Resolver cgroupResolver
-	Kernel   numa.PreferredNode
+	Kernel   prctl.Kernel
 	// Support says whether Kernel may be called at all; when not, nothing is applied and
 	// every container reports KernelUnsupported.
 	Support numa.Support
