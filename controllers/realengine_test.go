@@ -20,10 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/testenv"
@@ -124,7 +126,7 @@ type realHost struct {
 	stateDir string
 	// kernel, when set, is the engine's kernel in place of emu (a wrapper of it); engine
 	// is the last started agent's.
-	kernel numa.PreferredNode
+	kernel prctl.Kernel
 	engine *nodeagent.Engine
 	// prefs is the last started agent's store of the NumaPreferences it saw, in stateDir.
 	prefs *PreferenceStore
@@ -135,7 +137,7 @@ type engineResolver interface {
 	Resolve(cgroups.ContainerRef) (*cgroups.Container, error)
 	ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error)
 	ThreadIDs(*cgroups.Container) ([]int, error)
-	Cpuset(*cgroups.Container) (cgroups.Cpuset, error)
+	Cpuset(*cgroups.Container) (cpuset.Cpuset, error)
 	ProcRoot() string
 }
 
@@ -205,8 +207,8 @@ type fixtureCpusets struct {
 	topo *numa.Topology
 }
 
-func (f fixtureCpusets) Cpuset(*cgroups.Container) (cgroups.Cpuset, error) {
-	cs := cgroups.Cpuset{Mems: f.topo.Online}
+func (f fixtureCpusets) Cpuset(*cgroups.Container) (cpuset.Cpuset, error) {
+	cs := cpuset.Cpuset{Mems: f.topo.Online}
 	for cpu := range f.topo.CPUNode {
 		cs.CPUs = append(cs.CPUs, cpu)
 	}

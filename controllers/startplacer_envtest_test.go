@@ -21,14 +21,14 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/nriruntime"
 )
 
 // setCounter records the tasks the engine SETs, in order.
 type setCounter struct {
-	numa.PreferredNode
+	prctl.Kernel
 	mu   sync.Mutex
 	tids []int
 }
@@ -37,7 +37,7 @@ func (k *setCounter) Set(tid, node int) error {
 	k.mu.Lock()
 	k.tids = append(k.tids, tid)
 	k.mu.Unlock()
-	return k.PreferredNode.Set(tid, node)
+	return k.Kernel.Set(tid, node)
 }
 
 // set returns the tasks set so far.
@@ -55,7 +55,7 @@ var _ = Describe("Placing a container at its start (NRI)", func() {
 
 	It("places a selected container when the runtime starts it, before the kubelet reports it running, and the report costs no SET", func() {
 		host := newRealHost("node-nri", "")
-		kernel := &setCounter{PreferredNode: host.emu}
+		kernel := &setCounter{Kernel: host.emu}
 		host.kernel = kernel
 		a := host.start(cfg, 0)
 		ns := newNamespace(ctx)

@@ -27,7 +27,9 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/serving"
+	"github.com/numapref/numapref/internal/statedir"
 )
 
 type agentFlags struct {
@@ -70,8 +72,8 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (downward API: NODE_NAME)")
 	fs.StringVar(&f.hostRoot, "host-root", "/", "where the host's /proc and /sys are mounted")
 	fs.StringVar(&f.kernel, "kernel", "auto", "kernel backend: auto (prctl when the kernel proves support, else nothing), prctl (fail without support), emulated")
-	fs.IntVar(&f.prctlOption, "prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs (v1/v2: 78, v3: 79; mainline took both: 78 is PR_FUTEX_HASH since 6.16, 79 PR_RSEQ_SLICE_EXTENSION since 7.0, so it is only called on a kernel that proves the patch)")
-	fs.StringVar(&f.adoptStateFrom, "adopt-state-from", "", "a state dir an earlier version used (the chart's /var/lib/numapref before state dirs were per release): its state files move into -state-dir when that has no ledger yet, so what the earlier agent set is still undone")
+	fs.IntVar(&f.prctlOption, "prctl-option", prctl.DefaultOption, "the PR_PREFERRED_NID option number of the patch this fleet runs (v1/v2: 78, v3: 79; mainline took both: 78 is PR_FUTEX_HASH since 6.16, 79 PR_RSEQ_SLICE_EXTENSION since 7.0, so it is only called on a kernel that proves the patch)")
+	fs.StringVar(&f.adoptStateFrom, "adopt-state-from", "", "a state dir an earlier version used (the chart's /var/lib/numapref before state dirs were per release): its state files move into -state-dir when that has no ledger yet, so what the earlier agent set is still undone (refused while an agent still runs on it)")
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/numapref", "host directory for the agent's state, kept across restarts: ledger.json and ledger.json.journal (what it set), choices.json (placement choices), desired.json (the last desired state), with -nri-socket preferences.json (the NumaPreferences last seen)")
 	fs.StringVar(&f.podName, "pod-name", os.Getenv("POD_NAME"), "this agent's pod (downward API: POD_NAME); its DaemonSet owner is watched, and its deletion undoes everything (empty: never)")
 	fs.StringVar(&f.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "this agent's pod's namespace (downward API: POD_NAMESPACE)")
@@ -194,13 +196,14 @@ func runAgent(args []string) error {
 	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("agent: registering metrics: %w", err)
 	}
-	// desired.json is the last desired state, enforced at start until the API's arrives: a
-	// restart while the apiserver is unreachable keeps placing forked children.
+	// The desired state persisted in the state dir is enforced at start until the API's
+	// arrives: a restart while the apiserver is unreachable keeps placing forked children.
+	stateDir := statedir.New(f.stateDir)
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: resolver, Kernel: kernel, Support: support, ProcRoot: procRoot, OnlineNodes: topo.Online,
-		LedgerPath:  filepath.Join(f.stateDir, "ledger.json"),
-		ChoicesPath: filepath.Join(f.stateDir, "choices.json"),
-		DesiredPath: filepath.Join(f.stateDir, "desired.json"),
+		LedgerPath:  stateDir.Ledger(),
+		ChoicesPath: stateDir.Choices(),
+		DesiredPath: stateDir.Desired(),
 		CPUNode:     topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
 		Topology:       func() (numa.Online, error) { return numa.ReadOnline(sysRoot) }, // node and CPU hotplug
 		RescanInterval: f.rescanInterval, MaxTasksPerContainer: f.maxTasks, StartGrace: f.nriStartGrace,
@@ -247,7 +250,7 @@ func runAgent(args []string) error {
 	}
 	if f.nriSocket != "" {
 		// What the API last said, for the starts an agent restarted during an outage sees.
-		opts.Preferences = controllers.NewPreferenceStore(filepath.Join(f.stateDir, preferencesFile), ctrl.Log.WithName("preferences"))
+		opts.Preferences = controllers.NewPreferenceStore(stateDir.Preferences(), ctrl.Log.WithName("preferences"))
 		plugin, err := nri.New(nri.Config{Socket: f.nriSocket, Log: ctrl.Log.WithName("nri"),
 			Placer: controllers.NewStartPlacer(mgr.GetClient(), engine, opts.Preferences, ctrl.Log.WithName("start"))})
 		if err != nil {
@@ -293,10 +296,10 @@ func runAgent(args []string) error {
 
 // openKernel picks the preferred-node backend. prctl is only ever called when the kernel
 // proved it has the patch: on mainline >= 6.16 the same option number is PR_FUTEX_HASH.
-func openKernel(f *agentFlags) (numa.PreferredNode, numa.Support, error) {
+func openKernel(f *agentFlags) (prctl.Kernel, numa.Support, error) {
 	switch f.kernel {
 	case "auto", "prctl":
-		p, support := numa.NewPrctl(f.prctlOption, "/proc")
+		p, support := prctl.New(f.prctlOption, "/proc")
 		if !support.Supported && f.kernel == "prctl" {
 			return nil, support, fmt.Errorf("agent: -kernel=prctl but the kernel does not support it: %s", support.Reason)
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numapref/numapref/internal/statedir"
 	"github.com/numapref/numapref/internal/testutil/nriruntime"
 	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
@@ -105,7 +106,7 @@ func TestOneAgentPerStateDir(t *testing.T) {
 
 // lockHolder is the pid the state dir's lock file names, 0 if none.
 func lockHolder(stateDir string) int {
-	data, err := os.ReadFile(filepath.Join(stateDir, lockFile))
+	data, err := os.ReadFile(statedir.New(stateDir).Lock())
 	if err != nil {
 		return 0
 	}

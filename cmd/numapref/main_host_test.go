@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
@@ -33,7 +33,7 @@ func numapref(t *testing.T, args ...string) []byte {
 // TestProbeCommandOnThisHost probes this machine's kernel, which lacks the preferred-node
 // patch (as every host of the host tier does: the patched kernel runs in the kernel lab).
 func TestProbeCommandOnThisHost(t *testing.T) {
-	var rep numa.Report
+	var rep prctl.Report
 	if err := json.Unmarshal(numapref(t, "probe"), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +41,8 @@ func TestProbeCommandOnThisHost(t *testing.T) {
 	if rep.Prctl.Supported || !strings.Contains(rep.Prctl.Reason, "numa_preferred_nid_force") {
 		t.Errorf("probe prctl = %+v; want unsupported because numa_preferred_nid_force is missing", rep.Prctl)
 	}
-	if rep.Prctl.Option != numa.DefaultPrctlOption {
-		t.Errorf("probe option = %d, want %d", rep.Prctl.Option, numa.DefaultPrctlOption)
+	if rep.Prctl.Option != prctl.DefaultOption {
+		t.Errorf("probe option = %d, want %d", rep.Prctl.Option, prctl.DefaultOption)
 	}
 	if rep.Topology == nil || len(rep.Topology.Online) == 0 {
 		t.Errorf("probe found no online NUMA node: %+v", rep.Topology)

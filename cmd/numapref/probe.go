@@ -4,21 +4,21 @@ import (
 	"flag"
 	"path/filepath"
 
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
 func runProbe(args []string) error {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	hostRoot := fs.String("host-root", "/", "where the host's /proc and /sys are mounted")
-	option := fs.Int("prctl-option", numa.DefaultPrctlOption, "the PR_PREFERRED_NID option number of the patch this fleet runs")
+	option := fs.Int("prctl-option", prctl.DefaultOption, "the PR_PREFERRED_NID option number of the patch this fleet runs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	return printJSON(numa.Probe(probeOptions(*hostRoot, *option)))
+	return printJSON(prctl.Probe(probeOptions(*hostRoot, *option)))
 }
 
-func probeOptions(hostRoot string, option int) numa.ProbeOptions {
-	return numa.ProbeOptions{
+func probeOptions(hostRoot string, option int) prctl.ProbeOptions {
+	return prctl.ProbeOptions{
 		ProcRoot:    filepath.Join(hostRoot, "proc"),
 		SysRoot:     filepath.Join(hostRoot, "sys"),
 		DebugfsRoot: filepath.Join(hostRoot, "sys/kernel/debug"),

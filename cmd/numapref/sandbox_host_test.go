@@ -19,6 +19,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/statedir"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
@@ -141,7 +142,7 @@ func writeDesired(t *testing.T, stateDir string, desires ...nodeagent.Desire) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(stateDir, "desired.json"), data, 0o600); err != nil {
+	if err := os.WriteFile(statedir.New(stateDir).Desired(), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -16,33 +13,22 @@ import (
 	"github.com/numapref/numapref/controllers"
 	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/statedir"
 )
-
-// lockFile is the state dir's lock: one agent per state dir.
-const lockFile = "agent.lock"
-
-// stateFiles are the agent's files in its state dir, removed after a drain.
-var stateFiles = []string{"ledger.json", "ledger.json" + nodeagent.JournalSuffix, "desired.json", "choices.json", preferencesFile}
-
-// preferencesFile holds the NumaPreferences the agent last saw (with -nri-socket:
-// controllers.PreferenceStore).
-const preferencesFile = "preferences.json"
 
 // lockWaitReport is how often an agent waiting for its state dir says so again.
 const lockWaitReport = 30 * time.Second
 
 // holdStateDir creates the state dir and takes its lock, waiting while another agent holds
-// it: two agents on one dir would overwrite each other's ledger, and what the first one set
-// would never be undone (a rolling update with a surge, two releases, kustomize beside the
-// chart). While it waits the agent runs no pass, and answers its health probes: a surge
-// update deletes the old pod only once the new one is ready, and the old pod's exit
-// releases the lock (the kernel releases a flock when its holder dies, SIGKILL too).
+// it (statedir.Dir.Hold): two agents on one dir would overwrite each other's ledger, and
+// what the first one set would never be undone (a rolling update with a surge, two
+// releases, kustomize beside the chart). While it waits the agent runs no pass, and answers
+// its health probes: a surge update deletes the old pod only once the new one is ready,
+// and the old pod's exit releases the lock (the kernel releases a flock when its holder
+// dies, SIGKILL too).
 func holdStateDir(ctx context.Context, f *agentFlags) (*fsutil.Lock, error) {
-	log := ctrl.Log.WithName("agent").WithValues("stateDir", f.stateDir)
-	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("agent: creating state dir: %w", err)
-	}
-	path := filepath.Join(f.stateDir, lockFile)
+	dir := statedir.New(f.stateDir)
+	log := ctrl.Log.WithName("agent").WithValues("stateDir", dir.Path())
 	var stop func()
 	waiting := func(holder int, waited time.Duration) {
 		if stop == nil {
@@ -51,14 +37,14 @@ func holdStateDir(ctx context.Context, f *agentFlags) (*fsutil.Lock, error) {
 		log.Info("Waiting for the state dir: another agent holds it; no pass runs until it exits",
 			"holderPID", holder, "waited", waited.Round(time.Second).String())
 	}
-	lock, err := fsutil.WaitLock(ctx, path, fsutil.WaitOptions{Report: lockWaitReport, Waiting: waiting})
+	lock, err := dir.Hold(ctx, fsutil.WaitOptions{Report: lockWaitReport, Waiting: waiting})
 	if stop != nil {
 		stop()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	log.Info("Holding the state dir", "lock", path)
+	log.Info("Holding the state dir", "lock", dir.Lock())
 	return lock, nil
 }
 
@@ -103,25 +89,12 @@ func setupDrain(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) error
 	})
 }
 
-// removeState removes the agent's files from its state dir, then the dir, once a drain
-// left nothing to undo. The lock stays held on the removed file: this agent writes nothing
-// more, and an agent that starts meanwhile locks a new file.
+// removeState removes the agent's state dir once a drain left nothing to undo
+// (statedir.Dir.Remove). The lock stays held on the removed file: this agent writes
+// nothing more, and an agent that starts meanwhile locks a new file.
 func removeState(dir string) {
 	log := ctrl.Log.WithName("agent").WithValues("stateDir", dir)
-	var errs []error
-	for _, name := range append(stateFiles, lockFile) {
-		path := filepath.Join(dir, name)
-		if _, err := fsutil.RemoveStaleTemps(path); err != nil {
-			errs = append(errs, err)
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := statedir.New(dir).Remove(); err != nil {
 		log.Error(err, "Removing the state dir after the drain")
 		return
 	}
@@ -131,25 +104,16 @@ func removeState(dir string) {
 // adoptState moves the state files of an earlier version's state dir from into stateDir,
 // under stateDir's lock, when stateDir has no ledger yet: an upgrade from a release whose
 // agents kept their state in the shared /var/lib/numapref then still undoes what they set.
-// The first agent to hold its lock takes them; "" adopts nothing.
+// The first agent to hold its lock takes them; "" adopts nothing. While an agent still runs
+// on from, it refuses (statedir.Dir.Adopt): the agent exits, and its restart adopts once
+// that agent is gone.
 func adoptState(from, stateDir string) error {
-	if from == "" || filepath.Clean(from) == filepath.Clean(stateDir) {
-		return nil
+	adopted, err := statedir.New(stateDir).Adopt(statedir.New(from))
+	for _, name := range adopted {
+		ctrl.Log.WithName("agent").Info("Adopted an earlier version's state file", "file", name, "from", from)
 	}
-	if _, err := os.Lstat(filepath.Join(stateDir, "ledger.json")); !errors.Is(err, fs.ErrNotExist) {
-		return nil // this dir has its own ledger (or an unreadable one the engine reports)
-	}
-	// The ledger last: a crash before it leaves this dir without one, so the next start
-	// adopts the rest (its journal too, which no release before the journal wrote).
-	for _, name := range []string{"choices.json", "desired.json", "ledger.json" + nodeagent.JournalSuffix, "ledger.json"} {
-		err := os.Rename(filepath.Join(from, name), filepath.Join(stateDir, name))
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return fmt.Errorf("agent: adopting %s from %s: %w", name, from, err)
-		default:
-			ctrl.Log.WithName("agent").Info("Adopted an earlier version's state file", "file", name, "from", from)
-		}
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/tune"
 )
 
 // runTuneBalancing is `numapref tune-balancing`: it sets kernel.numa_balancing and the scan
@@ -21,7 +21,7 @@ func runTuneBalancing(args []string) error {
 	fs := flag.NewFlagSet("tune-balancing", flag.ContinueOnError)
 	hostRoot := fs.String("host-root", "/", "where the host's /proc is mounted")
 	debugfsRoot := fs.String("debugfs-root", "", "where the host's debugfs is mounted (default <host-root>/sys/kernel/debug)")
-	var t numa.BalancingTuning
+	var t tune.BalancingTuning
 	optionalUint(fs, &t.Mode, "numa-balancing", "kernel.numa_balancing: 0 off, 1 normal, 2 memory tiering, 3 both")
 	optionalUint(fs, &t.ScanDelayMs, "scan-delay-ms", "sched/numa_balancing/scan_delay_ms: delay before a new task's first scan")
 	optionalUint(fs, &t.ScanPeriodMinMs, "scan-period-min-ms", "sched/numa_balancing/scan_period_min_ms")
@@ -35,7 +35,7 @@ func runTuneBalancing(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("tune-balancing: unexpected argument %q", fs.Arg(0))
 	}
-	if t == (numa.BalancingTuning{}) {
+	if t == (tune.BalancingTuning{}) {
 		return errors.New("tune-balancing: nothing to set: give -numa-balancing or a -scan-* flag")
 	}
 	if *debugfsRoot == "" {
@@ -43,7 +43,7 @@ func runTuneBalancing(args []string) error {
 	}
 	log := zap.New(zap.UseFlagOptions(&zapOpts)).WithName("tune-balancing")
 	ctrl.SetLogger(log)
-	changes, err := numa.ApplyTuning(filepath.Join(*hostRoot, "proc"), *debugfsRoot, t)
+	changes, err := tune.ApplyTuning(filepath.Join(*hostRoot, "proc"), *debugfsRoot, t)
 	if err != nil {
 		return fmt.Errorf("tune-balancing: %w", err)
 	}
@@ -58,7 +58,7 @@ func runTuneBalancing(args []string) error {
 }
 
 // optionalUint registers a flag whose value stays nil unless it is given. Any decimal that
-// fits 64 bits is taken here; the range checks are numa.BalancingTuning.Validate's, so
+// fits 64 bits is taken here; the range checks are tune.BalancingTuning.Validate's, so
 // the message says what the kernel accepts.
 func optionalUint(fs *flag.FlagSet, dst **uint64, name, usage string) {
 	fs.Func(name, usage, func(s string) error {

@@ -256,7 +256,7 @@ else
 	step "control: prctl case unsupported" FAIL "TestPrctl did not skip as unsupported ($clog)"
 fi
 if grep -q -- '--- PASS: TestEngineKernelUnsupported' "$out/control/tests/engine.log" 2>/dev/null; then
-	step "control: engine unsupported" ok "NewPrctl unsupported, A reports KernelUnsupported"
+	step "control: engine unsupported" ok "prctl.New unsupported, A reports KernelUnsupported"
 else
 	step "control: engine unsupported" FAIL "TestEngineKernelUnsupported did not pass ($out/control/tests/engine.log)"
 fi

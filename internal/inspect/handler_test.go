@@ -134,7 +134,7 @@ func TestHandlerAuthorizesPerNamespace(t *testing.T) {
 	}
 }
 
-// The cpuset's wire form is cgroups.Cpuset's JSON: a change of its fields or tags would
+// The cpuset's wire form is cpuset.Cpuset's JSON: a change of its fields or tags would
 // change the inspect schema, which only ever gains fields.
 func TestCpusetSchema(t *testing.T) {
 	data, err := json.Marshal(Cpuset{Mems: []int{0, 1}, CPUs: []int{2}, Dir: "/d", ControllerMissing: true})

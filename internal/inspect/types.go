@@ -27,7 +27,7 @@
 // value could not be read, and the matching *Error field says why.
 package inspect
 
-import "github.com/numapref/numapref/internal/nodeagent/cgroups"
+import "github.com/numapref/numapref/internal/cpuset"
 
 // Audience is the audience of the tokens the endpoint accepts: kubectl numapref asks the
 // API server for one (TokenRequest), and the agent reviews each token for it (TokenReview
@@ -163,9 +163,9 @@ type Cgroup struct {
 	CpusetDir string `json:"cpusetDir,omitempty"`
 }
 
-// Cpuset is a container's effective cpuset: the agent's own reading (cgroups.Cpuset), whose
+// Cpuset is a container's effective cpuset: the agent's own reading (cpuset.Cpuset), whose
 // JSON form is this schema's too; TestCpusetSchema pins it, so a change there is seen.
-type Cpuset = cgroups.Cpuset
+type Cpuset = cpuset.Cpuset
 
 // Task is one thread of the container.
 type Task struct {

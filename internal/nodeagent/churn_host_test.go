@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa/emulator"
@@ -29,7 +30,7 @@ import (
 // real ones.
 type twoNodeResolver struct{ *cgroups.Resolver }
 
-func (r twoNodeResolver) Cpuset(c *cgroups.Container) (cgroups.Cpuset, error) {
+func (r twoNodeResolver) Cpuset(c *cgroups.Container) (cpuset.Cpuset, error) {
 	cs, err := r.Resolver.Cpuset(c)
 	if err == nil && slices.Equal(cs.Mems, []int{0}) {
 		cs.Mems = []int{0, 1}

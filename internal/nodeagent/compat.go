@@ -34,6 +34,3 @@ var (
 	// ErrLedgerDamaged is ledger.ErrDamaged.
 	ErrLedgerDamaged = ledger.ErrDamaged
 )
-
-// JournalSuffix is ledger.JournalSuffix.
-const JournalSuffix = ledger.JournalSuffix

@@ -51,7 +51,7 @@
 // The packages under it: desire (API → desire, pure), known (the ledger's data and its
 // read-only view), ledger (the Store: what the agent set, on disk, written ahead of every
 // SET), plan (deciding), cgroups (containers' cgroups and tasks) and nri (the runtime's
-// plugin). The kernel (the preferred-node backend, /proc) is package numa's. The engine
+// plugin). The kernel's preferred-node backend is package prctl's (internal/numa/prctl), its /proc package numa's. The engine
 // takes the host, and its clock, through EngineConfig, so its tests run it on fakes (the
 // unit tier) as well as on real cgroups, processes and the kernel emulator (the host
 // tier, build tag host).

@@ -15,6 +15,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/ledger"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
 // cgroupResolver finds a container's cgroup and lists its tasks. It only reads.
@@ -26,7 +27,7 @@ type cgroupResolver interface {
 // EngineConfig wires an Engine to the host.
 type EngineConfig struct {
 	Resolver cgroupResolver
-	Kernel   numa.PreferredNode
+	Kernel   prctl.Kernel
 	// Support says whether Kernel may be called at all; when not, nothing is applied and
 	// every container reports KernelUnsupported.
 	Support numa.Support

@@ -26,6 +26,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
@@ -40,9 +41,9 @@ import (
 //
 //   - emulator: the kernel emulator this host needs (state on tmpfs, as the agent's
 //     --emulator-state-dir default /run/numapref/emulator is); its GET reads /proc files.
-//   - prctlfake: a PreferredNode answering from a map, standing for prctl(PR_PREFERRED_NID)
+//   - prctlfake: a prctl.Kernel answering from a map, standing for prctl(PR_PREFERRED_NID)
 //     (~1.6 µs a call on a patched kernel) without modelling that cost, so the engine's own
-//     overhead shows. numa.Prctl's system call can only be replaced inside package numa.
+//     overhead shows. prctl.Prctl's system call can only be replaced inside package prctl.
 //
 // BenchmarkForkToApplied times how long a fork()ed child of a container's process runs
 // before the emulator reports it at the container's node, with proc-connector fork events
@@ -144,7 +145,7 @@ func withPlacement(ds []desire.Desire, mode numav1.PlacementMode) []desire.Desir
 	return out
 }
 
-// mapKernel stands for numa.Prctl on a patched kernel with its system call costing
+// mapKernel stands for prctl.Prctl on a patched kernel with its system call costing
 // nothing: values live in a map, a task never seen holds -1.
 type mapKernel struct{ vals map[int]int }
 
@@ -167,7 +168,7 @@ func BenchmarkEnginePass(b *testing.B) {
 				// (this host's cpusets hold node 0 only, so every pod lands there).
 				pb.desires = withPlacement(static, placement)
 				for _, backend := range []string{"emulator", "prctlfake"} {
-					var kernel numa.PreferredNode = pb.emu
+					var kernel prctl.Kernel = pb.emu
 					if backend == "prctlfake" {
 						kernel = &mapKernel{vals: map[int]int{}}
 					}
@@ -181,7 +182,7 @@ func BenchmarkEnginePass(b *testing.B) {
 
 // run settles an engine on kernel, checks the steady state, and times a pass and the
 // bare floor against each other.
-func (pb *passBench) run(b *testing.B, kernel numa.PreferredNode) {
+func (pb *passBench) run(b *testing.B, kernel prctl.Kernel) {
 	m := NewMetrics()
 	e, err := NewEngine(EngineConfig{
 		Resolver: pb.resolver, Kernel: kernel, Support: numa.Support{Supported: true, Backend: "bench"},
@@ -245,7 +246,7 @@ func report(b *testing.B, tasks int) float64 {
 
 // checkSteady asserts what the timings assume: every container Applied, every listed task
 // at node 0 in kernel, and the results count them. It returns the number of tasks.
-func (pb *passBench) checkSteady(b *testing.B, e *Engine, kernel numa.PreferredNode) int {
+func (pb *passBench) checkSteady(b *testing.B, e *Engine, kernel prctl.Kernel) int {
 	b.Helper()
 	results := e.Results()
 	total := 0
@@ -291,7 +292,7 @@ func (pb *passBench) floor() *floorLoop {
 }
 
 // run returns how many tasks hold node 0.
-func (fl *floorLoop) run(kernel numa.PreferredNode) int {
+func (fl *floorLoop) run(kernel prctl.Kernel) int {
 	n := 0
 	for i := range fl.procs {
 		data, err := fsutil.ReadFileInto(fl.procs[i], fl.buf)
@@ -466,7 +467,7 @@ func benchForkToApplied(b *testing.B, events bool, rescan time.Duration, ledgerO
 
 // timedKernel adds up the time the engine spends in its kernel backend.
 type timedKernel struct {
-	k            numa.PreferredNode
+	k            prctl.Kernel
 	getNs, setNs atomic.Int64
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
@@ -405,13 +406,13 @@ func TestEngineRescanCatchesForkedChildren(t *testing.T) {
 
 // getCounter counts the GETs the engine issues to a real backend.
 type getCounter struct {
-	numa.PreferredNode
+	prctl.Kernel
 	gets atomic.Int32
 }
 
 func (k *getCounter) Get(tid int) (int, error) {
 	k.gets.Add(1)
-	return k.PreferredNode.Get(tid)
+	return k.Kernel.Get(tid)
 }
 
 // A fork pass reads only the new task: the tasks the last pass applied are trusted until
@@ -419,7 +420,7 @@ func (k *getCounter) Get(tid int) (int, error) {
 func TestEngineForkPassReadsOnlyNewTasks(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 4)
-	k := &getCounter{PreferredNode: el.emu}
+	k := &getCounter{Kernel: el.emu}
 	e, err := NewEngine(EngineConfig{
 		Resolver: el.resolver, Kernel: k, Support: el.emu.Support(), OnlineNodes: []int{0, 1},
 		LedgerPath: el.ledger, RescanInterval: time.Hour, Log: testr.New(t),

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
@@ -149,10 +150,10 @@ func (h *fakeHost) ThreadIDs(*cgroups.Container) ([]int, error) {
 	return tids, nil
 }
 
-func (h *fakeHost) Cpuset(*cgroups.Container) (cgroups.Cpuset, error) {
+func (h *fakeHost) Cpuset(*cgroups.Container) (cpuset.Cpuset, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return cgroups.Cpuset{Mems: []int{0, 1}, CPUs: slices.Clone(h.cpus)}, nil
+	return cpuset.Cpuset{Mems: []int{0, 1}, CPUs: slices.Clone(h.cpus)}, nil
 }
 
 // setCPUs changes the container's cpuset.cpus, and fails the next n listings around SETs.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/numapref/numapref/internal/statedir"
 	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"path/filepath"
@@ -209,7 +210,7 @@ func TestEngineLedgerFilesFollowThePasses(t *testing.T) {
 	e.SetDesired([]desire.Desire{fakeDesire(1)})
 	e.Pass()
 	same("applied")
-	snap, journal := files.Stat(t, path), files.Stat(t, path+ledger.JournalSuffix)
+	snap, journal := files.Stat(t, path), files.Stat(t, statedir.JournalOf(path))
 	h.addTask(101, -1)
 	h.addTask(102, 0)
 	e.Pass()
@@ -220,7 +221,7 @@ func TestEngineLedgerFilesFollowThePasses(t *testing.T) {
 	if !os.SameFile(snap, files.Stat(t, path)) || files.Stat(t, path).ModTime() != snap.ModTime() {
 		t.Errorf("the snapshot was rewritten; passes must only append to the journal")
 	}
-	if grown := files.Stat(t, path+ledger.JournalSuffix); !os.SameFile(journal, grown) || grown.Size() <= journal.Size() {
+	if grown := files.Stat(t, statedir.JournalOf(path)); !os.SameFile(journal, grown) || grown.Size() <= journal.Size() {
 		t.Errorf("journal %d bytes, then %d: want appended to", journal.Size(), grown.Size())
 	}
 	e.SetDesired([]desire.Desire{fakeDesire(0)}) // values in flight, written ahead, then settled
@@ -232,7 +233,7 @@ func TestEngineLedgerFilesFollowThePasses(t *testing.T) {
 	e = h.engine(EngineConfig{LedgerPath: path, journalCompactAt: 1})
 	snap = files.Stat(t, path)
 	for node := 0; os.SameFile(snap, files.Stat(t, path)); node = 1 - node {
-		if files.Stat(t, path+ledger.JournalSuffix).Size() > snap.Size() {
+		if files.Stat(t, statedir.JournalOf(path)).Size() > snap.Size() {
 			t.Fatal("the journal passed the snapshot's size and no full pass compacted it")
 		}
 		e.SetDesired([]desire.Desire{fakeDesire(node)})

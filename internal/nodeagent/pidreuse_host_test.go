@@ -30,6 +30,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
@@ -136,7 +137,7 @@ func runPIDReuseHelper(path string) (res pidReuseResult, err error) {
 	res.ID = target.Process.Pid
 	var stranger *exec.Cmd
 	defer func() { stopSleeper(stranger) }()
-	rec := &setRecorder{PreferredNode: emu}
+	rec := &setRecorder{Kernel: emu}
 	recycle := func() {
 		if stranger != nil {
 			return // once
@@ -311,7 +312,7 @@ func nowTicks() uint64 {
 
 // setRecorder counts the SETs on one id from the moment it is watched.
 type setRecorder struct {
-	numa.PreferredNode
+	prctl.Kernel
 	mu   sync.Mutex
 	id   int
 	sets int
@@ -335,7 +336,7 @@ func (r *setRecorder) Set(tid, nid int) error {
 		r.sets++
 	}
 	r.mu.Unlock()
-	return r.PreferredNode.Set(tid, nid)
+	return r.Kernel.Set(tid, nid)
 }
 
 // runPIDReuse runs the helper with cfg in a new PID and mount namespace.

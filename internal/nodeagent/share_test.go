@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/ledger"
@@ -92,7 +93,7 @@ func (n *fakeNode) ListTIDs(c *cgroups.Container) ([]cgroups.TaskRef, error) {
 	return n.of(c).ListTIDs(c)
 }
 func (n *fakeNode) ThreadIDs(c *cgroups.Container) ([]int, error) { return n.of(c).ThreadIDs(c) }
-func (n *fakeNode) Cpuset(c *cgroups.Container) (cgroups.Cpuset, error) {
+func (n *fakeNode) Cpuset(c *cgroups.Container) (cpuset.Cpuset, error) {
 	return n.of(c).Cpuset(c)
 }
 func (n *fakeNode) Get(tid int) (int, error) { return n.holding(tid).Get(tid) }

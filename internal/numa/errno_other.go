@@ -4,6 +4,9 @@ package numa
 
 import "errors"
 
+// errNotLinux is what the system calls return on other systems.
+var errNotLinux = errors.New("not supported on this operating system")
+
 var (
 	errESRCH  = errors.New("no such process")
 	errEPERM  = errors.New("operation not permitted")

@@ -14,9 +14,3 @@ func IsTaskGone(err error) bool {
 func IsPermissionDenied(err error) bool {
 	return errors.Is(err, errEPERM) || errors.Is(err, errEACCES)
 }
-
-// PreferredNodeReader reads tasks' forced preferred node and can set none: what code
-// that only decides is given of the kernel.
-type PreferredNodeReader interface {
-	Get(tid int) (int, error) // -1 = no forced node
-}

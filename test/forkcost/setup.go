@@ -19,6 +19,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/statedir"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -196,7 +197,7 @@ func (s *setup) printMemory() error {
 	return nil
 }
 
-// writeDesired persists a desired state as the agent's engine writes it (desired.json).
+// writeDesired persists a desired state as the agent's engine writes it.
 func writeDesired(stateDir string, desires ...nodeagent.Desire) error {
 	data, err := json.Marshal(struct {
 		Version int                `json:"version"`
@@ -208,5 +209,5 @@ func writeDesired(stateDir string, desires ...nodeagent.Desire) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(stateDir, "desired.json"), data, 0o600)
+	return os.WriteFile(statedir.New(stateDir).Desired(), data, 0o600)
 }

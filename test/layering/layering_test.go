@@ -1,13 +1,17 @@
 // Package layering checks the import rules the README's layout states: the production
 // packages form layers, cmd → controllers → internal/nodeagent → internal/numa → api, each
 // importing only from its own layer or the ones below it; and no production package
-// imports the test-only trees (test/, hack/, internal/testutil/). Test files are exempt.
+// imports the test-only trees (test/, hack/, internal/testutil/). Two rules hold within
+// and across layers: the kubectl plugin builds nothing of internal/nodeagent, and package
+// numa itself imports neither numa/prctl nor numa/tune, so what imports only numa cannot
+// set a task's node or write a sysctl. Test files are exempt.
 package layering
 
 import (
 	"go/build"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -18,8 +22,8 @@ const module = "github.com/numapref/numapref/"
 // layers lists every production package prefix, lowest first. A package that matches none
 // fails the test: a new package is placed in a layer on purpose.
 var layers = [][]string{
-	{"api/", "internal/fsutil", "internal/sandbox"},
-	{"internal/numa"},
+	{"api/", "internal/fsutil", "internal/sandbox", "internal/statefile", "internal/statedir", "internal/cpuset"},
+	{"internal/numa", "internal/numa/prctl", "internal/numa/tune"},
 	{"internal/nodeagent/cgroups", "internal/inspect", "internal/serving"},
 	{"internal/nodeagent"},
 	{"controllers"},
@@ -82,6 +86,56 @@ func violations(pkg string, imports []string) []string {
 	}
 	return out
 }
+
+// transitive returns the module's packages pkg imports, directly or through others, sorted.
+func transitive(pkgs map[string][]string, pkg string) []string {
+	seen := map[string]bool{}
+	var visit func(string)
+	visit = func(p string) {
+		for _, dep := range pkgs[p] {
+			if !seen[dep] {
+				seen[dep] = true
+				visit(dep)
+			}
+		}
+	}
+	visit(pkg)
+	out := make([]string, 0, len(seen))
+	for dep := range seen {
+		out = append(out, dep)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pluginViolations returns what of the agent the kubectl plugin would build: any package
+// under internal/nodeagent among its transitive deps. The plugin decodes the inspect
+// endpoint's answers; the agent's engine, cgroup walker and their dependencies have no
+// business in a kubectl binary.
+func pluginViolations(pkgs map[string][]string) []string {
+	var out []string
+	for _, dep := range transitive(pkgs, kubectlPlugin) {
+		if within(dep, "internal/nodeagent") {
+			out = append(out, kubectlPlugin+" builds "+dep)
+		}
+	}
+	return out
+}
+
+// numaViolations returns the imports by which package numa itself could set a task's node
+// or write a sysctl: numa/prctl and numa/tune import numa, never the other way.
+func numaViolations(pkgs map[string][]string) []string {
+	var out []string
+	for _, dep := range pkgs["internal/numa"] {
+		if within(dep, "internal/numa/prctl") || within(dep, "internal/numa/tune") {
+			out = append(out, "internal/numa imports "+dep)
+		}
+	}
+	return out
+}
+
+// kubectlPlugin is the kubectl plugin's main package.
+const kubectlPlugin = "cmd/kubectl-numapref"
 
 // moduleRoot is the directory holding go.mod, above the test's working directory.
 func moduleRoot(t *testing.T) string {
@@ -155,6 +209,28 @@ func TestImportsRunOneWay(t *testing.T) {
 	}
 }
 
+func TestKubectlPluginBuildsNoAgent(t *testing.T) {
+	pkgs := modulePackages(t, moduleRoot(t))
+	if deps := transitive(pkgs, kubectlPlugin); !slices.Contains(deps, "internal/inspect") {
+		t.Fatalf("%s does not import internal/inspect: the walk is wrong (deps %v)", kubectlPlugin, deps)
+	}
+	for _, b := range pluginViolations(pkgs) {
+		t.Error(b)
+	}
+}
+
+func TestNumaOnlyReads(t *testing.T) {
+	pkgs := modulePackages(t, moduleRoot(t))
+	for _, must := range []string{"internal/numa/prctl", "internal/numa/tune"} {
+		if !slices.Contains(pkgs[must], "internal/numa") {
+			t.Fatalf("%s does not import internal/numa: the walk is wrong (imports %v)", must, pkgs[must])
+		}
+	}
+	for _, b := range numaViolations(pkgs) {
+		t.Error(b)
+	}
+}
+
 // The rules themselves, on made-up graphs: each kind of violation is found.
 func TestViolations(t *testing.T) {
 	cases := []struct {
@@ -172,10 +248,42 @@ func TestViolations(t *testing.T) {
 		{"internal/newthing", nil, 1},
 		{"test/e2e", []string{"internal/testutil/testenv", "cmd/numapref"}, 0},
 		{"hack/demo", []string{"test/localnode"}, 0},
+		{"internal/statedir", []string{"internal/fsutil", "internal/statefile"}, 0},
+		{"internal/cpuset", []string{"internal/numa"}, 1},
+		{"internal/numa/tune", []string{"internal/numa"}, 0},
+		{"internal/numa", []string{"internal/numa/prctl"}, 0}, // a layer's own: numaViolations' rule
 	}
 	for _, c := range cases {
 		if got := violations(c.pkg, c.imports); len(got) != c.want {
 			t.Errorf("violations(%s, %v) = %q, want %d", c.pkg, c.imports, got, c.want)
+		}
+	}
+	graphs := []struct {
+		name         string
+		pkgs         map[string][]string
+		plugin, numa int
+	}{
+		{"as it should be", map[string][]string{
+			kubectlPlugin:         {"internal/inspect"},
+			"internal/inspect":    {"internal/cpuset"},
+			"internal/numa/prctl": {"internal/numa"},
+		}, 0, 0},
+		{"the plugin through inspect", map[string][]string{
+			kubectlPlugin:                {"internal/inspect"},
+			"internal/inspect":           {"internal/nodeagent/cgroups"},
+			"internal/nodeagent/cgroups": {"internal/numa"},
+		}, 1, 0},
+		{"numa imports what sets", map[string][]string{
+			"internal/numa":       {"internal/numa/prctl", "internal/numa/tune", "internal/numa/emulator"},
+			"internal/numa/prctl": {"internal/numa"},
+		}, 0, 2},
+	}
+	for _, g := range graphs {
+		if got := pluginViolations(g.pkgs); len(got) != g.plugin {
+			t.Errorf("%s: pluginViolations = %q, want %d", g.name, got, g.plugin)
+		}
+		if got := numaViolations(g.pkgs); len(got) != g.numa {
+			t.Errorf("%s: numaViolations = %q, want %d", g.name, got, g.numa)
 		}
 	}
 }

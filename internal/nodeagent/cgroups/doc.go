@@ -14,8 +14,8 @@
 // an id still names the same task. DescribeContainer puts it all in one report, what
 // `numapref tasks` prints.
 //
-// The package imports only package numa of this module; the engine (package nodeagent)
-// uses it through a small interface of its own. Tests of the fixture trees are the unit
-// tier; those that build kubepods trees on this machine's real cgroups are the host tier
-// (build tag host, root).
+// Of this module the package imports only packages numa, cpuset and fsutil; the engine
+// (package nodeagent) uses it through a small interface of its own. Tests of the fixture
+// trees are the unit tier; those that build kubepods trees on this machine's real cgroups
+// are the host tier (build tag host, root).
 package cgroups

@@ -1,13 +1,17 @@
 package cgroups
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/numapref/numapref/internal/cpuset"
+)
 
 // ContainerReport is what the tasks subcommand prints: where a container's cgroup is, its
 // cpuset and its tasks.
 type ContainerReport struct {
 	Layout    Layout           `json:"layout"`
 	Cgroup    Container        `json:"cgroup"`
-	Cpuset    Cpuset           `json:"cpuset"`
+	Cpuset    cpuset.Cpuset    `json:"cpuset"`
 	Processes int              `json:"processes"`
 	Tasks     []IdentifiedTask `json:"tasks"`
 }

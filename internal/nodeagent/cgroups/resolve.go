@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/numa"
 )
@@ -26,22 +27,6 @@ type Container struct {
 	// CpusetDir is the container's directory in the cpuset hierarchy: TasksDir on v2, ""
 	// on v1 without a cpuset hierarchy.
 	CpusetDir string `json:"cpusetDir,omitempty"`
-}
-
-// Cpuset is the set of CPUs and memory nodes a container's tasks may use. Its JSON form is
-// also the inspect endpoint's (inspect.Cpuset).
-type Cpuset struct {
-	// Mems are the memory nodes the tasks may allocate on (cpuset.effective_mems), and
-	// CPUs the CPUs they may run on (cpuset.effective_cpus).
-	Mems []int `json:"mems"`
-	CPUs []int `json:"cpus"`
-	// Dir is the cgroup directory the values were read from: the container's own or, on
-	// v2 when the cpuset controller is not enabled down to it, the nearest ancestor's.
-	Dir string `json:"dir,omitempty"`
-	// ControllerMissing says no cpuset controller governs the container (v1 without a
-	// cpuset hierarchy, v2 without cpuset enabled up to the root): Mems and CPUs are empty
-	// and the container may use every CPU and node of the host.
-	ControllerMissing bool `json:"controllerMissing,omitempty"`
 }
 
 // Resolve finds the cgroup directory of a container. It fails with an error wrapping
@@ -143,12 +128,12 @@ func describeRef(ref ContainerRef) string {
 // (cpuset.cpus and cpuset.mems on kernels without the effective files). A missing cpuset
 // controller gives an empty Cpuset with ControllerMissing set and no error; a vanished
 // container gives ErrContainerNotFound.
-func (r *Resolver) Cpuset(c *Container) (Cpuset, error) {
+func (r *Resolver) Cpuset(c *Container) (cpuset.Cpuset, error) {
 	if c.CpusetDir == "" {
-		return Cpuset{ControllerMissing: true}, nil
+		return cpuset.Cpuset{ControllerMissing: true}, nil
 	}
 	if !dirExists(c.CpusetDir) {
-		return Cpuset{}, fmt.Errorf("reading cpuset of %s: %s: %w", c.Path, c.CpusetDir, ErrContainerNotFound)
+		return cpuset.Cpuset{}, fmt.Errorf("reading cpuset of %s: %s: %w", c.Path, c.CpusetDir, ErrContainerNotFound)
 	}
 	if r.layout.Version == 2 {
 		// Without the controller enabled in its parent's subtree_control, a cgroup has no
@@ -160,10 +145,10 @@ func (r *Resolver) Cpuset(c *Container) (Cpuset, error) {
 				return cs, err
 			}
 			if dir == filepath.Clean(c.CpusetDir) && !dirExists(dir) {
-				return Cpuset{}, fmt.Errorf("reading cpuset of %s: %s: %w", c.Path, dir, ErrContainerNotFound)
+				return cpuset.Cpuset{}, fmt.Errorf("reading cpuset of %s: %s: %w", c.Path, dir, ErrContainerNotFound)
 			}
 			if dir == root || !strings.HasPrefix(dir, root+string(filepath.Separator)) {
-				return Cpuset{ControllerMissing: true}, nil
+				return cpuset.Cpuset{ControllerMissing: true}, nil
 			}
 		}
 	}
@@ -176,14 +161,14 @@ func (r *Resolver) Cpuset(c *Container) (Cpuset, error) {
 		return cs, err
 	}
 	if !dirExists(c.CpusetDir) {
-		return Cpuset{}, fmt.Errorf("reading cpuset of %s: %s: %w", c.Path, c.CpusetDir, ErrContainerNotFound)
+		return cpuset.Cpuset{}, fmt.Errorf("reading cpuset of %s: %s: %w", c.Path, c.CpusetDir, ErrContainerNotFound)
 	}
-	return Cpuset{ControllerMissing: true}, nil
+	return cpuset.Cpuset{ControllerMissing: true}, nil
 }
 
 // readCpusetFiles reads a cpus and a mems list from dir; found is false when either file
 // does not exist.
-func readCpusetFiles(dir, cpusFile, memsFile string) (cs Cpuset, found bool, err error) {
+func readCpusetFiles(dir, cpusFile, memsFile string) (cs cpuset.Cpuset, found bool, err error) {
 	buf := getScratch()
 	defer putScratch(buf)
 	cs.Dir = dir
@@ -193,13 +178,13 @@ func readCpusetFiles(dir, cpusFile, memsFile string) (cs Cpuset, found bool, err
 	}{{cpusFile, &cs.CPUs}, {memsFile, &cs.Mems}} {
 		data, err := fsutil.ReadFileInto(filepath.Join(dir, f.name), buf)
 		if errors.Is(err, os.ErrNotExist) {
-			return Cpuset{}, false, nil
+			return cpuset.Cpuset{}, false, nil
 		}
 		if err != nil {
-			return Cpuset{}, false, cpusetReadError(dir, f.name, err)
+			return cpuset.Cpuset{}, false, cpusetReadError(dir, f.name, err)
 		}
 		if *f.dst, err = numa.ParseList(string(data)); err != nil {
-			return Cpuset{}, false, fmt.Errorf("reading %s of %s: %w", f.name, dir, err)
+			return cpuset.Cpuset{}, false, fmt.Errorf("reading %s of %s: %w", f.name, dir, err)
 		}
 	}
 	return cs, true, nil

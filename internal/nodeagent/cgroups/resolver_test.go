@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/numapref/numapref/internal/cpuset"
 )
 
 func newFixtureResolver(t testing.TB, hostRoot, cgroupRoot string, opts ResolverOptions) *Resolver {
@@ -52,7 +54,7 @@ type fxContainer struct {
 	uid    string
 	id     string
 	tasks  []TaskRef
-	cpuset Cpuset // Dir relative to the container's cpuset dir
+	cpuset cpuset.Cpuset // Dir relative to the container's cpuset dir
 }
 
 func taskRefs(tgid int, tids ...int) []TaskRef {
@@ -67,17 +69,17 @@ var fxContainers = []fxContainer{
 	{
 		qos: corev1.PodQOSGuaranteed, uid: fxUIDGuaranteed, id: fxCtrGuaranteed,
 		tasks:  append(taskRefs(200, 200, 201, 202), taskRefs(210, 210, 211)...),
-		cpuset: Cpuset{CPUs: []int{2, 3}, Mems: []int{1}},
+		cpuset: cpuset.Cpuset{CPUs: []int{2, 3}, Mems: []int{1}},
 	},
 	{
 		qos: corev1.PodQOSBurstable, uid: fxUIDBurstable, id: fxCtrBurstable,
 		tasks:  append(append(taskRefs(400, 400, 401, 402), taskRefs(410, 410, 411, 412)...), taskRefs(420, 420)...),
-		cpuset: Cpuset{CPUs: []int{0, 1, 4, 5, 6, 7}, Mems: []int{0, 1}},
+		cpuset: cpuset.Cpuset{CPUs: []int{0, 1, 4, 5, 6, 7}, Mems: []int{0, 1}},
 	},
 	{
 		qos: corev1.PodQOSBestEffort, uid: fxUIDBestEffort, id: fxCtrBestEffort,
 		tasks:  taskRefs(600, 600, 601, 602, 603, 604, 605, 606, 607, 608, 609),
-		cpuset: Cpuset{CPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}, Mems: []int{0, 1}},
+		cpuset: cpuset.Cpuset{CPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}, Mems: []int{0, 1}},
 	},
 }
 
@@ -451,7 +453,7 @@ func TestKubeletCgroupRoot(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Cpuset: %v", err)
 			}
-			if diff := cmp.Diff(Cpuset{ControllerMissing: true}, cs); diff != "" {
+			if diff := cmp.Diff(cpuset.Cpuset{ControllerMissing: true}, cs); diff != "" {
 				t.Errorf("Cpuset (-want +got):\n%s", diff)
 			}
 		})
@@ -516,7 +518,7 @@ func TestV1HierarchyFallback(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Cpuset: %v", err)
 	}
-	if diff := cmp.Diff(Cpuset{ControllerMissing: true}, cs); diff != "" {
+	if diff := cmp.Diff(cpuset.Cpuset{ControllerMissing: true}, cs); diff != "" {
 		t.Errorf("Cpuset (-want +got):\n%s", diff)
 	}
 }
@@ -539,7 +541,7 @@ func TestCpusetV1OldKernel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Cpuset: %v", err)
 	}
-	want := Cpuset{CPUs: []int{3}, Mems: []int{0}, Dir: filepath.Join(root, "cpuset", dir)}
+	want := cpuset.Cpuset{CPUs: []int{3}, Mems: []int{0}, Dir: filepath.Join(root, "cpuset", dir)}
 	if diff := cmp.Diff(want, cs); diff != "" {
 		t.Errorf("Cpuset (-want +got):\n%s", diff)
 	}

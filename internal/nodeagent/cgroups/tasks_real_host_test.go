@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
@@ -524,14 +525,14 @@ func testRealCgroupTasks(t *testing.T, tc realLayout) {
 	})
 	r.walkHook = nil
 
-	wantCpuset := Cpuset{ControllerMissing: true}
+	wantCpuset := cpuset.Cpuset{ControllerMissing: true}
 	if tc.version == 1 {
 		cpu, _ := strconv.Atoi(lastCPU)
 		mems, err := numa.ParseList(readTrimmed(t, filepath.Join(sysCgroup, "cpuset", "cpuset.effective_mems")))
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCpuset = Cpuset{CPUs: []int{cpu}, Mems: mems, Dir: ctrDir("cpuset", "")}
+		wantCpuset = cpuset.Cpuset{CPUs: []int{cpu}, Mems: mems, Dir: ctrDir("cpuset", "")}
 	}
 	cs, err := r.Cpuset(c)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/known"
+	"github.com/numapref/numapref/internal/statedir"
 )
 
 // The ledger's journal: the ledger file (ledger.json) is a snapshot, and beside it the
@@ -34,11 +35,8 @@ import (
 // the ledger is damaged (ErrDamaged), and what the records before it say is kept.
 // A record is never misread: its bytes are used only when its checksum matches.
 
-// JournalSuffix makes the journal's file name from the ledger's.
-const JournalSuffix = ".journal"
-
 // journalPath is the journal beside the ledger file at ledgerPath.
-func journalPath(ledgerPath string) string { return ledgerPath + JournalSuffix }
+func journalPath(ledgerPath string) string { return statedir.JournalOf(ledgerPath) }
 
 // frameHeader is the size of a frame's length and checksum.
 const frameHeader = 8

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
@@ -78,12 +79,12 @@ type podMembers struct {
 // hostCgroup is a container's cgroup and cpuset as read once per pass.
 type hostCgroup struct {
 	cg  *cgroups.Container
-	cs  cgroups.Cpuset
+	cs  cpuset.Cpuset
 	err error
 }
 
 // cgroupOf returns d's cgroup and cpuset, read at most once per pass.
-func (pl *planner) cgroupOf(key desire.ContainerKey, d desire.Desire) (*cgroups.Container, cgroups.Cpuset, error) {
+func (pl *planner) cgroupOf(key desire.ContainerKey, d desire.Desire) (*cgroups.Container, cpuset.Cpuset, error) {
 	if h, ok := pl.cgroups[key]; ok {
 		return h.cg, h.cs, h.err
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
@@ -29,14 +30,14 @@ var (
 
 // cpusetHost is a cgroup resolver whose containers (by container ID) have the given
 // cpusets; every container resolves.
-type cpusetHost map[string]cgroups.Cpuset
+type cpusetHost map[string]cpuset.Cpuset
 
 func (h cpusetHost) Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error) {
 	return &cgroups.Container{Ref: ref, Path: "/" + ref.ContainerID}, nil
 }
 func (h cpusetHost) ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error) { return nil, nil }
 func (h cpusetHost) ThreadIDs(*cgroups.Container) ([]int, error)            { return nil, nil }
-func (h cpusetHost) Cpuset(c *cgroups.Container) (cgroups.Cpuset, error) {
+func (h cpusetHost) Cpuset(c *cgroups.Container) (cpuset.Cpuset, error) {
 	return h[c.Ref.ContainerID], nil
 }
 
@@ -161,7 +162,7 @@ func TestSpread(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			host := cpusetHost{}
 			for pod, mems := range tc.mems {
-				host[pod] = cgroups.Cpuset{Mems: mems}
+				host[pod] = cpuset.Cpuset{Mems: mems}
 			}
 			c := newChooser(t, tc.topo, host, nil)
 			ds := desireMap(tc.pods...)
@@ -249,22 +250,22 @@ func TestFollowCPUs(t *testing.T) {
 	}
 	tests := map[string]struct {
 		topo    topo
-		cpuset  cgroups.Cpuset
+		cpuset  cpuset.Cpuset
 		allowed string
 		want    string
 	}{
-		"one CPU on node 1":                  {topo: twoNodes, cpuset: cgroups.Cpuset{CPUs: []int{2}}, want: "1"},
-		"spans every node":                   {topo: twoNodes, cpuset: cgroups.Cpuset{CPUs: []int{1, 2}}, want: numav1.ReasonCPUsNotPinned},
-		"no cpuset controller: every CPU":    {topo: twoNodes, cpuset: cgroups.Cpuset{ControllerMissing: true}, want: numav1.ReasonCPUsNotPinned},
-		"most of the CPUs on node 0":         {topo: fourNodes, cpuset: cgroups.Cpuset{CPUs: []int{0, 1, 2}}, want: "0"},
-		"a tie goes to the lowest id":        {topo: fourNodes, cpuset: cgroups.Cpuset{CPUs: []int{4, 7}}, want: "2"},
-		"sparse ids":                         {topo: sparseTopo, cpuset: cgroups.Cpuset{CPUs: []int{3}}, want: "2"},
-		"one node: the only node":            {topo: oneNode, cpuset: cgroups.Cpuset{CPUs: []int{0, 1}}, want: "0"},
-		"spec.nodes picks among the CPUs'":   {topo: fourNodes, cpuset: cgroups.Cpuset{CPUs: []int{0, 1, 2}}, allowed: "1", want: "1"},
-		"CPUs on no allowed node":            {topo: fourNodes, cpuset: cgroups.Cpuset{CPUs: []int{0, 1}}, allowed: "3", want: numav1.ReasonCPUsPinnedElsewhere},
-		"cpuset.mems narrows to its node":    {topo: fourNodes, cpuset: cgroups.Cpuset{CPUs: []int{0, 1, 2}, Mems: []int{1}}, want: "1"},
-		"allowed set with no node online":    {topo: twoNodes, cpuset: cgroups.Cpuset{CPUs: []int{0}}, allowed: "7", want: numav1.ReasonNodeNotPresent},
-		"mems elsewhere than the CPUs' node": {topo: twoNodes, cpuset: cgroups.Cpuset{CPUs: []int{0}, Mems: []int{1}}, want: numav1.ReasonCPUsPinnedElsewhere},
+		"one CPU on node 1":                  {topo: twoNodes, cpuset: cpuset.Cpuset{CPUs: []int{2}}, want: "1"},
+		"spans every node":                   {topo: twoNodes, cpuset: cpuset.Cpuset{CPUs: []int{1, 2}}, want: numav1.ReasonCPUsNotPinned},
+		"no cpuset controller: every CPU":    {topo: twoNodes, cpuset: cpuset.Cpuset{ControllerMissing: true}, want: numav1.ReasonCPUsNotPinned},
+		"most of the CPUs on node 0":         {topo: fourNodes, cpuset: cpuset.Cpuset{CPUs: []int{0, 1, 2}}, want: "0"},
+		"a tie goes to the lowest id":        {topo: fourNodes, cpuset: cpuset.Cpuset{CPUs: []int{4, 7}}, want: "2"},
+		"sparse ids":                         {topo: sparseTopo, cpuset: cpuset.Cpuset{CPUs: []int{3}}, want: "2"},
+		"one node: the only node":            {topo: oneNode, cpuset: cpuset.Cpuset{CPUs: []int{0, 1}}, want: "0"},
+		"spec.nodes picks among the CPUs'":   {topo: fourNodes, cpuset: cpuset.Cpuset{CPUs: []int{0, 1, 2}}, allowed: "1", want: "1"},
+		"CPUs on no allowed node":            {topo: fourNodes, cpuset: cpuset.Cpuset{CPUs: []int{0, 1}}, allowed: "3", want: numav1.ReasonCPUsPinnedElsewhere},
+		"cpuset.mems narrows to its node":    {topo: fourNodes, cpuset: cpuset.Cpuset{CPUs: []int{0, 1, 2}, Mems: []int{1}}, want: "1"},
+		"allowed set with no node online":    {topo: twoNodes, cpuset: cpuset.Cpuset{CPUs: []int{0}}, allowed: "7", want: numav1.ReasonNodeNotPresent},
+		"mems elsewhere than the CPUs' node": {topo: twoNodes, cpuset: cpuset.Cpuset{CPUs: []int{0}, Mems: []int{1}}, want: numav1.ReasonCPUsPinnedElsewhere},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -280,7 +281,7 @@ func TestFollowCPUs(t *testing.T) {
 	if got := e.nodesOf(desireMap(follow(""))); got["p"] != "0" {
 		t.Fatalf("first on %s, want 0", got["p"])
 	}
-	host["p"] = cgroups.Cpuset{CPUs: []int{3}}
+	host["p"] = cpuset.Cpuset{CPUs: []int{3}}
 	if got := e.nodesOf(desireMap(follow(""))); got["p"] != "1" {
 		t.Fatalf("after the cpuset moved to CPU 3: %s, want 1", got["p"])
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/known"
@@ -18,7 +19,7 @@ import (
 type Cgroups interface {
 	Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error)
 	ListTIDs(c *cgroups.Container) ([]cgroups.TaskRef, error)
-	Cpuset(c *cgroups.Container) (cgroups.Cpuset, error)
+	Cpuset(c *cgroups.Container) (cpuset.Cpuset, error)
 }
 
 // Input is what a pass plans from. Planning reads it and changes nothing in it but

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/known"
@@ -53,7 +54,7 @@ func (h *fakeHost) ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error) {
 	return out, nil
 }
 
-func (h *fakeHost) Cpuset(*cgroups.Container) (cgroups.Cpuset, error) { return cgroups.Cpuset{}, nil }
+func (h *fakeHost) Cpuset(*cgroups.Container) (cpuset.Cpuset, error) { return cpuset.Cpuset{}, nil }
 
 func (h *fakeHost) Get(tid int) (int, error) {
 	v, ok := h.values[tid]

@@ -1,5 +1,5 @@
 // Package emulator emulates the PR_PREFERRED_NID prctl for kernels without the patch.
-// Emulator is a numa.PreferredNode and a numa.Raw, like numa.Prctl, the real system call.
+// Emulator is a prctl.Kernel and a prctl.Raw, like prctl.Prctl, the real system call.
 // It is built on package numa's readers of the real kernel (tasks, /proc/<pid>/sched, the
 // proc connector); package conformance holds the cases both backends must pass.
 //

@@ -3,13 +3,13 @@ package emulator
 import (
 	"time"
 
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
 // The Emulator is a backend as the real prctl is (Emulator is defined per system).
 var (
-	_ numa.PreferredNode = (*Emulator)(nil)
-	_ numa.Raw           = (*Emulator)(nil)
+	_ prctl.Kernel = (*Emulator)(nil)
+	_ prctl.Raw    = (*Emulator)(nil)
 )
 
 // Options configures New.

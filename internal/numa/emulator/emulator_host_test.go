@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
@@ -33,21 +33,21 @@ func TestEmulatorPtraceAccess(t *testing.T) {
 	proc := newOwnedFakeProc(t)
 	callTasks(proc)
 	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
-	s := numa.PointerSentinel
+	s := prctl.PointerSentinel
 	runCallTable(t, proc, e, map[string]callCase{
-		"uid 1000 on root":            {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"uid 1000 on uid 1000":        {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 200, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"uid 1000 on non-dumpable":    {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 300, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"own thread group always":     {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 12, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"root without CAP_SYS_PTRACE": {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdGet, pid: 200, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
+		"uid 1000 on root":            {callerUID: 1000, callerCaps: capsNone, cmd: prctl.CmdGet, pid: 100, ptr: prctl.PointerValid, want: callResult{s, "EPERM"}},
+		"uid 1000 on uid 1000":        {callerUID: 1000, callerCaps: capsNone, cmd: prctl.CmdGet, pid: 200, ptr: prctl.PointerValid, want: callResult{-1, ""}},
+		"uid 1000 on non-dumpable":    {callerUID: 1000, callerCaps: capsNone, cmd: prctl.CmdGet, pid: 300, ptr: prctl.PointerValid, want: callResult{s, "EPERM"}},
+		"own thread group always":     {callerUID: 1000, callerCaps: capsNone, cmd: prctl.CmdGet, pid: 12, ptr: prctl.PointerValid, want: callResult{-1, ""}},
+		"root without CAP_SYS_PTRACE": {callerUID: 0, callerCaps: capsNoPtrace, cmd: prctl.CmdGet, pid: 200, ptr: prctl.PointerValid, want: callResult{s, "EPERM"}},
 		// cap_ptrace_access_check: the target's permitted set must be a subset of the caller's.
-		"root without it on root holding it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"root without it SET on root holding it":   {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
-		"root without it on root without it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: numa.CmdGet, pid: 400, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"root with it permitted only, on root":     {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"root with it permitted only, on uid 1000": {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: numa.CmdGet, pid: 200, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"uid 1000 on root without it":              {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 400, ptr: numa.PointerValid, want: callResult{s, "EPERM"}},
-		"root with it on non-dumpable":             {callerUID: 0, callerCaps: capsAll, cmd: numa.CmdGet, pid: 300, ptr: numa.PointerValid, want: callResult{-1, ""}},
+		"root without it on root holding it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: prctl.CmdGet, pid: 100, ptr: prctl.PointerValid, want: callResult{s, "EPERM"}},
+		"root without it SET on root holding it":   {callerUID: 0, callerCaps: capsNoPtrace, cmd: prctl.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
+		"root without it on root without it":       {callerUID: 0, callerCaps: capsNoPtrace, cmd: prctl.CmdGet, pid: 400, ptr: prctl.PointerValid, want: callResult{-1, ""}},
+		"root with it permitted only, on root":     {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: prctl.CmdGet, pid: 100, ptr: prctl.PointerValid, want: callResult{-1, ""}},
+		"root with it permitted only, on uid 1000": {callerUID: 0, callerCaps: capsNoPtrace, callerPrm: capsAll, cmd: prctl.CmdGet, pid: 200, ptr: prctl.PointerValid, want: callResult{s, "EPERM"}},
+		"uid 1000 on root without it":              {callerUID: 1000, callerCaps: capsNone, cmd: prctl.CmdGet, pid: 400, ptr: prctl.PointerValid, want: callResult{s, "EPERM"}},
+		"root with it on non-dumpable":             {callerUID: 0, callerCaps: capsAll, cmd: prctl.CmdGet, pid: 300, ptr: prctl.PointerValid, want: callResult{-1, ""}},
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
 // Emulator emulates PR_PREFERRED_NID; see the package documentation.
@@ -190,69 +191,69 @@ func (e *Emulator) Close() error {
 }
 
 // Get returns the forced preferred node of task tid (0: the calling thread).
-func (e *Emulator) Get(tid int) (int, error) { return numa.GetViaRaw(e, tid) }
+func (e *Emulator) Get(tid int) (int, error) { return prctl.GetViaRaw(e, tid) }
 
 // Set forces the preferred node of task tid (0: the calling thread); nid -1 clears it.
-func (e *Emulator) Set(tid, nid int) error { return numa.SetViaRaw(e, tid, nid) }
+func (e *Emulator) Set(tid, nid int) error { return prctl.SetViaRaw(e, tid, nid) }
 
 // Call emulates prctl(PR_PREFERRED_NID, cmd, pid, nid, ptr), checks in the patch's order.
-func (e *Emulator) Call(cmd, pid, nid int, ptr numa.UserPointer) (int, error) {
+func (e *Emulator) Call(cmd, pid, nid int, ptr prctl.UserPointer) (int, error) {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {
-		return numa.PointerSentinel, errClosed
+		return prctl.PointerSentinel, errClosed
 	}
 	if uint(cmd) >= 2 { // cmd is an unsigned long: PR_PREFERRED_NID_CMD_MAX
-		return numa.PointerSentinel, unix.ERANGE
+		return prctl.PointerSentinel, unix.ERANGE
 	}
 	tid := int(int32(pid)) // pid_t
 	if tid == 0 {
 		tid = unix.Gettid()
 	}
 	if tid < 0 {
-		return numa.PointerSentinel, unix.ESRCH
+		return prctl.PointerSentinel, unix.ESRCH
 	}
 	t, err := e.readTarget(tid)
 	if errors.Is(err, numa.ErrTaskGone) {
-		return numa.PointerSentinel, unix.ESRCH
+		return prctl.PointerSentinel, unix.ESRCH
 	}
 	if err != nil {
-		return numa.PointerSentinel, err
+		return prctl.PointerSentinel, err
 	}
 	caller, err := e.readCaller()
 	if err != nil {
-		return numa.PointerSentinel, err
+		return prctl.PointerSentinel, err
 	}
 	if !mayAccess(caller, t.status, t.dumpable) {
-		return numa.PointerSentinel, unix.EPERM
+		return prctl.PointerSentinel, unix.EPERM
 	}
-	if cmd == numa.CmdGet {
+	if cmd == prctl.CmdGet {
 		switch ptr {
-		case numa.PointerValid:
-		case numa.PointerMisaligned:
-			return numa.PointerSentinel, unix.EINVAL
-		case numa.PointerNil:
-			return numa.PointerSentinel, unix.EFAULT
+		case prctl.PointerValid:
+		case prctl.PointerMisaligned:
+			return prctl.PointerSentinel, unix.EINVAL
+		case prctl.PointerNil:
+			return prctl.PointerSentinel, unix.EFAULT
 		default:
-			return numa.PointerSentinel, fmt.Errorf("invalid user pointer model %d", int(ptr))
+			return prctl.PointerSentinel, fmt.Errorf("invalid user pointer model %d", int(ptr))
 		}
 		ent, err := e.resolve(t)
 		if err != nil {
-			return numa.PointerSentinel, err
+			return prctl.PointerSentinel, err
 		}
 		return ent.Force, nil
 	}
 	n := int(int32(nid)) // the patch's int nid
 	if n < numa.NoNode || n >= e.numPossible {
-		return numa.PointerSentinel, unix.EINVAL
+		return prctl.PointerSentinel, unix.EINVAL
 	}
 	if err := e.set(t, n); err != nil {
-		return numa.PointerSentinel, err
+		return prctl.PointerSentinel, err
 	}
 	if e.audit != nil {
 		e.audit.record(e.procRoot, t, n)
 	}
-	return numa.PointerSentinel, nil
+	return prctl.PointerSentinel, nil
 }
 
 // target is what the emulator reads about the task a call names.

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
 // fakeProc is a /proc tree for emulator tests: tasks with a stat (start time) and a status
@@ -110,7 +111,7 @@ type callResult struct {
 	Errno string
 }
 
-func emuCall(e *Emulator, cmd, pid, nid int, ptr numa.UserPointer) callResult {
+func emuCall(e *Emulator, cmd, pid, nid int, ptr prctl.UserPointer) callResult {
 	v, err := e.Call(cmd, pid, nid, ptr)
 	r := callResult{Value: v}
 	var errno unix.Errno
@@ -130,7 +131,7 @@ type callCase struct {
 	callerPrm  string // permitted set, if not callerCaps
 	cmd, pid   int
 	nid        int
-	ptr        numa.UserPointer
+	ptr        prctl.UserPointer
 	want       callResult
 }
 
@@ -170,22 +171,22 @@ func TestEmulatorErrors(t *testing.T) {
 	proc := newFakeProc(t)
 	callTasks(proc)
 	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
-	s := numa.PointerSentinel
+	s := prctl.PointerSentinel
 	runCallTable(t, proc, e, map[string]callCase{
 		"cmd 2 before an unknown pid": {cmd: 2, pid: 999, want: callResult{s, "ERANGE"}},
 		"cmd -1 is huge":              {cmd: -1, pid: 100, want: callResult{s, "ERANGE"}},
-		"unknown pid":                 {cmd: numa.CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
-		"negative pid":                {cmd: numa.CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
-		"unknown pid before bad node": {cmd: numa.CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
-		"pid truncated to 32 bits":    {cmd: numa.CmdGet, pid: 1<<32 + 100, ptr: numa.PointerValid, want: callResult{-1, ""}},
-		"misaligned pointer":          {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerMisaligned, want: callResult{s, "EINVAL"}},
-		"nil pointer":                 {cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EFAULT"}},
-		"SET ignores the pointer":     {cmd: numa.CmdSet, pid: 11, nid: 1, ptr: numa.PointerMisaligned, want: callResult{s, ""}},
-		"node = num_possible_nodes()": {cmd: numa.CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
-		"node -2":                     {cmd: numa.CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
-		"node truncated to int: -1":   {cmd: numa.CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
-		"EPERM before EFAULT":         {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdGet, pid: 100, ptr: numa.PointerNil, want: callResult{s, "EPERM"}},
-		"EPERM before EINVAL for SET": {callerUID: 1000, callerCaps: capsNone, cmd: numa.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
+		"unknown pid":                 {cmd: prctl.CmdGet, pid: 999, want: callResult{s, "ESRCH"}},
+		"negative pid":                {cmd: prctl.CmdGet, pid: -100, want: callResult{s, "ESRCH"}},
+		"unknown pid before bad node": {cmd: prctl.CmdSet, pid: 999, nid: 7, want: callResult{s, "ESRCH"}},
+		"pid truncated to 32 bits":    {cmd: prctl.CmdGet, pid: 1<<32 + 100, ptr: prctl.PointerValid, want: callResult{-1, ""}},
+		"misaligned pointer":          {cmd: prctl.CmdGet, pid: 100, ptr: prctl.PointerMisaligned, want: callResult{s, "EINVAL"}},
+		"nil pointer":                 {cmd: prctl.CmdGet, pid: 100, ptr: prctl.PointerNil, want: callResult{s, "EFAULT"}},
+		"SET ignores the pointer":     {cmd: prctl.CmdSet, pid: 11, nid: 1, ptr: prctl.PointerMisaligned, want: callResult{s, ""}},
+		"node = num_possible_nodes()": {cmd: prctl.CmdSet, pid: 100, nid: 2, want: callResult{s, "EINVAL"}},
+		"node -2":                     {cmd: prctl.CmdSet, pid: 100, nid: -2, want: callResult{s, "EINVAL"}},
+		"node truncated to int: -1":   {cmd: prctl.CmdSet, pid: 11, nid: 1<<32 - 1, want: callResult{s, ""}},
+		"EPERM before EFAULT":         {callerUID: 1000, callerCaps: capsNone, cmd: prctl.CmdGet, pid: 100, ptr: prctl.PointerNil, want: callResult{s, "EPERM"}},
+		"EPERM before EINVAL for SET": {callerUID: 1000, callerCaps: capsNone, cmd: prctl.CmdSet, pid: 100, nid: 9, want: callResult{s, "EPERM"}},
 	})
 }
 
@@ -195,7 +196,7 @@ func TestEmulatorSparseNodes(t *testing.T) {
 	e := newTestEmulator(t, proc, "testdata/sysfs/sparse", t.TempDir())
 	// Possible nodes {0,2}: the patch compares with their count, 2.
 	for nid, want := range map[int]string{-2: "EINVAL", -1: "", 0: "", 1: "", 2: "EINVAL", 3: "EINVAL"} {
-		if got := emuCall(e, numa.CmdSet, 100, nid, numa.PointerNil); got.Errno != want {
+		if got := emuCall(e, prctl.CmdSet, 100, nid, prctl.PointerNil); got.Errno != want {
 			t.Errorf("SET %d: %q, want %q", nid, got.Errno, want)
 		}
 	}
@@ -205,10 +206,10 @@ func TestEmulatorNoNUMA(t *testing.T) {
 	proc := newFakeProc(t)
 	proc.task(100, 100, 500, 0, true)
 	e := newTestEmulator(t, proc, "testdata/sysfs/no-numa", t.TempDir())
-	if got := emuCall(e, numa.CmdSet, 100, 0, numa.PointerNil); got.Errno != "" {
+	if got := emuCall(e, prctl.CmdSet, 100, 0, prctl.PointerNil); got.Errno != "" {
 		t.Errorf("SET 0 without NUMA: %q", got.Errno)
 	}
-	if got := emuCall(e, numa.CmdSet, 100, 1, numa.PointerNil); got.Errno != "EINVAL" {
+	if got := emuCall(e, prctl.CmdSet, 100, 1, prctl.PointerNil); got.Errno != "EINVAL" {
 		t.Errorf("SET 1 without NUMA: %q, want EINVAL", got.Errno)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
 // Emulator emulates PR_PREFERRED_NID; it works on Linux only.
@@ -16,13 +17,13 @@ var errNotLinux = errors.New("emulator: not supported on this operating system")
 // New fails: the emulator reads Linux's /proc.
 func New(Options) (*Emulator, error) { return nil, errNotLinux }
 
-func (e *Emulator) Get(int) (int, error) { return numa.NoNode, numa.ErrUnsupported }
-func (e *Emulator) Set(int, int) error   { return numa.ErrUnsupported }
-func (e *Emulator) Call(int, int, int, numa.UserPointer) (int, error) {
-	return numa.PointerSentinel, numa.ErrUnsupported
+func (e *Emulator) Get(int) (int, error) { return numa.NoNode, prctl.ErrUnsupported }
+func (e *Emulator) Set(int, int) error   { return prctl.ErrUnsupported }
+func (e *Emulator) Call(int, int, int, prctl.UserPointer) (int, error) {
+	return prctl.PointerSentinel, prctl.ErrUnsupported
 }
 func (e *Emulator) SchedNUMA(int) (numa.SchedNUMA, error) {
-	return numa.SchedNUMA{}, numa.ErrUnsupported
+	return numa.SchedNUMA{}, prctl.ErrUnsupported
 }
 func (e *Emulator) Support() numa.Support {
 	return numa.Support{Backend: "emulator", Reason: "not Linux"}

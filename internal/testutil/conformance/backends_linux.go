@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
 // selectBackend skips the test unless NUMAPREF_CONFORMANCE_IMPL (prctl or emulator; unset:
@@ -22,11 +22,11 @@ func selectBackend(t *testing.T, backend string) {
 }
 
 // PrctlOption is PR_PREFERRED_NID's number: NUMAPREF_PRCTL_OPTION, else
-// numa.DefaultPrctlOption.
+// prctl.DefaultOption.
 func PrctlOption(t *testing.T) int {
 	s := os.Getenv("NUMAPREF_PRCTL_OPTION")
 	if s == "" {
-		return numa.DefaultPrctlOption
+		return prctl.DefaultOption
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
@@ -44,12 +44,12 @@ func PrctlOption(t *testing.T) int {
 // through testenv.
 func OpenPrctl(t *testing.T) Target {
 	selectBackend(t, "prctl")
-	p, support := numa.NewPrctl(PrctlOption(t), "/proc")
+	p, support := prctl.New(PrctlOption(t), "/proc")
 	if !support.Supported {
 		t.Skipf("SKIP (precondition not met): the running kernel does not prove PR_PREFERRED_NID support: %s. "+
 			"The prctl backend needs a kernel with the PR_PREFERRED_NID patch, whose /proc/self/sched shows a "+
 			"numa_preferred_nid_force line (CONFIG_NUMA_BALANCING and CONFIG_SCHED_DEBUG); "+
-			"set NUMAPREF_PRCTL_OPTION if the patch uses an option other than %d.", support.Reason, numa.DefaultPrctlOption)
+			"set NUMAPREF_PRCTL_OPTION if the patch uses an option other than %d.", support.Reason, prctl.DefaultOption)
 	}
 	return Target{Raw: p}
 }

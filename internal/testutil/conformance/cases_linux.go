@@ -9,13 +9,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 const (
-	get = numa.CmdGet
-	set = numa.CmdSet
+	get = prctl.CmdGet
+	set = prctl.CmdSet
 )
 
 // cases is the suite (Run), in order, and rootCases its cases that need root (RunAsRoot).
@@ -85,12 +85,12 @@ func pidZeroIsThread(c *caseRun) {
 
 func cmdOutOfRange(c *caseRun) {
 	for _, cmd := range []int{2, 3, 255, 1 << 40, -1} {
-		c.want(c.call(fmt.Sprintf("cmd-%d", cmd), cmd, 0, "self", 0, numa.PointerValid), "ERANGE", 0)
+		c.want(c.call(fmt.Sprintf("cmd-%d", cmd), cmd, 0, "self", 0, prctl.PointerValid), "ERANGE", 0)
 	}
 	// The command is checked before the pid and everything else.
-	c.want(c.call("cmd-2-unknown-pid", 2, 0x7fffffff, "unknown", 0, numa.PointerValid), "ERANGE", 0)
-	c.want(c.call("cmd-2-bad-pointer", 2, 0, "self", 1<<20, numa.PointerMisaligned), "ERANGE", 0)
-	c.want(c.call("cmd-2-nil-pointer", 2, 0, "self", 0, numa.PointerNil), "ERANGE", 0)
+	c.want(c.call("cmd-2-unknown-pid", 2, 0x7fffffff, "unknown", 0, prctl.PointerValid), "ERANGE", 0)
+	c.want(c.call("cmd-2-bad-pointer", 2, 0, "self", 1<<20, prctl.PointerMisaligned), "ERANGE", 0)
+	c.want(c.call("cmd-2-nil-pointer", 2, 0, "self", 0, prctl.PointerNil), "ERANGE", 0)
 	c.wantValue(c.get("get-after", 0, "self"), -1)
 }
 
@@ -117,14 +117,14 @@ func setNodeOutOfRange(c *caseRun) {
 }
 
 func getPointer(c *caseRun) {
-	c.want(c.call("get-misaligned", get, 0, "self", 0, numa.PointerMisaligned), "EINVAL", 0)
-	c.want(c.call("get-nil", get, 0, "self", 0, numa.PointerNil), "EFAULT", 0)
+	c.want(c.call("get-misaligned", get, 0, "self", 0, prctl.PointerMisaligned), "EINVAL", 0)
+	c.want(c.call("get-nil", get, 0, "self", 0, prctl.PointerNil), "EFAULT", 0)
 	// SET ignores the pointer.
-	c.wantOK(c.call("set-with-misaligned-pointer", set, 0, "self", c.s.node, numa.PointerMisaligned))
+	c.wantOK(c.call("set-with-misaligned-pointer", set, 0, "self", c.s.node, prctl.PointerMisaligned))
 	c.wantValue(c.get("get-after", 0, "self"), c.s.node)
-	c.wantOK(c.call("clear-with-valid-pointer", set, 0, "self", -1, numa.PointerValid))
+	c.wantOK(c.call("clear-with-valid-pointer", set, 0, "self", -1, prctl.PointerValid))
 	// The pid is checked before the pointer.
-	c.want(c.call("get-nil-unknown-pid", get, 0x7fffffff, "unknown", 0, numa.PointerNil), "ESRCH", 0)
+	c.want(c.call("get-nil-unknown-pid", get, 0x7fffffff, "unknown", 0, prctl.PointerNil), "ESRCH", 0)
 }
 
 func unknownPID(c *caseRun) {
@@ -176,17 +176,17 @@ func ptraceAccess(c *caseRun) {
 
 	// As uid 1000.
 	calls := []callSpec{
-		{Label: "get-pid-1", Cmd: get, PID: 1, Target: "pid-1", Ptr: numa.PointerValid},
-		{Label: "get-root-process", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: numa.PointerValid},
-		{Label: "set-root-process", Cmd: set, PID: root.pid, Target: "root-sleeper", Nid: c.s.node, Ptr: numa.PointerNil},
-		{Label: "set-root-process-bad-node", Cmd: set, PID: root.pid, Target: "root-sleeper", Nid: 1 << 20, Ptr: numa.PointerNil},
-		{Label: "get-root-process-nil-pointer", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: numa.PointerNil},
-		{Label: "get-self", Cmd: get, Target: "self", Ptr: numa.PointerValid},
-		{Label: "set-self", Cmd: set, Target: "self", Nid: c.s.node, Ptr: numa.PointerNil},
-		{Label: "get-self-after-set", Cmd: get, Target: "self", Ptr: numa.PointerValid},
-		{Label: "clear-self", Cmd: set, Target: "self", Nid: -1, Ptr: numa.PointerNil},
-		{Label: "get-same-uid-dumpable", Cmd: get, PID: userDumpable.pid, Target: "uid1000-sleeper", Ptr: numa.PointerValid},
-		{Label: "get-same-uid-not-dumpable", Cmd: get, PID: userNotDumpable.pid, Target: "uid1000-nondumpable-sleeper", Ptr: numa.PointerValid},
+		{Label: "get-pid-1", Cmd: get, PID: 1, Target: "pid-1", Ptr: prctl.PointerValid},
+		{Label: "get-root-process", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: prctl.PointerValid},
+		{Label: "set-root-process", Cmd: set, PID: root.pid, Target: "root-sleeper", Nid: c.s.node, Ptr: prctl.PointerNil},
+		{Label: "set-root-process-bad-node", Cmd: set, PID: root.pid, Target: "root-sleeper", Nid: 1 << 20, Ptr: prctl.PointerNil},
+		{Label: "get-root-process-nil-pointer", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: prctl.PointerNil},
+		{Label: "get-self", Cmd: get, Target: "self", Ptr: prctl.PointerValid},
+		{Label: "set-self", Cmd: set, Target: "self", Nid: c.s.node, Ptr: prctl.PointerNil},
+		{Label: "get-self-after-set", Cmd: get, Target: "self", Ptr: prctl.PointerValid},
+		{Label: "clear-self", Cmd: set, Target: "self", Nid: -1, Ptr: prctl.PointerNil},
+		{Label: "get-same-uid-dumpable", Cmd: get, PID: userDumpable.pid, Target: "uid1000-sleeper", Ptr: prctl.PointerValid},
+		{Label: "get-same-uid-not-dumpable", Cmd: get, PID: userNotDumpable.pid, Target: "uid1000-nondumpable-sleeper", Ptr: prctl.PointerValid},
 	}
 	r := c.reportOf(c.helper(helperRequest{Role: roleCalls, Calls: calls}, user, "uid1000"), roleCalls)
 	c.want(c.helperCall(r, "get-pid-1"), "EPERM", 0)
@@ -207,10 +207,10 @@ func ptraceAccess(c *caseRun) {
 	// caller's (permitted, as the mode is not FSCREDS): a root process holding
 	// CAP_SYS_PTRACE is out of reach.
 	calls = []callSpec{
-		{Label: "get-uid1000-process", Cmd: get, PID: userDumpable.pid, Target: "uid1000-sleeper", Ptr: numa.PointerValid},
-		{Label: "set-uid1000-process", Cmd: set, PID: userDumpable.pid, Target: "uid1000-sleeper", Nid: c.s.node, Ptr: numa.PointerNil},
-		{Label: "get-root-process", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: numa.PointerValid},
-		{Label: "set-root-process", Cmd: set, PID: root.pid, Target: "root-sleeper", Nid: c.s.node, Ptr: numa.PointerNil},
+		{Label: "get-uid1000-process", Cmd: get, PID: userDumpable.pid, Target: "uid1000-sleeper", Ptr: prctl.PointerValid},
+		{Label: "set-uid1000-process", Cmd: set, PID: userDumpable.pid, Target: "uid1000-sleeper", Nid: c.s.node, Ptr: prctl.PointerNil},
+		{Label: "get-root-process", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: prctl.PointerValid},
+		{Label: "set-root-process", Cmd: set, PID: root.pid, Target: "root-sleeper", Nid: c.s.node, Ptr: prctl.PointerNil},
 	}
 	r = c.reportOf(c.helper(helperRequest{Role: roleCalls, Calls: calls, DropPtraceCap: true}, nil, "root-without-cap_sys_ptrace"), roleCalls)
 	c.want(c.helperCall(r, "get-uid1000-process"), "EPERM", 0)
@@ -222,8 +222,8 @@ func ptraceAccess(c *caseRun) {
 	// capability subset check (permitted sets) pass for a root target; a uid 1000 target
 	// still needs the effective capability.
 	calls = []callSpec{
-		{Label: "get-root-process", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: numa.PointerValid},
-		{Label: "get-uid1000-process", Cmd: get, PID: userDumpable.pid, Target: "uid1000-sleeper", Ptr: numa.PointerValid},
+		{Label: "get-root-process", Cmd: get, PID: root.pid, Target: "root-sleeper", Ptr: prctl.PointerValid},
+		{Label: "get-uid1000-process", Cmd: get, PID: userDumpable.pid, Target: "uid1000-sleeper", Ptr: prctl.PointerValid},
 	}
 	r = c.reportOf(c.helper(helperRequest{Role: roleCalls, Calls: calls, DropPtraceCapEffective: true}, nil, "root-with-cap_sys_ptrace-not-effective"), roleCalls)
 	c.wantValue(c.helperCall(r, "get-root-process"), -1)

@@ -1,6 +1,6 @@
 // Package conformance is one suite of PR_PREFERRED_NID cases that every backend of
-// numa.Raw must pass: the emulator (package emulator) on any machine, and the real patched
-// kernel (numa.Prctl), where the suite runs as a standalone test binary (go test -c)
+// prctl.Raw must pass: the emulator (package emulator) on any machine, and the real patched
+// kernel (prctl.Prctl), where the suite runs as a standalone test binary (go test -c)
 // inside a VM.
 //
 // Cases that need other processes (another uid, a fork() child, a CLONE_VM child, new

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
 // Environment of helper processes.
@@ -66,12 +67,12 @@ type helperRequest struct {
 }
 
 type callSpec struct {
-	Label  string           `json:"label"`
-	Cmd    int              `json:"cmd"`
-	PID    int              `json:"pid"`
-	Target string           `json:"target"` // the pid's name in reports
-	Nid    int              `json:"nid"`
-	Ptr    numa.UserPointer `json:"ptr"`
+	Label  string            `json:"label"`
+	Cmd    int               `json:"cmd"`
+	PID    int               `json:"pid"`
+	Target string            `json:"target"` // the pid's name in reports
+	Nid    int               `json:"nid"`
+	Ptr    prctl.UserPointer `json:"ptr"`
 }
 
 type helperResult struct {
@@ -93,10 +94,10 @@ func (r helperResult) call(label string) (CallResult, bool) {
 	return CallResult{}, false
 }
 
-func doCall(raw numa.Raw, spec callSpec) CallResult {
+func doCall(raw prctl.Raw, spec callSpec) CallResult {
 	v, err := raw.Call(spec.Cmd, spec.PID, spec.Nid, spec.Ptr)
 	r := CallResult{Label: spec.Label, Cmd: spec.Cmd, Target: spec.Target, Nid: spec.Nid, Ptr: spec.Ptr.String(),
-		Stored: v != numa.PointerSentinel, Value: v}
+		Stored: v != prctl.PointerSentinel, Value: v}
 	if err != nil {
 		r.Ret, r.Errno = -1, errnoName(err)
 	}
@@ -132,7 +133,7 @@ func emitResult(res helperResult) {
 	fmt.Fprintf(os.Stdout, "\n%s%s\n", resultPrefix, line)
 }
 
-func helperRole(raw numa.Raw, req helperRequest, res *helperResult) error {
+func helperRole(raw prctl.Raw, req helperRequest, res *helperResult) error {
 	if req.DropPtraceCap || req.DropPtraceCapEffective {
 		if err := dropPtraceCap(req.DropPtraceCap); err != nil {
 			return err
@@ -140,7 +141,7 @@ func helperRole(raw numa.Raw, req helperRequest, res *helperResult) error {
 	}
 	switch req.Role {
 	case roleReportSelf:
-		res.Calls = append(res.Calls, doCall(raw, callSpec{Label: "get-self", Cmd: numa.CmdGet, Target: "self", Ptr: numa.PointerValid}))
+		res.Calls = append(res.Calls, doCall(raw, callSpec{Label: "get-self", Cmd: prctl.CmdGet, Target: "self", Ptr: prctl.PointerValid}))
 		s, err := raw.SchedNUMA(res.TID)
 		if err != nil {
 			return err
@@ -170,7 +171,7 @@ func helperRole(raw numa.Raw, req helperRequest, res *helperResult) error {
 	return nil
 }
 
-func spawnRole(raw numa.Raw, req helperRequest, res *helperResult) error {
+func spawnRole(raw prctl.Raw, req helperRequest, res *helperResult) error {
 	childReq := helperRequest{Role: roleReportSelf, Test: req.Test}
 	argv, env, err := helperArgs(childReq)
 	if err != nil {
@@ -183,7 +184,7 @@ func spawnRole(raw numa.Raw, req helperRequest, res *helperResult) error {
 			return err
 		}
 		// While held, a CLONE_VM child still runs in this process's memory.
-		res.Calls = append(res.Calls, doCall(raw, callSpec{Label: "get-child-before-exec", Cmd: numa.CmdGet, PID: child.pid, Target: "child", Ptr: numa.PointerValid}))
+		res.Calls = append(res.Calls, doCall(raw, callSpec{Label: "get-child-before-exec", Cmd: prctl.CmdGet, PID: child.pid, Target: "child", Ptr: prctl.PointerValid}))
 		if err := child.release(); err != nil {
 			return err
 		}
@@ -213,7 +214,7 @@ func spawnRole(raw numa.Raw, req helperRequest, res *helperResult) error {
 
 // setAllThreads forces every thread of this process to nid, including threads that appear
 // meanwhile, so that whichever thread creates the next task has nid.
-func setAllThreads(raw numa.Raw, nid int) error {
+func setAllThreads(raw prctl.Raw, nid int) error {
 	done := map[int]bool{}
 	for range 100 {
 		tids, err := threadIDs()
@@ -227,7 +228,7 @@ func setAllThreads(raw numa.Raw, nid int) error {
 			}
 			fresh++
 			done[tid] = true
-			if _, err := raw.Call(numa.CmdSet, tid, nid, numa.PointerNil); err != nil && !errors.Is(err, unix.ESRCH) {
+			if _, err := raw.Call(prctl.CmdSet, tid, nid, prctl.PointerNil); err != nil && !errors.Is(err, unix.ESRCH) {
 				return fmt.Errorf("setting thread %d to %d: %w", tid, nid, err)
 			}
 		}
@@ -255,7 +256,7 @@ func threadIDs() ([]int, error) {
 // threadsRole makes new threads (more locked goroutines than there are threads forces
 // the runtime to create some) and reports the value of three of them, read from this
 // thread and from the new thread itself.
-func threadsRole(raw numa.Raw, res *helperResult) error {
+func threadsRole(raw prctl.Raw, res *helperResult) error {
 	before, err := threadIDs()
 	if err != nil {
 		return err
@@ -275,7 +276,7 @@ func threadsRole(raw numa.Raw, res *helperResult) error {
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 			tid := unix.Gettid()
-			started <- thread{tid: tid, self: doCall(raw, callSpec{Label: "get-thread-self", Cmd: numa.CmdGet, Target: "new-thread", Ptr: numa.PointerValid})}
+			started <- thread{tid: tid, self: doCall(raw, callSpec{Label: "get-thread-self", Cmd: prctl.CmdGet, Target: "new-thread", Ptr: prctl.PointerValid})}
 			<-stop
 		}()
 	}
@@ -293,7 +294,7 @@ func threadsRole(raw numa.Raw, res *helperResult) error {
 		self := th.self
 		self.Label = fmt.Sprintf("new-thread-%d-get-self", n)
 		res.Calls = append(res.Calls, self)
-		res.Calls = append(res.Calls, doCall(raw, callSpec{Label: fmt.Sprintf("new-thread-%d-get", n), Cmd: numa.CmdGet, PID: th.tid, Target: "new-thread", Ptr: numa.PointerValid}))
+		res.Calls = append(res.Calls, doCall(raw, callSpec{Label: fmt.Sprintf("new-thread-%d-get", n), Cmd: prctl.CmdGet, PID: th.tid, Target: "new-thread", Ptr: prctl.PointerValid}))
 	}
 	res.Observed = map[string]int{"newThreads": n}
 	if n == 0 {

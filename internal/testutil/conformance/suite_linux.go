@@ -17,13 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
 
 // Target is a backend under test.
 type Target struct {
 	// Raw is the backend.
-	Raw numa.Raw
+	Raw prctl.Raw
 	// SysRoot is where the suite reads the possible nodes, to know which node ids are
 	// valid. Default "/sys".
 	SysRoot string
@@ -173,21 +174,21 @@ func (s *suite) writeReport(name string, c *caseRun) {
 	fmt.Fprintf(s.report, "%s\n", line)
 }
 
-func (c *caseRun) raw() numa.Raw { return c.s.target.Raw }
+func (c *caseRun) raw() prctl.Raw { return c.s.target.Raw }
 
 // call issues one call on the calling thread and records it.
-func (c *caseRun) call(label string, cmd, pid int, target string, nid int, ptr numa.UserPointer) CallResult {
+func (c *caseRun) call(label string, cmd, pid int, target string, nid int, ptr prctl.UserPointer) CallResult {
 	r := doCall(c.raw(), callSpec{Label: label, Cmd: cmd, PID: pid, Target: target, Nid: nid, Ptr: ptr})
 	c.calls = append(c.calls, r)
 	return r
 }
 
 func (c *caseRun) get(label string, pid int, target string) CallResult {
-	return c.call(label, numa.CmdGet, pid, target, 0, numa.PointerValid)
+	return c.call(label, prctl.CmdGet, pid, target, 0, prctl.PointerValid)
 }
 
 func (c *caseRun) set(label string, pid int, target string, nid int) CallResult {
-	return c.call(label, numa.CmdSet, pid, target, nid, numa.PointerNil)
+	return c.call(label, prctl.CmdSet, pid, target, nid, prctl.PointerNil)
 }
 
 // want checks a call's errno ("" for success) and, for a successful GET, its value.
@@ -197,9 +198,9 @@ func (c *caseRun) want(r CallResult, errno string, value int) {
 	switch {
 	case r.Errno != errno:
 		c.Errorf("%s: errno %q, want %q", r.Label, r.Errno, errno)
-	case errno != "" && r.Value != numa.PointerSentinel:
+	case errno != "" && r.Value != prctl.PointerSentinel:
 		c.Errorf("%s failed with %s but stored %d", r.Label, errno, r.Value)
-	case errno == "" && r.Cmd == numa.CmdGet && r.Ptr == numa.PointerValid.String() && r.Value != value:
+	case errno == "" && r.Cmd == prctl.CmdGet && r.Ptr == prctl.PointerValid.String() && r.Value != value:
 		c.Errorf("%s: value %d, want %d", r.Label, r.Value, value)
 	}
 }

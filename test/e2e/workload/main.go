@@ -36,6 +36,7 @@ import (
 
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/rawfork"
 )
 
@@ -148,7 +149,7 @@ func ownNode(emulatorDir string) string {
 	tid := os.Getpid()
 	v, err := 0, error(nil)
 	if emulatorDir == "" {
-		p, support := numa.NewPrctl(numa.DefaultPrctlOption, "/proc")
+		p, support := prctl.New(prctl.DefaultOption, "/proc")
 		if !support.Supported {
 			return "unsupported"
 		}

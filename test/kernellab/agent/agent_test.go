@@ -21,6 +21,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/conformance"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	testpoll "github.com/numapref/numapref/internal/testutil/poll"
@@ -58,11 +59,11 @@ func TestAgent(t *testing.T) {
 		cl.deletePreference(t, "lab-a")
 		return
 	}
-	prctl, support := numa.NewPrctl(prPreferredNID, "/proc")
+	backend, support := prctl.New(prPreferredNID, "/proc")
 	if !support.Supported {
 		t.Fatalf("the patched kernel does not prove the prctl: %s", support.Reason)
 	}
-	tids := checkApplied(t, cl, p, prctl)
+	tids := checkApplied(t, cl, p, backend)
 
 	t.Run("forked children placed", func(t *testing.T) {
 		child, err := p.workload.RawFork()
@@ -71,7 +72,7 @@ func TestAgent(t *testing.T) {
 		}
 		// A fork() child starts at -1; the agent sets it on the fork event or a rescan.
 		start := time.Now()
-		poll(t, 10*time.Second, fmt.Sprintf("forked child %d placed", child), func() error { return placed(prctl, child, 1) })
+		poll(t, 10*time.Second, fmt.Sprintf("forked child %d placed", child), func() error { return placed(backend, child, 1) })
 		t.Logf("fork() child %d at node 1 after %s", child, time.Since(start).Round(time.Millisecond))
 		if err := p.workload.Threads(2); err != nil {
 			t.Fatal(err)
@@ -80,11 +81,11 @@ func TestAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		poll(t, 10*time.Second, "new threads placed", func() error { return allPlaced(prctl, all, 1) })
+		poll(t, 10*time.Second, "new threads placed", func() error { return allPlaced(backend, all, 1) })
 	})
 
 	t.Run("fork to applied, from the agent's histogram and the workload's side", func(t *testing.T) {
-		forkLag(t, cl, p, prctl, "forklag")
+		forkLag(t, cl, p, backend, "forklag")
 	})
 
 	t.Run("metrics and inspect answer", func(t *testing.T) {
@@ -92,7 +93,7 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("idle cost against the bare floor loop", func(t *testing.T) {
-		idleCost(t, a, p, prctl)
+		idleCost(t, a, p, backend)
 	})
 
 	t.Run("delete undoes everything", func(t *testing.T) {
@@ -111,7 +112,7 @@ func TestAgent(t *testing.T) {
 		}
 		live = append(live, childPIDs(p)...)
 		cl.deletePreference(t, "lab-a")
-		poll(t, 30*time.Second, "every task back at -1", func() error { return allPlaced(prctl, live, -1) })
+		poll(t, 30*time.Second, "every task back at -1", func() error { return allPlaced(backend, live, -1) })
 		poll(t, 30*time.Second, "the report without the preference", func() error {
 			_, e, err := cl.reportEntry("lab-a")
 			if err != nil {
@@ -146,7 +147,7 @@ func newHostlab(t *testing.T) *hostlab.Lab {
 
 // checkApplied waits for the agent's report and the preference's conditions, then checks
 // every task with the real prctl GET and /proc/<tid>/sched. It returns the tasks.
-func checkApplied(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl) []int {
+func checkApplied(t *testing.T, cl *cluster, p *labPod, backend *prctl.Prctl) []int {
 	t.Helper()
 	tids, err := p.workload.TIDs()
 	if err != nil {
@@ -188,7 +189,7 @@ func checkApplied(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl) []int
 		_, err := cl.podEvent(p.pod, numav1.ReasonApplied)
 		return err
 	})
-	if err := allPlaced(prctl, tids, 1); err != nil {
+	if err := allPlaced(backend, tids, 1); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d tasks: PR_PREFERRED_NID GET 1 and numa_preferred_nid_force 1", len(tids))
@@ -197,8 +198,8 @@ func checkApplied(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl) []int
 
 // placed checks one task: the real prctl GET and the kernel's own /proc/<tid>/sched line
 // must both say node.
-func placed(prctl *numa.Prctl, tid, node int) error {
-	got, err := prctl.Get(tid)
+func placed(backend *prctl.Prctl, tid, node int) error {
+	got, err := backend.Get(tid)
 	if err != nil {
 		return fmt.Errorf("GET %d: %w", tid, err)
 	}
@@ -218,12 +219,12 @@ func placed(prctl *numa.Prctl, tid, node int) error {
 	return nil
 }
 
-func allPlaced(prctl *numa.Prctl, tids []int, node int) error {
+func allPlaced(backend *prctl.Prctl, tids []int, node int) error {
 	for _, tid := range tids {
 		if !hostlab.Running(tid) {
 			continue
 		}
-		if err := placed(prctl, tid, node); err != nil {
+		if err := placed(backend, tid, node); err != nil {
 			return err
 		}
 	}
@@ -306,7 +307,7 @@ func deref(p *int) string {
 // lab.sh:
 //
 //	idlecost window_s=60 rescan_s=2 tasks=N agent_cpu_s=… floor_cpu_s=… ratio=…
-func idleCost(t *testing.T, a *agent, p *labPod, prctl *numa.Prctl) {
+func idleCost(t *testing.T, a *agent, p *labPod, backend *prctl.Prctl) {
 	dir := filepath.Join("/sys/fs/cgroup", cgroupPath(p))
 	before, err := cpuSeconds(a.pid())
 	if err != nil {
@@ -325,7 +326,7 @@ func idleCost(t *testing.T, a *agent, p *labPod, prctl *numa.Prctl) {
 		var r floorResult
 		start := hostlab.ThreadCPU()
 		for deadline := time.Now().Add(idleWindow); time.Now().Before(deadline); time.Sleep(rescanInterval) {
-			n, err := floorPass(dir, prctl)
+			n, err := floorPass(dir, backend)
 			if err != nil {
 				r.err = err
 				break
@@ -353,9 +354,9 @@ func idleCost(t *testing.T, a *agent, p *labPod, prctl *numa.Prctl) {
 }
 
 // floorPass is one pass of the bare floor loop; it returns the tasks it read.
-func floorPass(dir string, prctl *numa.Prctl) (int, error) {
+func floorPass(dir string, backend *prctl.Prctl) (int, error) {
 	return hostlab.FloorPass(dir, "cgroup.threads", func(_, tid int) error {
-		_, err := prctl.Get(tid)
+		_, err := backend.Get(tid)
 		return err
 	})
 }
@@ -432,7 +433,7 @@ const forkLagSamples = 50
 // with the label's suffix after "forkstages":
 //
 //	forkstages n=… deliver_p50_ms<=… deliver_p99_ms<=… wait_… retry_… plan_… writeahead_… set_…
-func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, label string) {
+func forkLag(t *testing.T, cl *cluster, p *labPod, backend *prctl.Prctl, label string) {
 	n := forkLagSamples
 	before := lagBuckets(t, cl)
 	stagesBefore := stageBuckets(t, cl)
@@ -444,7 +445,7 @@ func forkLag(t *testing.T, cl *cluster, p *labPod, prctl *numa.Prctl, label stri
 		}
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = testpoll.Context(ctx, 50*time.Microsecond, func() error { return placed(prctl, child, 1) })
+		err = testpoll.Context(ctx, 50*time.Microsecond, func() error { return placed(backend, child, 1) })
 		cancel()
 		if err != nil {
 			t.Fatalf("forked child %d not placed: %v", child, err)
@@ -539,7 +540,7 @@ func TestForkLagBeforeAfter(t *testing.T) {
 	if _, err := os.Stat(file(beforeBinaryName)); err != nil {
 		t.Fatalf("no earlier binary (lab.sh --before REV puts it in the initramfs): %v", err)
 	}
-	prctl, support := numa.NewPrctl(prPreferredNID, "/proc")
+	backend, support := prctl.New(prPreferredNID, "/proc")
 	if !support.Supported {
 		t.Fatalf("the patched kernel does not prove the prctl: %s", support.Reason)
 	}
@@ -557,8 +558,8 @@ func TestForkLagBeforeAfter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			poll(t, apiWait, "every task of "+name+" placed", func() error { return allPlaced(prctl, tids, 1) })
-			forkLag(t, cl, p, prctl, "forklag-"+run.name)
+			poll(t, apiWait, "every task of "+name+" placed", func() error { return allPlaced(backend, tids, 1) })
+			forkLag(t, cl, p, backend, "forklag-"+run.name)
 		})
 	}
 }

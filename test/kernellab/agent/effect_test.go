@@ -18,6 +18,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
@@ -222,14 +223,14 @@ func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0C
 // the real prctl GET reads it.
 func waitPlaced(t *testing.T, p *labPod) {
 	t.Helper()
-	prctl := mustPrctl(t)
+	backend := mustPrctl(t)
 	start := time.Now()
 	poll(t, apiWait, "the agent placing the workload before its touch", func() error {
 		tids, err := p.workload.TIDs()
 		if err != nil {
 			return err
 		}
-		return allPlaced(prctl, tids, targetNode)
+		return allPlaced(backend, tids, targetNode)
 	})
 	t.Logf("every task of the workload reads node %d %s after the pod's status named its container", targetNode, time.Since(start).Round(time.Millisecond))
 }
@@ -332,9 +333,9 @@ func currentTuning(t *testing.T) []string {
 	}
 }
 
-func mustPrctl(t *testing.T) *numa.Prctl {
+func mustPrctl(t *testing.T) *prctl.Prctl {
 	t.Helper()
-	p, support := numa.NewPrctl(prPreferredNID, "/proc")
+	p, support := prctl.New(prPreferredNID, "/proc")
 	if !support.Supported {
 		t.Fatalf("the patched kernel does not prove the prctl: %s", support.Reason)
 	}

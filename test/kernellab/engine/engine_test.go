@@ -22,6 +22,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/conformance"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/poll"
@@ -108,7 +109,7 @@ func (l *lab) containerWith(t *testing.T, name, mems string, node, threads int) 
 // /proc/<tid>/sched.
 type state struct{ get, force int }
 
-func states(t *testing.T, p *numa.Prctl, pids ...int) map[int]state {
+func states(t *testing.T, p *prctl.Prctl, pids ...int) map[int]state {
 	t.Helper()
 	out := map[int]state{}
 	for _, pid := range pids {
@@ -152,13 +153,13 @@ func all(m map[int]state, node int) bool {
 // recorder passes calls to the real prctl and records the SETs that succeeded, so the test
 // can tell a value the engine set from one a task inherited.
 type recorder struct {
-	numa.PreferredNode
+	prctl.Kernel
 	mu   sync.Mutex
 	sets map[int][]int // tid → nodes set, in order
 }
 
 func (r *recorder) Set(tid, nid int) error {
-	err := r.PreferredNode.Set(tid, nid)
+	err := r.Kernel.Set(tid, nid)
 	if err == nil {
 		r.mu.Lock()
 		r.sets[tid] = append(r.sets[tid], nid)
@@ -180,7 +181,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestEngineRealPrctl(t *testing.T) {
 	labenv.RequireKernel(t, "patched") // the control boot runs TestEngineKernelUnsupported
-	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
+	p, sup := prctl.New(prPreferredNID, "/proc")
 	if !sup.Supported {
 		t.Fatalf("the patched kernel does not prove PR_PREFERRED_NID: %+v", sup)
 	}
@@ -194,7 +195,7 @@ func TestEngineRealPrctl(t *testing.T) {
 		t.Fatalf("opening the proc connector: %v", err)
 	}
 	defer pe.Close()
-	rec := &recorder{PreferredNode: p, sets: map[int][]int{}}
+	rec := &recorder{Kernel: p, sets: map[int][]int{}}
 	e, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: l.resolver, Kernel: rec, Support: sup, OnlineNodes: l.online,
 		// A 2 s rescan behind the fork events, as the agent runs: in about one full-lab boot
@@ -293,11 +294,11 @@ func TestEngineRealPrctl(t *testing.T) {
 
 func TestEngineKernelUnsupported(t *testing.T) {
 	labenv.RequireKernel(t, "control")
-	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
+	p, sup := prctl.New(prPreferredNID, "/proc")
 	if sup.Supported {
 		t.Fatalf("the control kernel proves PR_PREFERRED_NID: %+v", sup)
 	}
-	t.Logf("NewPrctl: unsupported: %s", sup.Reason)
+	t.Logf("prctl.New: unsupported: %s", sup.Reason)
 	l := newLab(t)
 	_, dA := l.container(t, "a", "1", 1, 2)
 	e, err := nodeagent.NewEngine(nodeagent.EngineConfig{

@@ -19,6 +19,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
@@ -47,7 +48,7 @@ const (
 
 func TestForkToAppliedLatency(t *testing.T) {
 	labenv.RequireKernel(t, "patched")
-	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
+	p, sup := prctl.New(prPreferredNID, "/proc")
 	if !sup.Supported {
 		t.Fatalf("the patched kernel does not prove PR_PREFERRED_NID: %+v", sup)
 	}
@@ -83,7 +84,7 @@ func TestForkToAppliedLatency(t *testing.T) {
 
 // forkLatencies runs one engine over a container at cpuset.mems=1 desiring node 1 and
 // returns the fork→applied and reply→applied times of latencyForks fork()ed children.
-func forkLatencies(t *testing.T, p *numa.Prctl, sup numa.Support, events bool, rescan time.Duration) (fork, reply []time.Duration, missed int) {
+func forkLatencies(t *testing.T, p *prctl.Prctl, sup numa.Support, events bool, rescan time.Duration) (fork, reply []time.Duration, missed int) {
 	l := newLab(t)
 	w, d := l.container(t, "lat", "1", 1, 2)
 	var ch <-chan numa.ProcEvent
@@ -95,7 +96,7 @@ func forkLatencies(t *testing.T, p *numa.Prctl, sup numa.Support, events bool, r
 		defer pe.Close()
 		ch = pe.Events()
 	}
-	rec := &recorder{PreferredNode: p, sets: map[int][]int{}} // on a timeout: did the engine SET the child?
+	rec := &recorder{Kernel: p, sets: map[int][]int{}} // on a timeout: did the engine SET the child?
 	e, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: l.resolver, Kernel: rec, Support: sup, OnlineNodes: l.online,
 		LedgerPath: t.TempDir() + "/ledger.json", RescanInterval: rescan, ProcEvents: ch, Log: logr.Discard(),

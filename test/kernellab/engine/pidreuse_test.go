@@ -21,6 +21,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
@@ -57,7 +58,7 @@ const (
 // setAudit wraps the real prctl and checks each SET the engine makes of a node: right
 // after it, the target must be in the cgroup of the container that desires that node.
 type setAudit struct {
-	numa.PreferredNode
+	prctl.Kernel
 	cgroupOf map[int]string // node → its container's cgroup path (as /proc/<pid>/cgroup names it)
 	mu       sync.Mutex
 	sets     int
@@ -66,7 +67,7 @@ type setAudit struct {
 }
 
 func (a *setAudit) Set(tid, nid int) error {
-	err := a.PreferredNode.Set(tid, nid)
+	err := a.Kernel.Set(tid, nid)
 	if err != nil || nid == numa.NoNode {
 		return err
 	}
@@ -109,7 +110,7 @@ func liveCgroup(tid int) (string, bool) {
 
 func TestPIDReuseWraparound(t *testing.T) {
 	labenv.RequireKernel(t, "patched")
-	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
+	p, sup := prctl.New(prPreferredNID, "/proc")
 	if !sup.Supported {
 		t.Fatalf("the patched kernel does not prove PR_PREFERRED_NID: %+v", sup)
 	}
@@ -145,7 +146,7 @@ func TestPIDReuseWraparound(t *testing.T) {
 		t.Fatalf("opening the proc connector: %v", err)
 	}
 	defer pe.Close()
-	audit := &setAudit{PreferredNode: p, cgroupOf: map[int]string{1: paths["a"], 0: paths["b"]}}
+	audit := &setAudit{Kernel: p, cgroupOf: map[int]string{1: paths["a"], 0: paths["b"]}}
 	e, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: l.resolver, Kernel: audit, Support: sup, OnlineNodes: l.online,
 		LedgerPath: t.TempDir() + "/ledger.json", RescanInterval: pidReuseRescan, ProcEvents: pe.Events(), Log: logr.Discard(),
@@ -291,7 +292,7 @@ func hasMM(tid int) bool {
 	return err == nil && strings.Contains(string(data), "\nVmSize:")
 }
 
-func checkLiveTasks(t *testing.T, p *numa.Prctl, pathA, pathB string) (checked, wrong int) {
+func checkLiveTasks(t *testing.T, p *prctl.Prctl, pathA, pathB string) (checked, wrong int) {
 	t.Helper()
 	tids, err := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
 	if err != nil {

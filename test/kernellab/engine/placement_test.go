@@ -12,6 +12,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
@@ -19,7 +20,7 @@ import (
 // reads both the GET and the numa_preferred_nid_force line of /proc/<tid>/sched.
 func TestPlacementRealPrctl(t *testing.T) {
 	labenv.RequireKernel(t, "patched")
-	p, sup := numa.NewPrctl(prPreferredNID, "/proc")
+	p, sup := prctl.New(prPreferredNID, "/proc")
 	if !sup.Supported {
 		t.Fatalf("the patched kernel does not prove PR_PREFERRED_NID: %+v", sup)
 	}

@@ -1,4 +1,4 @@
-package numa
+package prctl
 
 import (
 	"testing"
@@ -22,7 +22,7 @@ func BenchmarkPrctl(b *testing.B) {
 		}
 		return nil
 	}
-	p, support := newPrctl(DefaultPrctlOption, "testdata/proc/patched", fake)
+	p, support := newPrctl(DefaultOption, "../testdata/proc/patched", fake)
 	if !support.Supported {
 		b.Fatal(support.Reason)
 	}
@@ -40,7 +40,7 @@ func BenchmarkPrctl(b *testing.B) {
 			}
 		}
 	})
-	unsupported, _ := newPrctl(DefaultPrctlOption, "testdata/proc/unpatched", fake)
+	unsupported, _ := newPrctl(DefaultOption, "../testdata/proc/unpatched", fake)
 	b.Run("GetUnsupported", func(b *testing.B) {
 		for b.Loop() {
 			_, _ = unsupported.Get(0)

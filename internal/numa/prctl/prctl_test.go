@@ -1,4 +1,4 @@
-package numa
+package prctl
 
 import (
 	"errors"
@@ -47,13 +47,13 @@ func (c *countingPrctl) fn(option int, cmd, pid, nid uintptr, addr unsafe.Pointe
 // numa_preferred_nid_force line, and 78 is PR_FUTEX_HASH there. Not one prctl may be issued.
 func TestPrctlUnsupportedHere(t *testing.T) {
 	var c countingPrctl
-	p, support := newPrctl(DefaultPrctlOption, "/proc", c.fn)
+	p, support := newPrctl(DefaultOption, "/proc", c.fn)
 	if sched, err := readThreadSelfSched("/proc"); err == nil && sched.ForcePresent {
 		// A selection, not a precondition: this test is about kernels without the patch; the
 		// patched kernel's prctl is the conformance suite's (TestPrctl).
 		t.Skip("this kernel has the PR_PREFERRED_NID patch")
 	}
-	if support.Supported || support.Backend != "prctl" || support.Option != DefaultPrctlOption {
+	if support.Supported || support.Backend != "prctl" || support.Option != DefaultOption {
 		t.Errorf("Support = %+v, want unsupported prctl option 78", support)
 	}
 	if !strings.Contains(support.Reason, "numa_preferred_nid_force") || !strings.Contains(support.Reason, "no prctl was issued") {
@@ -75,8 +75,8 @@ func TestPrctlUnsupportedHere(t *testing.T) {
 		t.Fatalf("%d prctl calls issued on a kernel that did not prove support", n)
 	}
 	// The exported constructor says the same.
-	if _, s := NewPrctl(DefaultPrctlOption, "/proc"); s != support {
-		t.Errorf("NewPrctl support %+v, want %+v", s, support)
+	if _, s := New(DefaultOption, "/proc"); s != support {
+		t.Errorf("New support %+v, want %+v", s, support)
 	}
 }
 
@@ -90,14 +90,14 @@ func TestPrctlProof(t *testing.T) {
 		wantCalls     int64
 		wantReason    string
 	}{
-		"unpatched kernel":       {procRoot: "testdata/proc/unpatched", option: 78, wantReason: "no numa_preferred_nid_force line"},
-		"no NUMA balancing":      {procRoot: "testdata/proc/no-numa-balancing", option: 78, wantReason: "no NUMA lines"},
-		"no sched file":          {procRoot: "testdata/proc/absent", option: 78, wantReason: "CONFIG_SCHED_DEBUG"},
-		"invalid option":         {procRoot: "testdata/proc/patched", option: 0, wantReason: "invalid prctl option"},
-		"patched, GET agrees":    {procRoot: "testdata/proc/patched", option: 78, force: -1, wantSupported: true, wantCalls: 1, wantReason: "agreed"},
-		"patched, option 79":     {procRoot: "testdata/proc/patched", option: 79, force: -1, wantSupported: true, wantCalls: 1, wantReason: "prctl(79, GET) agreed"},
-		"patched, GET disagrees": {procRoot: "testdata/proc/patched", option: 78, force: 3, wantCalls: 1, wantReason: "is not PR_PREFERRED_NID"},
-		"patched, wrong option":  {procRoot: "testdata/proc/patched", option: 78, errno: unix.EINVAL, wantCalls: 1, wantReason: "failed"},
+		"unpatched kernel":       {procRoot: "../testdata/proc/unpatched", option: 78, wantReason: "no numa_preferred_nid_force line"},
+		"no NUMA balancing":      {procRoot: "../testdata/proc/no-numa-balancing", option: 78, wantReason: "no NUMA lines"},
+		"no sched file":          {procRoot: "../testdata/proc/absent", option: 78, wantReason: "CONFIG_SCHED_DEBUG"},
+		"invalid option":         {procRoot: "../testdata/proc/patched", option: 0, wantReason: "invalid prctl option"},
+		"patched, GET agrees":    {procRoot: "../testdata/proc/patched", option: 78, force: -1, wantSupported: true, wantCalls: 1, wantReason: "agreed"},
+		"patched, option 79":     {procRoot: "../testdata/proc/patched", option: 79, force: -1, wantSupported: true, wantCalls: 1, wantReason: "prctl(79, GET) agreed"},
+		"patched, GET disagrees": {procRoot: "../testdata/proc/patched", option: 78, force: 3, wantCalls: 1, wantReason: "is not PR_PREFERRED_NID"},
+		"patched, wrong option":  {procRoot: "../testdata/proc/patched", option: 78, errno: unix.EINVAL, wantCalls: 1, wantReason: "failed"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -122,7 +122,7 @@ func TestPrctlProof(t *testing.T) {
 // proved support (a fixture) with the call faked.
 func TestPrctlCall(t *testing.T) {
 	c := countingPrctl{force: -1}
-	p, support := newPrctl(DefaultPrctlOption, "testdata/proc/patched", c.fn)
+	p, support := newPrctl(DefaultOption, "../testdata/proc/patched", c.fn)
 	if !support.Supported {
 		t.Fatalf("fixture kernel not supported: %s", support.Reason)
 	}

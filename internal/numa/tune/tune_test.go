@@ -1,4 +1,4 @@
-package numa
+package tune
 
 import (
 	"io/fs"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // tuneTree makes a fake /proc and debugfs with the kernel's defaults and returns their
@@ -42,11 +44,11 @@ func tuneTree(t *testing.T, oldSysctls bool) (procRoot, debugfsRoot string) {
 // treeValues reads every setting back: mode, delay, min, max, size.
 func treeValues(t *testing.T, procRoot, debugfsRoot string) []string {
 	t.Helper()
-	mode, err := ReadBalancing(procRoot)
+	mode, err := numa.ReadBalancing(procRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := ReadScanKnobs(procRoot, debugfsRoot)
+	k, err := numa.ReadScanKnobs(procRoot, debugfsRoot)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package numa
+package prctl
 
 import (
 	"encoding/json"
@@ -8,13 +8,15 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // TestProbeHere probes this machine: a 6.18 kernel without the patch, where option 78 is
 // PR_FUTEX_HASH. It must report the prctl unsupported, say why, and issue no prctl.
 func TestProbeHere(t *testing.T) {
 	var c countingPrctl
-	r := Probe(ProbeOptions{Option: DefaultPrctlOption, prctl: c.fn})
+	r := Probe(ProbeOptions{Option: DefaultOption, prctl: c.fn})
 	t.Logf("probe of this machine: %s", r)
 	if sched, err := readThreadSelfSched("/proc"); err == nil && sched.ForcePresent {
 		// A selection, not a precondition: this test is about kernels without the patch
@@ -27,14 +29,14 @@ func TestProbeHere(t *testing.T) {
 	if r.Prctl.Supported || r.Prctl.Option != 78 || !strings.Contains(r.Prctl.Reason, "numa_preferred_nid_force") {
 		t.Errorf("Prctl = %+v, want unsupported option 78 with the reason", r.Prctl)
 	}
-	topo, err := DiscoverTopology("/sys")
+	topo, err := numa.DiscoverTopology("/sys")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(topologyReport(topo), r.Topology); diff != "" {
 		t.Errorf("Topology (-want +got):\n%s", diff)
 	}
-	if mode, err := ReadBalancing("/proc"); err == nil && (r.NUMABalancing == nil || r.NUMABalancing.Value != int(mode)) {
+	if mode, err := numa.ReadBalancing("/proc"); err == nil && (r.NUMABalancing == nil || r.NUMABalancing.Value != int(mode)) {
 		t.Errorf("NUMABalancing = %+v, want %v", r.NUMABalancing, mode)
 	}
 	if r.ScanKnobs == nil && len(r.Problems) == 0 {
@@ -53,9 +55,11 @@ func TestProbeHere(t *testing.T) {
 	}
 }
 
+const gib = 1 << 30
+
 func TestProbeFixtures(t *testing.T) {
-	knobs := func(source string, delay, min, max, size uint32) *ScanKnobs {
-		return &ScanKnobs{Source: source, ScanDelayMs: delay, ScanPeriodMinMs: min, ScanPeriodMaxMs: max, ScanSizeMB: size}
+	knobs := func(source string, delay, min, max, size uint32) *numa.ScanKnobs {
+		return &numa.ScanKnobs{Source: source, ScanDelayMs: delay, ScanPeriodMinMs: min, ScanPeriodMaxMs: max, ScanSizeMB: size}
 	}
 	tests := map[string]struct {
 		opts         ProbeOptions
@@ -66,12 +70,12 @@ func TestProbeFixtures(t *testing.T) {
 		wantCalls    int64
 	}{
 		"one node, unpatched 6.18": {
-			opts: ProbeOptions{ProcRoot: "testdata/proc/unpatched", SysRoot: "testdata/sysfs/one-node", DebugfsRoot: "testdata/debugfs/default"},
+			opts: ProbeOptions{ProcRoot: "../testdata/proc/unpatched", SysRoot: "../testdata/sysfs/one-node", DebugfsRoot: "../testdata/debugfs/default"},
 			want: Report{
 				KernelRelease: "6.18.44-fc-v782",
-				Prctl:         Support{Backend: "prctl", Option: 78},
+				Prctl:         numa.Support{Backend: "prctl", Option: 78},
 				NUMABalancing: &BalancingReport{Value: 0, Mode: "disabled"},
-				ScanKnobs:     knobs("testdata/debugfs/default/sched/numa_balancing", 1000, 1000, 60000, 256),
+				ScanKnobs:     knobs("../testdata/debugfs/default/sched/numa_balancing", 1000, 1000, 60000, 256),
 				Topology: &TopologyReport{Online: "0", Possible: "0", HasMemory: "0", Nodes: []NodeReport{
 					{ID: 0, CPUs: "0-3", MemTotalBytes: 8 * gib, Distances: map[int]int{0: 10}},
 				}},
@@ -79,12 +83,12 @@ func TestProbeFixtures(t *testing.T) {
 			wantReason: "no numa_preferred_nid_force line",
 		},
 		"two nodes, patched, option 79": {
-			opts: ProbeOptions{ProcRoot: "testdata/proc/patched", SysRoot: "testdata/sysfs/two-nodes", DebugfsRoot: "testdata/debugfs/no-faults", Option: 79},
+			opts: ProbeOptions{ProcRoot: "../testdata/proc/patched", SysRoot: "../testdata/sysfs/two-nodes", DebugfsRoot: "../testdata/debugfs/no-faults", Option: 79},
 			want: Report{
 				KernelRelease: "6.12.117-numapref",
-				Prctl:         Support{Supported: true, Backend: "prctl", Option: 79},
+				Prctl:         numa.Support{Supported: true, Backend: "prctl", Option: 79},
 				NUMABalancing: &BalancingReport{Value: 1, Mode: "normal"},
-				ScanKnobs:     knobs("testdata/debugfs/no-faults/sched/numa_balancing", 4294967295, 4294967295, 4294967295, 256),
+				ScanKnobs:     knobs("../testdata/debugfs/no-faults/sched/numa_balancing", 4294967295, 4294967295, 4294967295, 256),
 				Topology: &TopologyReport{Online: "0-1", Possible: "0-1", HasMemory: "0-1", Nodes: []NodeReport{
 					{ID: 0, CPUs: "0-3", MemTotalBytes: 16 * gib, Distances: map[int]int{0: 10, 1: 21}},
 					{ID: 1, CPUs: "4-7", MemTotalBytes: 16 * gib, Distances: map[int]int{0: 21, 1: 10}},
@@ -93,10 +97,10 @@ func TestProbeFixtures(t *testing.T) {
 			force: -1, wantReason: "prctl(79, GET) agreed", wantCalls: 1,
 		},
 		"sparse nodes, memory tiering, debugfs unmounted": {
-			opts: ProbeOptions{ProcRoot: "testdata/proc/tiering", SysRoot: "testdata/sysfs/sparse", DebugfsRoot: "testdata/debugfs/absent"},
+			opts: ProbeOptions{ProcRoot: "../testdata/proc/tiering", SysRoot: "../testdata/sysfs/sparse", DebugfsRoot: "../testdata/debugfs/absent"},
 			want: Report{
 				KernelRelease: "6.18.44",
-				Prctl:         Support{Backend: "prctl", Option: 78},
+				Prctl:         numa.Support{Backend: "prctl", Option: 78},
 				NUMABalancing: &BalancingReport{Value: 2, Mode: "memory-tiering"},
 				Topology: &TopologyReport{Online: "0,2", Possible: "0,2", HasMemory: "0,2", Nodes: []NodeReport{
 					{ID: 0, CPUs: "0-1", MemTotalBytes: 4 * gib, Distances: map[int]int{0: 10, 2: 20}},
@@ -106,12 +110,12 @@ func TestProbeFixtures(t *testing.T) {
 			wantReason: "no numa_preferred_nid_force line", wantProblems: []string{"scan knob"},
 		},
 		"memoryless node, both balancing modes": {
-			opts: ProbeOptions{ProcRoot: "testdata/proc/both", SysRoot: "testdata/sysfs/memoryless", DebugfsRoot: "testdata/debugfs/default"},
+			opts: ProbeOptions{ProcRoot: "../testdata/proc/both", SysRoot: "../testdata/sysfs/memoryless", DebugfsRoot: "../testdata/debugfs/default"},
 			want: Report{
 				KernelRelease: "6.18.44",
-				Prctl:         Support{Backend: "prctl", Option: 78},
+				Prctl:         numa.Support{Backend: "prctl", Option: 78},
 				NUMABalancing: &BalancingReport{Value: 3, Mode: "normal+memory-tiering"},
-				ScanKnobs:     knobs("testdata/debugfs/default/sched/numa_balancing", 1000, 1000, 60000, 256),
+				ScanKnobs:     knobs("../testdata/debugfs/default/sched/numa_balancing", 1000, 1000, 60000, 256),
 				Topology: &TopologyReport{Online: "0-1", Possible: "0-1", HasMemory: "0", Nodes: []NodeReport{
 					{ID: 0, CPUs: "0-1", MemTotalBytes: 8 * gib, Distances: map[int]int{0: 10, 1: 20}},
 					{ID: 1, CPUs: "2-3", MemTotalBytes: 0, Distances: map[int]int{0: 20, 1: 10}},
@@ -120,14 +124,14 @@ func TestProbeFixtures(t *testing.T) {
 			wantReason: "no numa_preferred_nid_force line",
 		},
 		"eight nodes, knobs as sysctls": {
-			opts: ProbeOptions{ProcRoot: "testdata/proc/old-kernel", SysRoot: "testdata/sysfs/eight-nodes", DebugfsRoot: "testdata/debugfs/absent"},
+			opts: ProbeOptions{ProcRoot: "../testdata/proc/old-kernel", SysRoot: "../testdata/sysfs/eight-nodes", DebugfsRoot: "../testdata/debugfs/absent"},
 			want: Report{
 				KernelRelease: "5.10.0",
-				Prctl:         Support{Backend: "prctl", Option: 78},
+				Prctl:         numa.Support{Backend: "prctl", Option: 78},
 				NUMABalancing: &BalancingReport{Value: 1, Mode: "normal"},
-				ScanKnobs:     knobs("testdata/proc/old-kernel/sys/kernel", 1000, 1000, 60000, 256),
+				ScanKnobs:     knobs("../testdata/proc/old-kernel/sys/kernel", 1000, 1000, 60000, 256),
 				Topology: func() *TopologyReport {
-					topo, err := DiscoverTopology("testdata/sysfs/eight-nodes")
+					topo, err := numa.DiscoverTopology("../testdata/sysfs/eight-nodes")
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -137,10 +141,10 @@ func TestProbeFixtures(t *testing.T) {
 			wantReason: "no numa_preferred_nid_force line",
 		},
 		"no NUMA at all": {
-			opts: ProbeOptions{ProcRoot: "testdata/proc/no-numa-balancing", SysRoot: "testdata/sysfs/no-numa", DebugfsRoot: "testdata/debugfs/absent"},
+			opts: ProbeOptions{ProcRoot: "../testdata/proc/no-numa-balancing", SysRoot: "../testdata/sysfs/no-numa", DebugfsRoot: "../testdata/debugfs/absent"},
 			want: Report{
 				KernelRelease: "6.18.44-tiny",
-				Prctl:         Support{Backend: "prctl", Option: 78},
+				Prctl:         numa.Support{Backend: "prctl", Option: 78},
 				Topology: &TopologyReport{Online: "0", Possible: "0", HasMemory: "0", Synthetic: true, Nodes: []NodeReport{
 					{ID: 0, CPUs: "0-1", Distances: map[int]int{0: 10}},
 				}},
@@ -191,8 +195,8 @@ func TestProbeIssuesNoPrctlOnLinux70(t *testing.T) {
 	for option, mainline := range tests {
 		t.Run(mainline, func(t *testing.T) {
 			var c countingPrctl
-			r := Probe(ProbeOptions{ProcRoot: "testdata/proc/linux-7.0", SysRoot: "testdata/sysfs/two-nodes",
-				DebugfsRoot: "testdata/debugfs/default", Option: option, prctl: c.fn})
+			r := Probe(ProbeOptions{ProcRoot: "../testdata/proc/linux-7.0", SysRoot: "../testdata/sysfs/two-nodes",
+				DebugfsRoot: "../testdata/debugfs/default", Option: option, prctl: c.fn})
 			if r.KernelRelease != "7.0.3" || r.Prctl.Supported || r.Prctl.Option != option {
 				t.Errorf("kernel %q, Prctl %+v; want 7.0.3, option %d unsupported", r.KernelRelease, r.Prctl, option)
 			}
@@ -203,7 +207,7 @@ func TestProbeIssuesNoPrctlOnLinux70(t *testing.T) {
 			}
 
 			// What the agent's -kernel=auto does with the backend: every call refused, none issued.
-			p, support := newPrctl(option, "testdata/proc/linux-7.0", c.fn)
+			p, support := newPrctl(option, "../testdata/proc/linux-7.0", c.fn)
 			if _, err := p.Get(0); !errors.Is(err, ErrUnsupported) {
 				t.Errorf("Get = %v, want ErrUnsupported", err)
 			}

@@ -1,4 +1,4 @@
-package numa
+package prctl
 
 import (
 	"errors"
@@ -7,13 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // ProbeOptions names the roots Probe reads and the prctl option it checks.
 type ProbeOptions struct {
 	// ProcRoot, SysRoot and DebugfsRoot default to "/proc", "/sys" and "/sys/kernel/debug".
 	ProcRoot, SysRoot, DebugfsRoot string
-	// Option is PR_PREFERRED_NID's number; 0 means DefaultPrctlOption.
+	// Option is PR_PREFERRED_NID's number; 0 means DefaultOption.
 	Option int
 
 	// prctl replaces the system call in tests.
@@ -25,12 +27,12 @@ type Report struct {
 	// KernelRelease is the running kernel's release (kernel.osrelease).
 	KernelRelease string `json:"kernelRelease,omitempty"`
 	// Prctl says whether PR_PREFERRED_NID can be used, with which option, and why.
-	Prctl Support `json:"prctl"`
+	Prctl numa.Support `json:"prctl"`
 	// NUMABalancing is kernel.numa_balancing; nil if the kernel has no NUMA balancing.
 	NUMABalancing *BalancingReport `json:"numaBalancing,omitempty"`
 	// ScanKnobs are the balancing scan parameters; nil if unreadable (debugfs unmounted or
 	// root-only).
-	ScanKnobs *ScanKnobs `json:"scanKnobs,omitempty"`
+	ScanKnobs *numa.ScanKnobs `json:"scanKnobs,omitempty"`
 	// Topology is the NUMA topology; nil if sysfs could not be read.
 	Topology *TopologyReport `json:"topology,omitempty"`
 	// Problems lists what could not be read, and why.
@@ -43,7 +45,7 @@ type BalancingReport struct {
 	Mode  string `json:"mode"`
 }
 
-// TopologyReport is Topology in a form meant for reading.
+// TopologyReport is numa.Topology in a form meant for reading.
 type TopologyReport struct {
 	Online    string       `json:"online"`
 	Possible  string       `json:"possible"`
@@ -63,7 +65,7 @@ type NodeReport struct {
 
 // Probe reports the kernel facts numapref depends on. It never fails: what it cannot read
 // is left out and explained in Problems. It issues no prctl unless the kernel proves
-// PR_PREFERRED_NID support (see NewPrctl).
+// PR_PREFERRED_NID support (see New).
 func Probe(opts ProbeOptions) Report {
 	procRoot, sysRoot, debugfsRoot := opts.ProcRoot, opts.SysRoot, opts.DebugfsRoot
 	if procRoot == "" {
@@ -77,7 +79,7 @@ func Probe(opts ProbeOptions) Report {
 	}
 	option := opts.Option
 	if option == 0 {
-		option = DefaultPrctlOption
+		option = DefaultOption
 	}
 	fn := opts.prctl
 	if fn == nil {
@@ -90,19 +92,19 @@ func Probe(opts ProbeOptions) Report {
 	}
 	_, r.Prctl = newPrctl(option, procRoot, fn)
 
-	if mode, err := ReadBalancing(procRoot); err != nil {
+	if mode, err := numa.ReadBalancing(procRoot); err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	} else {
 		r.NUMABalancing = &BalancingReport{Value: int(mode), Mode: mode.String()}
 	}
-	if knobs, err := ReadScanKnobs(procRoot, debugfsRoot); errors.Is(err, fs.ErrNotExist) {
+	if knobs, err := numa.ReadScanKnobs(procRoot, debugfsRoot); errors.Is(err, fs.ErrNotExist) {
 		r.Problems = append(r.Problems, fmt.Sprintf("%v (is debugfs mounted at %s?)", err, debugfsRoot))
 	} else if err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	} else {
 		r.ScanKnobs = &knobs
 	}
-	if topo, err := DiscoverTopology(sysRoot); err != nil {
+	if topo, err := numa.DiscoverTopology(sysRoot); err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	} else {
 		r.Topology = topologyReport(topo)
@@ -110,18 +112,18 @@ func Probe(opts ProbeOptions) Report {
 	return r
 }
 
-func topologyReport(t *Topology) *TopologyReport {
+func topologyReport(t *numa.Topology) *TopologyReport {
 	tr := &TopologyReport{
-		Online:    FormatList(t.Online),
-		Possible:  FormatList(t.Possible),
-		HasMemory: FormatList(t.HasMemory),
+		Online:    numa.FormatList(t.Online),
+		Possible:  numa.FormatList(t.Possible),
+		HasMemory: numa.FormatList(t.HasMemory),
 		Synthetic: t.Synthetic,
 	}
 	for _, id := range t.Online {
 		n := t.Nodes[id]
 		tr.Nodes = append(tr.Nodes, NodeReport{
 			ID:            id,
-			CPUs:          FormatList(n.CPUs),
+			CPUs:          numa.FormatList(n.CPUs),
 			MemTotalBytes: n.MemTotalBytes,
 			Distances:     n.Distances,
 		})

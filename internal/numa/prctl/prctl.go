@@ -1,4 +1,4 @@
-package numa
+package prctl
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"unsafe"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // prctlFunc issues prctl(option, cmd, pid, nid, addr) and returns the errno, or nil.
@@ -13,19 +15,19 @@ import (
 type prctlFunc func(option int, cmd, pid, nid uintptr, addr unsafe.Pointer) error
 
 // Prctl is the kernel backend: prctl(PR_PREFERRED_NID, ...). It issues no call with its
-// option until the kernel proved it has the patch; see NewPrctl.
+// option until the kernel proved it has the patch; see New.
 type Prctl struct {
 	option   int
 	procRoot string
-	support  Support
+	support  numa.Support
 	prctl    prctlFunc
 }
 
-var _ PreferredNode = (*Prctl)(nil)
+var _ Kernel = (*Prctl)(nil)
 var _ Raw = (*Prctl)(nil)
 
-// NewPrctl returns the kernel backend for prctl option number option (DefaultPrctlOption
-// unless configured), reading proofs from procRoot (normally "/proc").
+// New returns the kernel backend for prctl option number option (DefaultOption unless
+// configured), reading proofs from procRoot (normally "/proc").
 //
 // Support must be proven before the option is used: mainline took the numbers near the
 // patch's for other calls (MainlineOption). On Linux 6.16 and later option 78 is
@@ -35,18 +37,18 @@ var _ Raw = (*Prctl)(nil)
 // backend is unsupported, issues no prctl at all, and every call returns ErrUnsupported.
 // With it, one GET on the calling thread must agree with /proc/thread-self/sched, which
 // catches a wrong option number.
-func NewPrctl(option int, procRoot string) (*Prctl, Support) {
+func New(option int, procRoot string) (*Prctl, numa.Support) {
 	return newPrctl(option, procRoot, rawPrctl)
 }
 
-func newPrctl(option int, procRoot string, fn prctlFunc) (*Prctl, Support) {
+func newPrctl(option int, procRoot string, fn prctlFunc) (*Prctl, numa.Support) {
 	p := &Prctl{option: option, procRoot: procRoot, prctl: fn}
 	p.support = p.prove()
 	return p, p.support
 }
 
-func (p *Prctl) prove() Support {
-	s := Support{Backend: "prctl", Option: p.option}
+func (p *Prctl) prove() numa.Support {
+	s := numa.Support{Backend: "prctl", Option: p.option}
 	if p.option <= 0 {
 		s.Reason = fmt.Sprintf("invalid prctl option %d; no prctl was issued", p.option)
 		return s
@@ -57,7 +59,7 @@ func (p *Prctl) prove() Support {
 		s.Reason = fmt.Sprintf("cannot read %s, which proves support (needs CONFIG_SCHED_DEBUG): %v; no prctl was issued", path, err)
 		return s
 	}
-	sched, err := ParseSchedNUMA(string(data))
+	sched, err := numa.ParseSchedNUMA(string(data))
 	switch {
 	case err != nil:
 		s.Reason = fmt.Sprintf("cannot parse %s: %v; no prctl was issued", path, err)
@@ -96,16 +98,16 @@ func (p *Prctl) prove() Support {
 	return s
 }
 
-func readThreadSelfSched(procRoot string) (SchedNUMA, error) {
+func readThreadSelfSched(procRoot string) (numa.SchedNUMA, error) {
 	data, err := os.ReadFile(filepath.Join(procRoot, "thread-self", "sched"))
 	if err != nil {
-		return SchedNUMA{}, err
+		return numa.SchedNUMA{}, err
 	}
-	return ParseSchedNUMA(string(data))
+	return numa.ParseSchedNUMA(string(data))
 }
 
-// Support reports what NewPrctl found.
-func (p *Prctl) Support() Support { return p.support }
+// Support reports what New found.
+func (p *Prctl) Support() numa.Support { return p.support }
 
 // Get returns the forced preferred node of task tid (0: the calling thread).
 func (p *Prctl) Get(tid int) (int, error) { return GetViaRaw(p, tid) }
@@ -147,4 +149,6 @@ func (p *Prctl) call(cmd, pid, nid int, ptr UserPointer) (int, error) {
 }
 
 // SchedNUMA reads procRoot/<tid>/sched.
-func (p *Prctl) SchedNUMA(tid int) (SchedNUMA, error) { return ReadSchedNUMA(p.procRoot, tid) }
+func (p *Prctl) SchedNUMA(tid int) (numa.SchedNUMA, error) {
+	return numa.ReadSchedNUMA(p.procRoot, tid)
+}

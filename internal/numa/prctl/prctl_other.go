@@ -1,6 +1,6 @@
 //go:build !linux
 
-package numa
+package prctl
 
 import (
 	"errors"

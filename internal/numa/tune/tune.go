@@ -1,4 +1,7 @@
-package numa
+// Package tune changes NUMA balancing: kernel.numa_balancing and its scan knobs, as
+// `numapref tune-balancing` does (ApplyTuning). It is the only code of numapref that writes
+// a sysctl; it reads the current values through package numa.
+package tune
 
 import (
 	"errors"
@@ -8,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/numapref/numapref/internal/numa"
 )
 
 // BalancingTuning is a change of kernel.numa_balancing and NUMA balancing's scan knobs, as
@@ -22,9 +27,9 @@ type BalancingTuning struct {
 	ScanSizeMB      *uint64
 }
 
-// TuneChange is one setting ApplyTuning looked at: From is what the kernel had, To what it
+// Change is one setting ApplyTuning looked at: From is what the kernel had, To what it
 // has now (equal when nothing needed writing).
-type TuneChange struct {
+type Change struct {
 	Setting string
 	File    string
 	From    string
@@ -32,7 +37,7 @@ type TuneChange struct {
 }
 
 // Changed reports whether the setting was written.
-func (c TuneChange) Changed() bool { return c.From != c.To }
+func (c Change) Changed() bool { return c.From != c.To }
 
 // knob is one tunable: its name as the tune-balancing flags and the debugfs file call it.
 type knob struct {
@@ -45,9 +50,9 @@ type knob struct {
 
 // Validate checks every value against what the kernel accepts and against each other,
 // using current for the values the tuning leaves alone. It returns every problem at once.
-func (t BalancingTuning) Validate(current ScanKnobs) error {
+func (t BalancingTuning) Validate(current numa.ScanKnobs) error {
 	var errs []error
-	if t.Mode != nil && *t.Mode > uint64(BalancingNormal|BalancingMemoryTiering) {
+	if t.Mode != nil && *t.Mode > uint64(numa.BalancingNormal|numa.BalancingMemoryTiering) {
 		errs = append(errs, fmt.Errorf("numa-balancing %d is out of range: 0 (off), 1 (normal), 2 (memory tiering) or 3 (both)", *t.Mode))
 	}
 	for _, k := range t.knobs(current) {
@@ -76,7 +81,7 @@ func (t BalancingTuning) SetsKnobs() bool {
 	return t.ScanDelayMs != nil || t.ScanPeriodMinMs != nil || t.ScanPeriodMaxMs != nil || t.ScanSizeMB != nil
 }
 
-func (t BalancingTuning) knobs(current ScanKnobs) []knob {
+func (t BalancingTuning) knobs(current numa.ScanKnobs) []knob {
 	return []knob{
 		{name: "scan_delay_ms", value: t.ScanDelayMs, current: current.ScanDelayMs, max: math.MaxUint32},
 		{name: "scan_period_min_ms", value: t.ScanPeriodMinMs, current: current.ScanPeriodMinMs, max: math.MaxUint32},
@@ -101,32 +106,32 @@ func pick(v *uint64, current uint32) uint64 {
 // written before it, so the kernel keeps either all the new values or none. The knobs live
 // in debugfsRoot/sched/numa_balancing (or the older kernel.numa_balancing_scan_* sysctls);
 // the mode is procRoot/sys/kernel/numa_balancing. It returns every setting it looked at.
-func ApplyTuning(procRoot, debugfsRoot string, t BalancingTuning) ([]TuneChange, error) {
+func ApplyTuning(procRoot, debugfsRoot string, t BalancingTuning) ([]Change, error) {
 	modeFile := filepath.Join(procRoot, "sys", "kernel", "numa_balancing")
-	var current ScanKnobs
+	var current numa.ScanKnobs
 	if t.SetsKnobs() {
 		var err error
-		if current, err = ReadScanKnobs(procRoot, debugfsRoot); err != nil {
+		if current, err = numa.ReadScanKnobs(procRoot, debugfsRoot); err != nil {
 			return nil, fmt.Errorf("refused, nothing written: the scan knobs cannot be read (is debugfs mounted at %s?): %w", debugfsRoot, err)
 		}
 	}
 	if err := t.Validate(current); err != nil {
 		return nil, fmt.Errorf("refused, nothing written: %w", err)
 	}
-	var plan []TuneChange
+	var plan []Change
 	for _, k := range t.knobs(current) {
 		if k.value == nil {
 			continue
 		}
-		plan = append(plan, TuneChange{Setting: "numa_balancing." + k.name, File: knobFile(current.Source, k.name),
+		plan = append(plan, Change{Setting: "numa_balancing." + k.name, File: knobFile(current.Source, k.name),
 			From: strconv.FormatUint(uint64(k.current), 10), To: strconv.FormatUint(*k.value, 10)})
 	}
 	if t.Mode != nil {
-		mode, err := ReadBalancing(procRoot)
+		mode, err := numa.ReadBalancing(procRoot)
 		if err != nil {
 			return nil, fmt.Errorf("refused, nothing written: %w", err)
 		}
-		plan = append(plan, TuneChange{Setting: "kernel.numa_balancing", File: modeFile,
+		plan = append(plan, Change{Setting: "kernel.numa_balancing", File: modeFile,
 			From: strconv.Itoa(int(mode)), To: strconv.FormatUint(*t.Mode, 10)})
 	}
 	for i, c := range plan {
@@ -141,7 +146,7 @@ func ApplyTuning(procRoot, debugfsRoot string, t BalancingTuning) ([]TuneChange,
 }
 
 // rollback puts back the settings of done that were written.
-func rollback(done []TuneChange) error {
+func rollback(done []Change) error {
 	var errs []error
 	for i := len(done) - 1; i >= 0; i-- {
 		if c := done[i]; c.Changed() {
