@@ -1,0 +1,85 @@
+package migrate
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/numapref/numapref/internal/numa"
+)
+
+// span is one mapping of a process's address space: [start, end).
+type span struct {
+	start, end uint64
+}
+
+// readSpans reads the mappings of process pid whose pages may move, from
+// procRoot/<pid>/maps.
+func readSpans(procRoot string, pid int) ([]span, error) {
+	data, err := numa.ReadTaskFile(procRoot, pid, "maps")
+	if err != nil {
+		return nil, err
+	}
+	spans, err := parseMaps(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return spans, nil
+}
+
+// parseMaps parses the text of a /proc/<pid>/maps:
+//
+//	7f6c2a400000-7f6c2a422000 r--p 00000000 fe:00 325835   /usr/lib/x86_64-linux-gnu/libc.so.6
+//
+// and keeps the mappings whose pages may move. It leaves out the kernel's own ([vdso],
+// [vvar], [vsyscall], [uprobes]) and the inaccessible ones (---p, ---s): those are guard
+// pages and reservations, such as a runtime's unused heap, which hold no page but can be
+// gigabytes long, so a walk over their addresses would cost without moving anything.
+func parseMaps(text string) ([]span, error) {
+	var spans []span
+	for line := range strings.Lines(text) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if len(fields) < 5 {
+			return nil, fmt.Errorf("maps line %q: too few fields", strings.TrimSpace(line))
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil || end <= start {
+			return nil, fmt.Errorf("maps line %q: invalid range %q", strings.TrimSpace(line), fields[0])
+		}
+		if strings.HasPrefix(fields[1], "---") {
+			continue
+		}
+		if len(fields) >= 6 {
+			switch fields[5] {
+			case "[vdso]", "[vvar]", "[vvar_vclock]", "[vsyscall]", "[uprobes]":
+				continue
+			}
+		}
+		spans = append(spans, span{start, end})
+	}
+	return spans, nil
+}
+
+// addresses appends to dst the page addresses from cursor on, at most n, and returns them
+// with the address after the last one; next is 0 and done true when the spans end.
+func addresses(dst []uintptr, spans []span, cursor uint64, page uint64, n int) (out []uintptr, next uint64, done bool) {
+	out = dst[:0]
+	for _, s := range spans {
+		if s.end <= cursor {
+			continue
+		}
+		a := max(s.start, cursor&^(page-1))
+		for ; a < s.end; a += page {
+			if len(out) == n {
+				return out, a, false
+			}
+			out = append(out, uintptr(a))
+		}
+	}
+	return out, 0, true
+}
