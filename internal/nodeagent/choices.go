@@ -1,15 +1,12 @@
 package nodeagent
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
-	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
+	"github.com/numapref/numapref/internal/statefile"
 )
 
 // The automatic modes' sticky choices live beside the ledger in their own small file,
@@ -18,8 +15,13 @@ import (
 
 const choicesVersion = 1
 
-type choicesFile struct {
-	Version int           `json:"version"`
+// choicesFile is the choices' file; what is in it is written sorted, so an unchanged set
+// of choices writes the same bytes.
+func choicesFile(path string) statefile.File[choicesPayload] {
+	return statefile.File[choicesPayload]{Path: path, Version: choicesVersion, Limit: stateFileLimit}
+}
+
+type choicesPayload struct {
 	Choices []plan.Choice `json:"choices"`
 }
 
@@ -30,16 +32,9 @@ func loadChoices(path string) (plan.Choices, error) {
 	if path == "" {
 		return out, nil
 	}
-	data, err := fsutil.ReadStateFile(path, stateFileLimit) // never through a link
-	if errors.Is(err, os.ErrNotExist) {
-		return out, nil
-	}
+	f, _, err := choicesFile(path).Load() // never through a link
 	if err != nil {
-		return out, fmt.Errorf("reading placement choices %s: %w", path, err)
-	}
-	var f choicesFile
-	if err := json.Unmarshal(data, &f); err != nil || f.Version != choicesVersion {
-		return out, fmt.Errorf("placement choices %s are damaged (version %d, %v); placing pods anew", path, f.Version, err)
+		return out, fmt.Errorf("placement choices %s are unusable (%w); placing pods anew", path, err)
 	}
 	for _, c := range f.Choices {
 		if c.PodUID != "" && c.Group != "" && c.Node >= 0 {
@@ -51,16 +46,12 @@ func loadChoices(path string) (plan.Choices, error) {
 
 // saveChoices writes choices to the file at path.
 func saveChoices(path string, choices plan.Choices) error {
-	f := choicesFile{Version: choicesVersion}
+	var f choicesPayload
 	for _, c := range choices {
 		f.Choices = append(f.Choices, c)
 	}
 	slices.SortFunc(f.Choices, func(a, b plan.Choice) int {
 		return strings.Compare(string(a.PodUID)+a.Group, string(b.PodUID)+b.Group)
 	})
-	data, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(path, data, 0o600)
+	return choicesFile(path).Save(f)
 }

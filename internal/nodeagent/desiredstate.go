@@ -1,16 +1,12 @@
 package nodeagent
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 
-	"github.com/numapref/numapref/internal/fsutil"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/statefile"
 )
 
 // The desired state the controllers last handed the engine (SetDesired) is kept on disk
@@ -28,28 +24,25 @@ const desiredVersion = 1
 // own bound does its files), and no larger one is read.
 const stateFileLimit = 16 << 20
 
-// desiredFile is the desired state on disk.
-type desiredFile struct {
-	Version int             `json:"version"`
+// desiredFile is the desired state's file: strict, since a Desire field renamed by
+// another version must make the file unreadable, not read as its zero value.
+func desiredFile(path string) statefile.File[desiredPayload] {
+	return statefile.File[desiredPayload]{Path: path, Version: desiredVersion, Limit: stateFileLimit, Strict: true}
+}
+
+type desiredPayload struct {
 	Desires []desire.Desire `json:"desires"`
 }
 
-// loadDesired reads the desired state persisted at path. found is false when there is none (no file, or one that
-// cannot be read: the error says why).
+// loadDesired reads the desired state persisted at path. found is false when there is
+// none (no file, or one that cannot be read: the error says why).
 func loadDesired(path string) (ds map[desire.ContainerKey]desire.Desire, found bool, err error) {
-	data, err := fsutil.ReadStateFile(path, stateFileLimit)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
-	}
+	f, found, err := desiredFile(path).Load()
 	if err != nil {
-		return nil, false, fmt.Errorf("persisted desired state unreadable, waiting for the API's: %w", err)
+		return nil, false, fmt.Errorf("persisted desired state %s is unusable (%w); waiting for the API's", path, err)
 	}
-	var f desiredFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields() // written by an agent whose Desire differs
-	if err := dec.Decode(&f); err != nil || f.Version != desiredVersion {
-		return nil, false, fmt.Errorf("persisted desired state %s is damaged or of another version (version %d, %v); waiting for the API's",
-			path, f.Version, err)
+	if !found {
+		return nil, false, nil
 	}
 	ds = make(map[desire.ContainerKey]desire.Desire, len(f.Desires))
 	for _, d := range f.Desires {
@@ -62,21 +55,14 @@ func loadDesired(path string) (ds map[desire.ContainerKey]desire.Desire, found b
 
 // saveDesired writes desired to the desired-state file at path.
 func saveDesired(path string, desired map[desire.ContainerKey]desire.Desire) error {
-	f := desiredFile{Version: desiredVersion, Desires: make([]desire.Desire, 0, len(desired))}
+	f := desiredPayload{Desires: make([]desire.Desire, 0, len(desired))}
 	for _, d := range desired {
 		f.Desires = append(f.Desires, d)
 	}
 	slices.SortFunc(f.Desires, func(a, b desire.Desire) int {
 		return strings.Compare(a.Key().String(), b.Key().String())
 	})
-	data, err := json.Marshal(f)
-	if err != nil {
-		return fmt.Errorf("encoding the desired state: %w", err)
-	}
-	if len(data) > stateFileLimit {
-		return fmt.Errorf("writing the desired state %s: %d bytes, past its bound of %d", path, len(data), stateFileLimit)
-	}
-	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
+	if err := desiredFile(path).Save(f); err != nil {
 		return fmt.Errorf("writing the desired state: %w", err)
 	}
 	return nil
