@@ -19,6 +19,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/sandbox"
 	"github.com/numapref/numapref/internal/statedir"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/internal/testutil/poll"
@@ -44,7 +45,8 @@ func TestAgentSandboxesItself(t *testing.T) {
 		return nil
 	})
 	logged := a.log()
-	for _, probe := range []string{"ptrace(PTRACE_ATTACH)", "process_vm_writev", "pidfd_getfd", "kill(other)", "tgkill(other)"} {
+	for _, probe := range []string{"ptrace(PTRACE_ATTACH)", "process_vm_writev", "pidfd_getfd", "kill(other)", "tgkill(other)",
+		"execve", "socket(AF_NETLINK, NETLINK_ROUTE)"} {
 		if !strings.Contains(logged, strconv.Quote(probe)) {
 			t.Errorf("the agent did not check %s from inside:\n%s", probe, logged)
 		}
@@ -66,6 +68,49 @@ func TestAgentSandboxesItself(t *testing.T) {
 	// Nothing the agent itself does was refused.
 	if logged := a.log(); strings.Contains(logged, unix.EPERM.Error()) {
 		t.Errorf("the agent's log shows a refused call:\n%s", logged)
+	}
+	// The emulated kernel needs ptrace access to other processes (kcmp): no Landlock, and
+	// the log says why.
+	if !strings.Contains(logged, "Landlock ruleset not applied") || !strings.Contains(logged, "kcmp") {
+		t.Errorf("the agent does not say why it has no Landlock ruleset:\n%s", logged)
+	}
+}
+
+// Where the agent sets nothing (-kernel=auto on a kernel without the patch, as this
+// machine's) it is confined by Landlock as well: it says so, with what it checked from
+// inside (listing /, binding a port it has no rule for), every thread shows the seccomp
+// filter, and it runs as before: it serves its health probe, and nothing it does is
+// refused.
+func TestAgentLandlocksItselfWhereItSetsNothing(t *testing.T) {
+	testenv.RequireRoot(t)
+	abi := sandbox.LandlockABI()
+	testenv.Require(t, abi >= 4, fmt.Sprintf("Landlock ABI 4 or later (the kernel offers %d)", abi), "a kernel with Landlock enabled (lsm=...,landlock)")
+	testenv.Require(t, !kernelHasThePatch("/proc"), "a kernel without the PR_PREFERRED_NID patch", "the host tier on a mainline kernel")
+	dir := t.TempDir()
+	a := startOfflineAgent(t, dir, filepath.Join(dir, "lib", "numapref", "state"), "agent")
+	poll.True(t, 30*time.Second, "the agent logs its Landlock ruleset", func() bool { return strings.Contains(a.log(), "Landlock ruleset") })
+	logged := a.log()
+	testenv.Require(t, !strings.Contains(logged, "built with cgo"), "an agent built without cgo (before Landlock ABI 8 a ruleset is enforced on each thread, which the Go runtime can only do without cgo)",
+		"CGO_ENABLED=0 go test -tags host ./cmd/numapref/, as the image is built")
+	if !strings.Contains(logged, "Landlock ruleset applied") {
+		t.Fatalf("the agent is not confined by Landlock:\n%s", logged)
+	}
+	for _, probe := range []string{`"list /"`, `"bind(127.0.0.1:0)"`, "filesystem, tcp"} {
+		if !strings.Contains(logged, probe) {
+			t.Errorf("the agent's log lacks %s:\n%s", probe, logged)
+		}
+	}
+	poll.True(t, 30*time.Second, "the confined agent answers its health probe", a.healthy)
+	if err := threadsStatus(a.cmd.Process.Pid, "Seccomp:", "2"); err != nil {
+		t.Error(err)
+	}
+	if logged := a.log(); strings.Contains(logged, unix.EACCES.Error()) || strings.Contains(logged, unix.EPERM.Error()) {
+		t.Errorf("the agent's log shows a refused call:\n%s", logged)
+	}
+	select {
+	case <-a.exited:
+		t.Fatalf("the agent exited (%v):\n%s", a.waitErr, a.log())
+	default:
 	}
 }
 

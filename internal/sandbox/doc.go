@@ -1,7 +1,9 @@
-// Package sandbox confines the running process with a seccomp filter of its own: a
-// denylist of what the agent promises, in SECURITY.md, that it never does. It is installed
-// once start-up has opened what it needs (the kernel backend, the proc connector, the
-// state directory), and cannot be removed.
+// Package sandbox confines the running process with a seccomp filter of its own (a
+// denylist of what the agent promises, in SECURITY.md, that it never does) and, where the
+// kernel offers Landlock and the caller asks for it, a Landlock ruleset of the paths and
+// ports it needs (landlock_linux.go). Both are installed once start-up has opened what it
+// needs (the kernel backend, the proc connector, the state directory), on every thread,
+// and cannot be removed; Status says what is in place.
 //
 // The filter is classic BPF, assembled here without cgo or libseccomp (filter_linux.go).
 // It is a denylist because the agent's own set of calls is large and moves with the Go
@@ -20,7 +22,18 @@
 //     sched_setparam, sched_setattr and prlimit64 only on the agent itself (pid 0 or its
 //     own), setpriority, ioprio_set, migrate_pages and move_pages never;
 //   - the kernel and the host: modules, kexec, reboot, swap, mounts, namespaces (setns,
-//     unshare), bpf, keyrings, open_by_handle_at, userfaultfd and io_uring.
+//     unshare), bpf, keyrings, open_by_handle_at, userfaultfd and io_uring;
+//   - new programs: execve and execveat;
+//   - the host's network, which CAP_NET_ADMIN in the host network namespace would open:
+//     socket(2) only for AF_INET and AF_INET6 streams and datagrams, AF_NETLINK with
+//     NETLINK_CONNECTOR (the proc connector; not route, netfilter, xfrm or any other
+//     netlink family), and AF_UNIX only with Options.AllowUnixSockets (the NRI plugin);
+//     and no ioctl of sockets or network devices (0x89xx, 0x8bxx).
+//
+// A Landlock domain (Options.Landlock) refuses the files outside its rules, wherever the
+// path leads (through /proc/<pid>/root too), other TCP ports, abstract unix sockets of
+// other processes, and ptrace access to any process outside the domain: so the caller asks
+// for it only when the process needs no such access (the preferred-node prctl checks it).
 //
 // Each denied call fails with EPERM. A call of another architecture's ABI (the i386 entry
 // on x86_64, AArch32 on arm64) kills the process: the filter's numbers are the native

@@ -20,6 +20,11 @@ const (
 	allowSelfOrZero
 	// denyArg refuses the call when its argument arg (its low 32 bits) is one of values.
 	denyArg
+	// denyRanges refuses the call when its argument arg (its low 32 bits) lies in one of
+	// ranges, bounds included.
+	denyRanges
+	// sockets allows socket(2) only for the families and types socketBlock names.
+	sockets
 )
 
 // rule is what the filter does with one call.
@@ -27,8 +32,10 @@ type rule struct {
 	name   string
 	nr     uint32
 	kind   ruleKind
-	arg    int      // denyArg: the argument compared
-	values []uint32 // denyArg: the values refused
+	arg    int         // denyArg, denyRanges: the argument compared
+	values []uint32    // denyArg: the values refused
+	ranges [][2]uint32 // denyRanges: the ranges refused
+	unix   bool        // sockets: AF_UNIX is allowed too
 }
 
 // Values the filter refuses as the command of fcntl and ioctl: each makes the kernel
@@ -37,6 +44,12 @@ const (
 	fioSetOwn = 0x8901 // FIOSETOWN
 	siocSPgrp = 0x8902 // SIOCSPGRP
 )
+
+// socketIoctls are the ioctl commands of sockets and network devices: 0x89xx (SIOC*:
+// interfaces, routes, ARP, bridges, bonds, ethtool, FIOSETOWN and SIOCSPGRP) and 0x8bxx
+// (wireless). With CAP_NET_ADMIN in the host network namespace they reconfigure the
+// node's network; the agent makes none of them.
+var socketIoctls = [][2]uint32{{0x8900, 0x89ff}, {0x8b00, 0x8bff}}
 
 // rules is the filter's table. What each group stands for is in SECURITY.md.
 func rules(opts Options) []rule {
@@ -58,7 +71,15 @@ func rules(opts Options) []rule {
 		{name: "rt_tgsigqueueinfo", nr: unix.SYS_RT_TGSIGQUEUEINFO, kind: allowSelf},
 		{name: "pidfd_send_signal", nr: unix.SYS_PIDFD_SEND_SIGNAL},
 		{name: "fcntl", nr: unix.SYS_FCNTL, kind: denyArg, arg: 1, values: []uint32{unix.F_SETOWN, unix.F_SETOWN_EX}},
-		{name: "ioctl", nr: unix.SYS_IOCTL, kind: denyArg, arg: 1, values: []uint32{fioSetOwn, siocSPgrp}},
+		{name: "ioctl", nr: unix.SYS_IOCTL, kind: denyRanges, arg: 1, ranges: socketIoctls},
+		// New programs: code running in the agent gets no shell, no binary of the host.
+		{name: "execve", nr: unix.SYS_EXECVE},
+		{name: "execveat", nr: unix.SYS_EXECVEAT},
+		// Sockets: the API and its servers (inet), the proc connector (netlink), and the
+		// runtime's NRI socket (unix) only when the plugin is on. Not route, firewall or
+		// any other netlink family, which CAP_NET_ADMIN opens on the host's network, nor
+		// packet, raw or any other family.
+		{name: "socket", nr: unix.SYS_SOCKET, kind: sockets, unix: opts.AllowUnixSockets},
 		// Another task's scheduling, placement and limits.
 		{name: "sched_setaffinity", nr: unix.SYS_SCHED_SETAFFINITY, kind: allowSelfOrZero},
 		{name: "sched_setscheduler", nr: unix.SYS_SCHED_SETSCHEDULER, kind: allowSelfOrZero},
@@ -135,6 +156,8 @@ const (
 	ldAbs = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 	jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	jge   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	jgt   = unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K
+	andK  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
 	ret   = unix.BPF_RET | unix.BPF_K
 )
 
@@ -172,8 +195,13 @@ func assemble(rs []rule, self uint32) ([]unix.SockFilter, error) {
 // block is the rule's code. It starts with the call number in the accumulator; a call it
 // does not match falls through to the next block with the accumulator unchanged.
 func (r rule) block(self uint32) ([]unix.SockFilter, error) {
-	if r.kind == deny {
+	switch r.kind {
+	case deny:
 		return []unix.SockFilter{jump(jeq, r.nr, 0, 1), stmt(ret, retDeny)}, nil
+	case denyRanges:
+		return r.rangesBlock()
+	case sockets:
+		return r.socketBlock()
 	}
 	arg, values, onMatch, otherwise := 0, []uint32{self}, retAllow, retDeny
 	switch r.kind {
@@ -197,4 +225,94 @@ func (r rule) block(self uint32) ([]unix.SockFilter, error) {
 	}
 	body = append(body, stmt(ret, otherwise), stmt(ret, onMatch))
 	return append([]unix.SockFilter{jump(jeq, r.nr, 0, uint8(len(body)))}, body...), nil
+}
+
+// rangesBlock refuses the call when its argument falls in one of r.ranges.
+func (r rule) rangesBlock() ([]unix.SockFilter, error) {
+	if r.arg < 0 || r.arg > 5 || len(r.ranges) == 0 || len(r.ranges) > 16 {
+		return nil, fmt.Errorf("sandbox: rule %s: argument %d with %d ranges", r.name, r.arg, len(r.ranges))
+	}
+	code := []insn{
+		{ins: jump(jeq, r.nr, 0, 0), jf: labelEnd},
+		{ins: stmt(ldAbs, uint32(offArgs+8*r.arg))},
+	}
+	for i, rg := range r.ranges {
+		next := fmt.Sprintf("range%d", i+1)
+		if i == len(r.ranges)-1 {
+			next = "allow"
+		}
+		code = append(code,
+			insn{label: fmt.Sprintf("range%d", i), ins: jump(jge, rg[0], 0, 0), jf: next},
+			insn{ins: jump(jgt, rg[1], 0, 0), jt: next, jf: "deny"})
+	}
+	code = append(code, insn{label: "allow", ins: stmt(ret, retAllow)}, insn{label: "deny", ins: stmt(ret, retDeny)})
+	return link(r.name, code)
+}
+
+// socketBlock allows socket(family, type, protocol) for AF_INET and AF_INET6 streams and
+// datagrams, AF_NETLINK with NETLINK_CONNECTOR (the proc connector), and AF_UNIX when
+// r.unix; it refuses everything else.
+func (r rule) socketBlock() ([]unix.SockFilter, error) {
+	code := []insn{
+		{ins: jump(jeq, r.nr, 0, 0), jf: labelEnd},
+		{ins: stmt(ldAbs, offArgs)}, // family
+		{ins: jump(jeq, unix.AF_INET, 0, 0), jt: "type"},
+		{ins: jump(jeq, unix.AF_INET6, 0, 0), jt: "type"},
+		{ins: jump(jeq, unix.AF_NETLINK, 0, 0), jt: "netlink"},
+	}
+	if r.unix {
+		code = append(code, insn{ins: jump(jeq, unix.AF_UNIX, 0, 0), jt: "allow"})
+	}
+	code = append(code,
+		insn{ins: stmt(ret, retDeny)},
+		// The type without SOCK_NONBLOCK and SOCK_CLOEXEC.
+		insn{label: "type", ins: stmt(ldAbs, offArgs+8)},
+		insn{ins: stmt(andK, 0xf)},
+		insn{ins: jump(jeq, unix.SOCK_STREAM, 0, 0), jt: "allow"},
+		insn{ins: jump(jeq, unix.SOCK_DGRAM, 0, 0), jt: "allow"},
+		insn{ins: stmt(ret, retDeny)},
+		insn{label: "netlink", ins: stmt(ldAbs, offArgs+16)}, // protocol
+		insn{ins: jump(jeq, unix.NETLINK_CONNECTOR, 0, 0), jt: "allow"},
+		insn{ins: stmt(ret, retDeny)},
+		insn{label: "allow", ins: stmt(ret, retAllow)},
+	)
+	return link(r.name, code)
+}
+
+// insn is an instruction whose jumps name labels instead of offsets: "" is the next
+// instruction, labelEnd the first one after the block.
+type insn struct {
+	label  string
+	ins    unix.SockFilter
+	jt, jf string
+}
+
+const labelEnd = "end"
+
+// link resolves the labels of code into jump offsets.
+func link(name string, code []insn) ([]unix.SockFilter, error) {
+	at := map[string]int{labelEnd: len(code)}
+	for i, c := range code {
+		if c.label != "" {
+			at[c.label] = i
+		}
+	}
+	out := make([]unix.SockFilter, len(code))
+	for i, c := range code {
+		out[i] = c.ins
+		for _, j := range []struct {
+			label string
+			off   *uint8
+		}{{c.jt, &out[i].Jt}, {c.jf, &out[i].Jf}} {
+			if j.label == "" {
+				continue
+			}
+			to, ok := at[j.label]
+			if !ok || to <= i || to-i-1 > 255 {
+				return nil, fmt.Errorf("sandbox: rule %s: no jump from %d to %q", name, i, j.label)
+			}
+			*j.off = uint8(to - i - 1)
+		}
+	}
+	return out, nil
 }

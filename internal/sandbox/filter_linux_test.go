@@ -81,6 +81,30 @@ func TestFilterDecisions(t *testing.T) {
 		"ioctl FIOSETOWN":             {auditArch, unix.SYS_IOCTL, []uint64{3, fioSetOwn}, retDeny},
 		"ioctl SIOCSPGRP":             {auditArch, unix.SYS_IOCTL, []uint64{3, siocSPgrp}, retDeny},
 		"ioctl TCGETS":                {auditArch, unix.SYS_IOCTL, []uint64{0, unix.TCGETS}, retAllow},
+		"ioctl FIONREAD":              {auditArch, unix.SYS_IOCTL, []uint64{3, 0x541b /* FIONREAD */}, retAllow},
+		"ioctl SIOCADDRT":             {auditArch, unix.SYS_IOCTL, []uint64{3, unix.SIOCADDRT}, retDeny},
+		"ioctl SIOCSIFFLAGS":          {auditArch, unix.SYS_IOCTL, []uint64{3, unix.SIOCSIFFLAGS}, retDeny},
+		"ioctl SIOCETHTOOL":           {auditArch, unix.SYS_IOCTL, []uint64{3, unix.SIOCETHTOOL}, retDeny},
+		"ioctl SIOCDEVPRIVATE + 15":   {auditArch, unix.SYS_IOCTL, []uint64{3, 0x89ff}, retDeny},
+		"ioctl SIOCSIWFREQ":           {auditArch, unix.SYS_IOCTL, []uint64{3, 0x8b04}, retDeny},
+		"ioctl 0x8a00":                {auditArch, unix.SYS_IOCTL, []uint64{3, 0x8a00}, retAllow},
+		"ioctl 0x8c00":                {auditArch, unix.SYS_IOCTL, []uint64{3, 0x8c00}, retAllow},
+		"ioctl SIOCADDRT, high bits":  {auditArch, unix.SYS_IOCTL, []uint64{3, 1<<32 | unix.SIOCADDRT}, retDeny}, // the kernel reads an unsigned int
+		"ioctl TUNSETIFF":             {auditArch, unix.SYS_IOCTL, []uint64{3, unix.TUNSETIFF}, retAllow},
+		"execve":                      {auditArch, unix.SYS_EXECVE, nil, retDeny},
+		"execveat":                    {auditArch, unix.SYS_EXECVEAT, nil, retDeny},
+		"socket tcp":                  {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC | unix.SOCK_NONBLOCK, 0}, retAllow},
+		"socket udp6":                 {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_INET6, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC, unix.IPPROTO_UDP}, retAllow},
+		"socket raw":                  {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW}, retDeny},
+		"socket SOCK_PACKET":          {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_PACKET, 0}, retDeny},
+		"socket packet":               {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, retDeny},
+		"socket pf_key":               {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_KEY, unix.SOCK_RAW, 2}, retDeny},
+		"socket proc connector":       {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC | unix.SOCK_NONBLOCK, unix.NETLINK_CONNECTOR}, retAllow},
+		"socket netlink route":        {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, unix.SOCK_RAW | unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE}, retDeny},
+		"socket netlink netfilter":    {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_NETFILTER}, retDeny},
+		"socket netlink xfrm":         {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_XFRM}, retDeny},
+		"socket unix":                 {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, 0}, retDeny},
+		"socketpair unix":             {auditArch, unix.SYS_SOCKETPAIR, []uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0}, retAllow},
 		"sched_setaffinity itself":    {auditArch, unix.SYS_SCHED_SETAFFINITY, []uint64{0}, retAllow},
 		"sched_setaffinity own pid":   {auditArch, unix.SYS_SCHED_SETAFFINITY, []uint64{testPID}, retAllow},
 		"sched_setaffinity another":   {auditArch, unix.SYS_SCHED_SETAFFINITY, []uint64{77}, retDeny},
@@ -104,6 +128,27 @@ func TestFilterDecisions(t *testing.T) {
 				t.Errorf("got %#x, want %#x", got, tc.want)
 			}
 		})
+	}
+}
+
+// With the NRI plugin on, unix sockets are allowed; nothing else changes.
+func TestFilterAllowsUnixSocketsForNRI(t *testing.T) {
+	prog, err := assemble(rules(Options{AllowUnixSockets: true}), testPID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		args []uint64
+		want uint32
+	}{
+		"unix":          {[]uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, 0}, retAllow},
+		"tcp":           {[]uint64{unix.AF_INET, unix.SOCK_STREAM, 0}, retAllow},
+		"netlink route": {[]uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE}, retDeny},
+		"packet":        {[]uint64{unix.AF_PACKET, unix.SOCK_RAW, 0}, retDeny},
+	} {
+		if got := run(t, prog, auditArch, unix.SYS_SOCKET, tc.args...); got != tc.want {
+			t.Errorf("socket %s: got %#x, want %#x", name, got, tc.want)
+		}
 	}
 }
 

@@ -12,21 +12,38 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Install puts the filter on every thread of the process, for good, then checks from
-// inside that it refuses what it should. An error before the install leaves the process
-// as it was; an error of the check means the filter is in place but does not do what it
-// says, and the caller should stop.
-func Install(opts Options) (Report, error) {
+// Install confines every thread of the process, for good: first with opts.Landlock where
+// the kernel offers Landlock, then with the seccomp filter. It checks from inside that
+// each refuses what it should. An error before either is in place leaves the process as
+// it was; any other error means the process is confined, but not as it should be, and
+// the caller should stop.
+func Install(opts Options) (Status, error) {
+	var st Status
+	if opts.Landlock != nil {
+		var err error
+		if st.Landlock, err = applyLandlock(*opts.Landlock); err != nil {
+			return st, err
+		}
+	} else {
+		st.Landlock = LandlockStatus{ABI: LandlockABI(), Reason: "no ruleset asked for"}
+	}
+	var err error
+	st.Seccomp, err = installSeccomp(opts)
+	return st, err
+}
+
+// installSeccomp installs the filter and checks it.
+func installSeccomp(opts Options) (SeccompStatus, error) {
 	pid := os.Getpid()
 	rs := rules(opts)
 	prog, err := assemble(rs, uint32(pid))
 	if err != nil {
-		return Report{}, err
+		return SeccompStatus{}, err
 	}
 	if err := load(prog); err != nil {
-		return Report{}, err
+		return SeccompStatus{}, err
 	}
-	rep := Report{Arch: archName, PID: pid, Instructions: len(prog)}
+	rep := SeccompStatus{Arch: archName, PID: pid, Instructions: len(prog)}
 	for _, r := range rs {
 		if r.kind == deny {
 			rep.Denied = append(rep.Denied, r.name)
@@ -77,6 +94,14 @@ func check(self int) ([]string, error) {
 		{"pidfd_getfd", func() error { _, err := unix.PidfdGetfd(-1, 0, 0); return err }},
 		{"kill(other)", func() error { return unix.Kill(absentPID, 0) }},
 		{"tgkill(other)", func() error { return unix.Tgkill(absentPID, absentPID, 0) }},
+		{"execve", func() error { return unix.Exec("/nonexistent/numapref-sandbox-check", nil, nil) }},
+		{"socket(AF_NETLINK, NETLINK_ROUTE)", func() error {
+			fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		}},
 	}
 	var checked []string
 	for _, p := range probes {

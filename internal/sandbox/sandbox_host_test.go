@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
 	}
+	if spec := os.Getenv(agentChildEnv); spec != "" {
+		os.Exit(runAgentChild(spec))
+	}
 	os.Exit(m.Run())
 }
 
@@ -46,7 +49,7 @@ func runChild(mode string) int {
 		return 2
 	}
 	if mode != "none" {
-		if _, err := Install(Options{AllowKcmp: mode == "filter+kcmp"}); err != nil {
+		if _, err := installSeccomp(Options{AllowKcmp: mode == "filter+kcmp"}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 3
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -141,12 +142,16 @@ const maxCacheEntries = 1024
 
 // authenticate returns the user of token for the first of audiences the API server
 // accepts it for; nil when it accepts it for none. An audience the token fails the local
-// check for (TokenPolicy) is not reviewed. An error means a review could not be made
+// check for (TokenPolicy) is not reviewed. An error means the token could not be checked
+// (the issuer's keys are unavailable) or a review could not be made
 // (ErrReviewRateLimited: the client may not cause one now), so the answer is unknown.
 func (a *Auth) authenticate(ctx context.Context, token string, audiences []string) (*User, error) {
 	var failed error
 	for _, aud := range audiences {
-		if err := a.policy.check(token, aud, a.clock.Now()); err != nil {
+		if err := a.policy.check(ctx, token, aud, a.clock.Now()); err != nil {
+			if !errors.Is(err, errJunkToken) {
+				failed = err
+			}
 			continue
 		}
 		u, err := a.review(ctx, token, aud)

@@ -15,10 +15,12 @@
 //     TokenReview is spent on a request.
 //   - Authentication: the bearer token is first checked locally (TokenPolicy: a JWT of a
 //     signing algorithm of the API server, current, for the audience and of the cluster's
-//     issuer; no signature check), so junk costs no review. Then it is reviewed by the API
-//     server (TokenReview) for the audiences the route accepts (Route.Audiences):
+//     issuer, signed with one of the issuer's public keys, which the API server publishes
+//     and KeySet keeps), so junk and forgeries cost no review. Then it is reviewed by the
+//     API server (TokenReview) for the audiences the route accepts (Route.Audiences):
 //     spec.audiences is set, and the answer counts only when status.audiences holds the
-//     audience asked for.
+//     audience asked for. The review tells what no signature can: a revoked token, one of
+//     a deleted pod or service account.
 //   - Authorization: a SubjectAccessReview of the non-resource URL (verb: the method in
 //     lower case), then whatever the handler checks itself with Access (the inspect
 //     handler: get on the pod).

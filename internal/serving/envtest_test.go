@@ -4,6 +4,9 @@ package serving
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -89,9 +92,12 @@ func mayGetPaths(t *testing.T, cs kubernetes.Interface, name string, paths ...st
 
 // TestLearnTokenPolicyFromTheAPIServer: from an agent's own token (requested without
 // audiences, as kubelet projects it) the policy is the issuer and the API server's
-// audiences of the tokens the API server issues; from a credential that is no token (the
-// admin's client certificate) the issuer comes from the discovery document, and the
-// audiences are said to be unknown. Real tokens pass the learned policy.
+// audiences of the tokens the API server issues, and the issuer's keys, read with the
+// agent's own credential; from a credential that is no token (the admin's client
+// certificate) the issuer comes from the discovery document, and the audiences are said to
+// be unknown. Real tokens pass the learned policy, their signatures checked against the
+// API server's real keys; the same claims with the signature "AA", or signed by another
+// key under the real key's id, do not.
 func TestLearnTokenPolicyFromTheAPIServer(t *testing.T) {
 	cfg, cs := apiServer(t)
 	ctx := context.Background()
@@ -107,11 +113,21 @@ func TestLearnTokenPolicyFromTheAPIServer(t *testing.T) {
 		t.Fatalf("from the agent's token: %+v, skipped %q; want issuer and API audiences", p, skipped)
 	}
 	now := time.Now()
-	if err := p.check(serviceAccountToken(t, cs, "alice", AgentAudience), AgentAudience, now); err != nil {
+	real := serviceAccountToken(t, cs, "alice", AgentAudience)
+	if err := p.check(ctx, real, AgentAudience, now); err != nil {
 		t.Errorf("a real agent-audience token: %v", err)
 	}
-	if err := p.check(serviceAccountToken(t, cs, "alice"), APIServerAudience, now); err != nil {
+	if err := p.check(ctx, serviceAccountToken(t, cs, "alice"), APIServerAudience, now); err != nil {
 		t.Errorf("a real API-server token: %v", err)
+	}
+	for name, forged := range map[string]string{
+		"signature AA":                 withSignature(real, "AA"),
+		"another key, the real key id": signWith(signingKey{kid: keyIDOf(t, real), alg: "RS256", key: otherKey().key}, rs256, claimsOf(p.Issuer, "alice", AgentAudience)),
+		"payload changed":              tamper(real),
+	} {
+		if err := p.check(ctx, forged, AgentAudience, now); !errors.Is(err, errJunkToken) {
+			t.Errorf("forged, %s: %v, want a junk token", name, err)
+		}
 	}
 
 	fromDiscovery, skipped := LearnTokenPolicy(ctx, cfg, cs.Discovery().RESTClient())
@@ -122,9 +138,9 @@ func TestLearnTokenPolicyFromTheAPIServer(t *testing.T) {
 
 // TestJunkTokensMakeNoReviewOfTheAPIServer: the agent's server against a real API server.
 // Alice's token is reviewed once; 2,000 junk tokens made from the cluster's real claims
-// (expired, other audience, garbage, ...) make no TokenReview; 2,000 forged ones (right
-// claims, no valid signature) make the client's burst of reviews, then 429; Alice is then
-// still served, with no new review.
+// (expired, other audience, garbage, ...) make no TokenReview; 2,000 forged ones (alg
+// RS256, the real key's id, right claims, the signature "AA") make none either, each
+// refused with 401; Alice is then still served, with no new review.
 func TestJunkTokensMakeNoReviewOfTheAPIServer(t *testing.T) {
 	cfg, cs := apiServer(t)
 	ctx := context.Background()
@@ -167,31 +183,25 @@ func TestJunkTokensMakeNoReviewOfTheAPIServer(t *testing.T) {
 		t.Errorf("2,000 junk tokens made %d TokenReviews, want none", n)
 	}
 
-	// Alice's first request spent a TokenReview and a SubjectAccessReview of the
-	// client's (127.0.0.1) burst; the clock stands still.
-	left := int64(DefaultReviewRate().Burst - 2)
-	limited := 0
+	kid := keyIDOf(t, alice)
 	for i := range 2000 {
-		forged := jwt(rs256, claimsOf(policy.Issuer, fmt.Sprintf("system:serviceaccount:users:forger-%d", i), AgentAudience))
-		switch status, body := get(t, c, base+"/metrics", forged); status {
-		case http.StatusTooManyRequests:
-			limited++
-		case http.StatusUnauthorized:
-		default:
-			t.Fatalf("forged token %d: %d %q, want 401 or 429", i, status, body)
+		claims := claimsOf(policy.Issuer, fmt.Sprintf("system:serviceaccount:users:forger-%d", i), AgentAudience)
+		forged := jwsPart(map[string]any{"alg": "RS256", "kid": kid}) + "." + jwsPart(claims) + ".AA"
+		if status, body := get(t, c, base+"/metrics", forged); status != http.StatusUnauthorized {
+			t.Fatalf("forged token %d: %d %q, want 401", i, status, body)
 		}
 	}
-	if n := tokens.n.Load() - 1; n != left || limited != 2000-int(left) {
-		t.Errorf("2,000 forged tokens: %d TokenReviews and %d answers 429, want %d and %d", n, limited, left, 2000-left)
+	if n := tokens.n.Load() - 1; n != 0 {
+		t.Errorf("2,000 forged tokens made %d TokenReviews, want none", n)
 	}
 	aliceIsServed("after the floods")
-	if n := tokens.n.Load() - 1 - left; n != 0 {
+	if n := tokens.n.Load() - 1; n != 0 {
 		t.Errorf("alice's request after the floods made %d TokenReviews, want none (cached)", n)
 	}
 }
 
-// BenchmarkJunkTokenAPIServer: BenchmarkJunkToken against a real API server: review is
-// what every junk token cost before the local check.
+// BenchmarkJunkTokenAPIServer: BenchmarkJunkToken against a real API server and its keys:
+// review is what a forged token would cost without the signature check.
 func BenchmarkJunkTokenAPIServer(b *testing.B) {
 	cfg, cs := apiServer(b)
 	agentCfg := rest.AnonymousClientConfig(cfg)
@@ -200,12 +210,35 @@ func BenchmarkJunkTokenAPIServer(b *testing.B) {
 	if len(skipped) != 0 {
 		b.Fatalf("policy %+v: not learned: %q", policy, skipped)
 	}
-	a, err := NewAuth(AuthOptions{Tokens: cs.AuthenticationV1().TokenReviews(), Access: cs.AuthorizationV1().SubjectAccessReviews(),
+	tokens := &countingTokens{TokenReviewer: cs.AuthenticationV1().TokenReviews()}
+	a, err := NewAuth(AuthOptions{Tokens: tokens, Access: cs.AuthorizationV1().SubjectAccessReviews(),
 		TTLs: DefaultCacheTTLs(), Policy: policy, ReviewRate: ReviewRate{PerSecond: 1e9, Burst: 1 << 30}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchmarkJunkToken(b, a, junkTokensOf(policy.Issuer, 0)["expired"], func(i int) string {
-		return jwt(rs256, claimsOf(policy.Issuer, fmt.Sprintf("forger-%d", i), AgentAudience))
+	// Forged tokens name the issuer's real key: their signatures are checked against it.
+	valid := serviceAccountToken(b, cs, "alice", AgentAudience)
+	kid := map[string]any{"alg": "RS256", "kid": keyIDOf(b, valid)}
+	benchmarkJunkToken(b, a, tokens.count, junkTokensOf(policy.Issuer, 0)["expired"], valid, func(i int) string {
+		return jwt(kid, claimsOf(policy.Issuer, fmt.Sprintf("forger-%d", i), AgentAudience))
 	})
+}
+
+func (c *countingTokens) count() int { return int(c.n.Load()) }
+
+// keyIDOf is the kid of token's header.
+func keyIDOf(t testing.TB, token string) string {
+	t.Helper()
+	header, _, _ := strings.Cut(token, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct {
+		Kid string `json:"kid"`
+	}
+	if err := json.Unmarshal(raw, &h); err != nil || h.Kid == "" {
+		t.Fatalf("the header %s names no key: %v", raw, err)
+	}
+	return h.Kid
 }

@@ -17,8 +17,8 @@ func junkFlood(issuer string, n int) []string {
 	out := make([]string, 0, n)
 	for i := 0; len(out) < n; i++ {
 		kinds := junkTokensOf(issuer, i)
-		// A token Secret's passes the local check on /metrics (PodMonitors send them): it
-		// is left to the TokenReview, rate-limited like the forgeries below.
+		// A token Secret's, signed, passes the local check on /metrics (PodMonitors send
+		// them): it is left to the TokenReview, rate-limited like the revoked tokens below.
 		delete(kinds, "legacy secret token")
 		names := slices.Sorted(maps.Keys(kinds))
 		for _, name := range names[:min(len(names), n-len(out))] {
@@ -30,9 +30,11 @@ func junkFlood(issuer string, n int) []string {
 
 // TestJunkTokensMakeNoReview: 2,000 junk tokens of every kind, on both routes, cause no
 // TokenReview, and the legitimate user's answers, cached before the flood, still serve
-// her after it with no new review. Then 2,000 forged tokens, which pass the local check
-// (it checks no signature), cost the client its burst of reviews and then 429s, while the
-// user is still served from the cache.
+// her after it with no new review. 2,000 forged tokens (the right claims and the issuer's
+// key id, a signature that is not the issuer's) cause none either. Then 2,000 tokens the
+// issuer did sign but the API server no longer accepts (revoked: only a review tells)
+// cost the client its burst of reviews and then 429s, while the user is still served from
+// the cache.
 func TestJunkTokensMakeNoReview(t *testing.T) {
 	tokens := &fakeTokens{valid: map[string][]string{"alice": {AgentAudience}}}
 	access := &fakeAccess{paths: map[string][]string{"user-alice": {"/metrics", "/inspect/a/p"}}}
@@ -73,24 +75,37 @@ func TestJunkTokensMakeNoReview(t *testing.T) {
 	}
 	aliceIsServed("after the junk")
 
+	for i := range 2000 {
+		forged := withSignature(tok(fmt.Sprintf("forger-%d", i), AgentAudience), "AA")
+		if i%2 == 1 {
+			forged = signWith(otherKey(), rs256, claimsFor(fmt.Sprintf("forger-%d", i), AgentAudience))
+		}
+		if status, body := get(t, c, base+"/inspect/a/p", forged); status != http.StatusUnauthorized {
+			t.Fatalf("forged token %d: %d %q, want 401", i, status, body)
+		}
+	}
+	if n := len(tokens.reviews()) - reviews; n != 0 {
+		t.Errorf("2,000 forged tokens made %d TokenReviews, want none", n)
+	}
+
 	limited := 0
 	for i := range 2000 {
-		status, body := get(t, c, base+"/inspect/a/p", tok(fmt.Sprintf("forger-%d", i), AgentAudience))
+		status, body := get(t, c, base+"/inspect/a/p", tok(fmt.Sprintf("revoked-%d", i), AgentAudience))
 		switch status {
 		case http.StatusTooManyRequests:
 			limited++
 		case http.StatusUnauthorized:
 		default:
-			t.Fatalf("forged token %d: %d %q, want 401 or 429", i, status, body)
+			t.Fatalf("revoked token %d: %d %q, want 401 or 429", i, status, body)
 		}
 	}
 	// The client (127.0.0.1, alice's too) has its burst less alice's first reviews left,
 	// and the clock stands still.
 	left := DefaultReviewRate().Burst - reviews - accessReviews
 	if n := len(tokens.reviews()) - reviews; n != left || limited != 2000-left {
-		t.Errorf("2,000 forged tokens: %d TokenReviews and %d answers 429, want %d and %d", n, limited, left, 2000-left)
+		t.Errorf("2,000 revoked tokens: %d TokenReviews and %d answers 429, want %d and %d", n, limited, left, 2000-left)
 	}
-	aliceIsServed("after the forgeries")
+	aliceIsServed("after the revoked tokens")
 	access.mu.Lock()
 	newAccessReviews := len(access.asked) - accessReviews
 	access.mu.Unlock()

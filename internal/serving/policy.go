@@ -25,16 +25,26 @@ const discoveryPath = "/.well-known/openid-configuration"
 //
 // skipped names what could not be learned, with why: those checks are not made, and the
 // others are.
+//
+// The signature is always checked, against the issuer's public keys as the API server
+// publishes them (APIServerKeys, through discovery), fetched now and refreshed as tokens
+// need (KeySet). Until they have been fetched every token is refused.
 func LearnTokenPolicy(ctx context.Context, cfg *rest.Config, discovery rest.Interface) (p TokenPolicy, skipped []string) {
+	p.Keys = NewKeySet(APIServerKeys(discovery), nil)
+	if err := p.Keys.Refresh(ctx); err != nil {
+		skipped = append(skipped, "the issuer's public keys, read again when a token needs them (until then every token is refused): "+err.Error())
+	}
 	if c, err := ownTokenClaims(cfg); err == nil && c.Issuer != "" && len(c.Audience) > 0 {
-		return TokenPolicy{Issuer: c.Issuer, APIAudiences: c.Audience}, nil
+		p.Issuer, p.APIAudiences = c.Issuer, c.Audience
+		return p, skipped
 	}
 	skipped = append(skipped, "the API server's audiences: the agent's credential is no service account token")
 	issuer, err := discoverIssuer(ctx, discovery)
 	if err != nil {
-		return TokenPolicy{}, append(skipped, "the issuer: "+err.Error())
+		return p, append(skipped, "the issuer: "+err.Error())
 	}
-	return TokenPolicy{Issuer: issuer}, skipped
+	p.Issuer = issuer
+	return p, skipped
 }
 
 // ownTokenClaims are the claims of cfg's bearer token, read from its file when it has one.
@@ -47,7 +57,11 @@ func ownTokenClaims(cfg *rest.Config) (*tokenClaims, error) {
 		}
 		token = strings.TrimSpace(string(raw))
 	}
-	return parseToken(token)
+	t, err := parseToken(token)
+	if err != nil {
+		return nil, err
+	}
+	return &t.claims, nil
 }
 
 // discoverIssuer reads the issuer of the API server's discovery document.

@@ -2,6 +2,7 @@ package serving
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -12,17 +13,17 @@ import (
 	"time"
 )
 
-// The local check of a bearer token, made before any TokenReview. It only filters junk
-// cheaply: it verifies no signature (the TokenReview does), so a token that passes it is
-// merely well formed, current, and for the right audience and issuer, as far as its own
-// claims say. A token that fails it cannot be one the API server accepts for the route, so
-// no review is spent on it.
+// The local check of a bearer token, made before any TokenReview: a JWT of the cluster's
+// service account issuer, current, for the route's audience, and signed with one of the
+// issuer's public keys (KeySet). A token that fails it cannot be one the API server
+// accepts for the route, so no review is spent on it; one that passes is still reviewed
+// (TokenReview), which tells a revoked token or a deleted pod's.
 
 // maxTokenBytes bounds the token the check decodes. A service account token is 1-2 KB;
 // the request header bound (Limits.MaxHeaderBytes) already caps it at 32 KiB.
 const maxTokenBytes = 16 << 10
 
-// clockSkew is the leeway on exp and nbf: the agent's and the API server's clocks may
+// clockSkew is the leeway on exp, nbf and iat: the agent's and the API server's clocks may
 // differ by this much, and the API server decides the edge cases.
 const clockSkew = time.Minute
 
@@ -38,6 +39,9 @@ type TokenPolicy struct {
 	// APIAudiences are the API server's own audiences (the aud of a token requested
 	// without audiences), which a token must carry for APIServerAudience.
 	APIAudiences []string
+	// Keys are the issuer's public keys, which every token's signature is checked
+	// against. Without them every token is refused.
+	Keys *KeySet
 }
 
 // legacyIssuer is the iss of the service account token Secrets kube-controller-manager
@@ -53,6 +57,15 @@ type tokenClaims struct {
 	Audience  audienceClaim `json:"aud"`
 	Expiry    *float64      `json:"exp"`
 	NotBefore *float64      `json:"nbf"`
+	IssuedAt  *float64      `json:"iat"`
+}
+
+// parsedToken is a JWS compact serialization taken apart.
+type parsedToken struct {
+	alg, kid string
+	signed   []byte // header.payload, what the signature is over
+	sig      []byte
+	claims   tokenClaims
 }
 
 // audienceClaim is aud: one string or a list of them (RFC 7519, 4.1.3).
@@ -75,16 +88,31 @@ func (a *audienceClaim) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// check says why token cannot be accepted for audience at now, or nil when it may be.
-func (p TokenPolicy) check(token, audience string, now time.Time) error {
-	c, err := parseToken(token)
+// check says why token cannot be accepted for audience at now, or nil when it may be. An
+// error wraps errJunkToken when the token is refused, errKeysUnavailable when the
+// signature could not be checked for want of the issuer's keys.
+func (p TokenPolicy) check(ctx context.Context, token, audience string, now time.Time) error {
+	t, err := parseToken(token)
 	if err != nil {
 		return err
 	}
+	if err := p.checkClaims(&t.claims, audience, now); err != nil {
+		return err
+	}
+	// The signature last: it costs the most, and a refresh of the keys is spent only on
+	// a token whose claims would pass.
+	if p.Keys == nil {
+		return fmt.Errorf("%w: no keys to verify its signature", errJunkToken)
+	}
+	return p.Keys.verify(ctx, t.alg, t.kid, t.signed, t.sig)
+}
+
+// checkClaims says why claims cannot be accepted for audience at now.
+func (p TokenPolicy) checkClaims(c *tokenClaims, audience string, now time.Time) error {
 	if c.Expiry == nil && c.Issuer == legacyIssuer && audience == APIServerAudience {
-		// A service account token Secret's: no expiry, no audience. Prometheus Operator's
-		// PodMonitor can only send a token from a Secret (the chart's default scraper), so
-		// /metrics leaves these to the TokenReview, behind the per-client rate limit.
+		// A service account token Secret's: no expiry, no audience, signed with the same
+		// keys. Prometheus Operator's PodMonitor can only send a token from a Secret (the
+		// chart's default scraper), so /metrics takes these once their signature is checked.
 		return nil
 	}
 	if c.Expiry == nil {
@@ -95,6 +123,9 @@ func (p TokenPolicy) check(token, audience string, now time.Time) error {
 	}
 	if c.NotBefore != nil && now.Add(clockSkew).Before(unixTime(*c.NotBefore)) {
 		return fmt.Errorf("%w: not valid before %s", errJunkToken, unixTime(*c.NotBefore).UTC().Format(time.RFC3339))
+	}
+	if c.IssuedAt != nil && now.Add(clockSkew).Before(unixTime(*c.IssuedAt)) {
+		return fmt.Errorf("%w: issued in the future, at %s", errJunkToken, unixTime(*c.IssuedAt).UTC().Format(time.RFC3339))
 	}
 	if p.Issuer != "" && c.Issuer != p.Issuer {
 		return fmt.Errorf("%w: issuer %q is not the cluster's", errJunkToken, c.Issuer)
@@ -110,9 +141,9 @@ func (p TokenPolicy) check(token, audience string, now time.Time) error {
 }
 
 // parseToken decodes a JWS compact serialization (header.payload.signature, each
-// base64url without padding) whose header names a signing algorithm of the API server,
-// and returns its claims. The signature is not verified.
-func parseToken(token string) (*tokenClaims, error) {
+// base64url without padding) whose header names a signing algorithm of the API server.
+// Nothing is verified yet.
+func parseToken(token string) (*parsedToken, error) {
 	if len(token) > maxTokenBytes {
 		return nil, fmt.Errorf("%w: %d bytes", errJunkToken, len(token))
 	}
@@ -123,6 +154,7 @@ func parseToken(token string) (*tokenClaims, error) {
 	}
 	var h struct {
 		Alg string `json:"alg"`
+		Kid string `json:"kid"`
 	}
 	if err := decodePart(header, &h); err != nil {
 		return nil, fmt.Errorf("%w: header: %w", errJunkToken, err)
@@ -130,14 +162,15 @@ func parseToken(token string) (*tokenClaims, error) {
 	if !slices.Contains(signingAlgs, h.Alg) {
 		return nil, fmt.Errorf("%w: algorithm %q", errJunkToken, h.Alg)
 	}
-	if _, err := base64.RawURLEncoding.DecodeString(sig); err != nil {
+	t := &parsedToken{alg: h.Alg, kid: h.Kid, signed: []byte(token[:len(header)+1+len(payload)])}
+	var err error
+	if t.sig, err = base64.RawURLEncoding.DecodeString(sig); err != nil {
 		return nil, fmt.Errorf("%w: signature: %w", errJunkToken, err)
 	}
-	c := &tokenClaims{}
-	if err := decodePart(payload, c); err != nil {
+	if err := decodePart(payload, &t.claims); err != nil {
 		return nil, fmt.Errorf("%w: payload: %w", errJunkToken, err)
 	}
-	return c, nil
+	return t, nil
 }
 
 // decodePart decodes one base64url part holding a JSON object into v.

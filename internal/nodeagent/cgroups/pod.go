@@ -3,6 +3,7 @@ package cgroups
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // mirrorPodAnnotation is set by the kubelet on the API server's copy (mirror pod) of a
@@ -11,8 +12,44 @@ import (
 // server-made UID.
 const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 
-// PodUID returns the UID that names pod's cgroup: the static pod UID for a mirror pod
-// (see IsMirrorPod), metadata.uid otherwise.
+// Node is the agent's node as the API names it. Its kubelet makes each mirror pod
+// controlled by the Node, by name and UID.
+type Node struct {
+	Name string
+	UID  types.UID
+}
+
+// PodUID returns the UID that names pod's cgroup: the static pod UID for a mirror pod of
+// n (see IsMirrorPod), metadata.uid otherwise.
+func (n Node) PodUID(pod *corev1.Pod) string {
+	if uid := pod.Annotations[mirrorPodAnnotation]; uid != "" && n.IsMirrorPod(pod) {
+		return uid
+	}
+	return string(pod.UID)
+}
+
+// IsMirrorPod reports whether pod is a mirror pod that n's kubelet made: the kubelet sets
+// its Node as the pod's controller (NodeRestriction requires it). The mirror annotation
+// alone proves nothing: the apiserver accepts it from anyone who may create a pod, who
+// would then choose any static pod's cgroup (etcd's, kube-apiserver's) for the agent to
+// act on. Nor does the Node's name, which anyone who may create a pod can write into its
+// owner reference: the owner's UID must be the Node's, which a pod's author does not
+// choose. A Node whose UID is not known yet has no mirror pod.
+func (n Node) IsMirrorPod(pod *corev1.Pod) bool {
+	owner := metav1.GetControllerOfNoCopy(pod)
+	return owner != nil && n.Name != "" && n.UID != "" && pod.Spec.NodeName == n.Name &&
+		owner.APIVersion == "v1" && owner.Kind == "Node" && owner.Name == n.Name && owner.UID == n.UID
+}
+
+// IgnoresMirrorAnnotation reports whether pod carries the mirror annotation without being
+// a mirror pod of n: PodUID then names the pod's own cgroup, by metadata.uid.
+func (n Node) IgnoresMirrorAnnotation(pod *corev1.Pod) bool {
+	return pod.Annotations[mirrorPodAnnotation] != "" && !n.IsMirrorPod(pod)
+}
+
+// PodUID is Node.PodUID for the node pod names, by name alone: it cannot tell a mirror pod
+// from a pod whose author wrote the Node's name in its owner reference. Code that chooses
+// which cgroup to act on uses Node.PodUID with the Node's UID.
 func PodUID(pod *corev1.Pod) string {
 	if uid := pod.Annotations[mirrorPodAnnotation]; uid != "" && IsMirrorPod(pod) {
 		return uid
@@ -20,19 +57,15 @@ func PodUID(pod *corev1.Pod) string {
 	return string(pod.UID)
 }
 
-// IsMirrorPod reports whether pod is a mirror pod that the kubelet of its node made: the
-// kubelet sets its Node as the pod's controller (NodeRestriction requires it). The mirror
-// annotation alone proves nothing: the apiserver accepts it from anyone who may create a
-// pod, who would then choose any static pod's cgroup (etcd's, kube-apiserver's) for the
-// agent to act on.
+// IsMirrorPod is Node.IsMirrorPod by the Node's name alone (see PodUID).
 func IsMirrorPod(pod *corev1.Pod) bool {
 	owner := metav1.GetControllerOfNoCopy(pod)
 	return owner != nil && pod.Spec.NodeName != "" &&
 		owner.APIVersion == "v1" && owner.Kind == "Node" && owner.Name == pod.Spec.NodeName
 }
 
-// IgnoresMirrorAnnotation reports whether pod carries the mirror annotation without being
-// a mirror pod: PodUID then names the pod's own cgroup, by metadata.uid.
+// IgnoresMirrorAnnotation is Node.IgnoresMirrorAnnotation by the Node's name alone (see
+// PodUID).
 func IgnoresMirrorAnnotation(pod *corev1.Pod) bool {
 	return pod.Annotations[mirrorPodAnnotation] != "" && !IsMirrorPod(pod)
 }
