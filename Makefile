@@ -72,7 +72,7 @@ unit: preflight-unit ## No root, no binaries: fixtures and pure code (any user).
 
 .PHONY: host
 host: preflight-host ## Root: real cgroups, real processes, the proc connector, tracefs.
-	go test -count=1 -tags host ./cmd/... ./internal/... ./test/localnode/...
+	CGO_ENABLED=0 go test -count=1 -tags host ./cmd/... ./internal/... ./test/localnode/...
 
 .PHONY: integration
 integration: preflight-integration ## envtest: the controllers and the plugin on a real kube-apiserver and etcd.

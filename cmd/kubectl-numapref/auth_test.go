@@ -68,17 +68,7 @@ func startAgentServer(t *testing.T, cfg *rest.Config, cs kubernetes.Interface, d
 	testcerts.WriteSecretDir(t, dir, ca.Issue(t, []string{agentServerName}, nil))
 	publishCA(t, cs, ca.PEM)
 
-	rcs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every user of this test comes from 127.0.0.1: the per-client review limit, tested in
-	// internal/serving, would make them wait for each other.
-	auth, err := serving.NewAuth(serving.AuthOptions{Tokens: rcs.AuthenticationV1().TokenReviews(), Access: rcs.AuthorizationV1().SubjectAccessReviews(),
-		ReviewRate: serving.ReviewRate{PerSecond: 1000, Burst: 1000}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	auth := agentAuth(t, cfg)
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "numapref_up 1") })
 	srv, err := serving.NewServer(serving.Options{
 		BindAddress: "127.0.0.1:0", CertDir: dir, Auth: auth, Limits: serving.DefaultLimits(), Log: testr.New(t),
@@ -397,17 +387,7 @@ func TestInspectThroughTheAgentsAuth(t *testing.T) {
 	})
 	t.Run("the self-signed certificate of an agent without one is refused", func(t *testing.T) {
 		// The same CA ConfigMap, but an agent that serves its own self-signed certificate.
-		rcs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Every user of this test comes from 127.0.0.1: the per-client review limit, tested in
-		// internal/serving, would make them wait for each other.
-		auth, err := serving.NewAuth(serving.AuthOptions{Tokens: rcs.AuthenticationV1().TokenReviews(), Access: rcs.AuthorizationV1().SubjectAccessReviews(),
-			ReviewRate: serving.ReviewRate{PerSecond: 1000, Burst: 1000}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		auth := agentAuth(t, cfg)
 		srv, err := serving.NewServer(serving.Options{BindAddress: "127.0.0.1:0", Auth: auth, Limits: serving.DefaultLimits(), Log: testr.New(t),
 			Routes: serving.AgentRoutes(http.NotFoundHandler(), inspect.PathPrefix, inspect.NewHandler(d, auth), false)})
 		if err != nil {
@@ -437,4 +417,23 @@ func TestInspectThroughTheAgentsAuth(t *testing.T) {
 			t.Error("the request reached a server with an unverified certificate")
 		}
 	})
+}
+
+// agentAuth is the agent's Auth on the test's API server: the token policy and the
+// issuer's keys learnt from it, as the agent learns them. Every user of this test comes
+// from 127.0.0.1: the per-client review limit, tested in internal/serving, would make
+// them wait for each other.
+func agentAuth(t *testing.T, cfg *rest.Config) *serving.Auth {
+	t.Helper()
+	rcs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, _ := serving.LearnTokenPolicy(context.Background(), cfg, rcs.Discovery().RESTClient())
+	auth, err := serving.NewAuth(serving.AuthOptions{Tokens: rcs.AuthenticationV1().TokenReviews(), Access: rcs.AuthorizationV1().SubjectAccessReviews(),
+		Policy: policy, ReviewRate: serving.ReviewRate{PerSecond: 1000, Burst: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auth
 }
