@@ -35,8 +35,11 @@ generate: ## Regenerate deepcopy, apply configurations, CRDs and RBAC from the G
 	rm -rf api/v1alpha1/applyconfiguration
 	$(CONTROLLER_GEN) applyconfiguration paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=numapref-agent paths=./controllers/... output:rbac:artifacts:config=config/rbac
-	$(CONTROLLER_GEN) rbac:roleName=numapref-summarizer paths=./cmd/numapref output:rbac:artifacts:config=config/rbac/summarizer
+	@# Each role from its process's markers: the agent's (with its rights to ask for its node
+	@# certificate) from controllers/agent, the summarizer's from controllers/summarizer and
+	@# the signer it runs, controllers/agentcert.
+	$(CONTROLLER_GEN) rbac:roleName=numapref-agent paths=./controllers/agent/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=numapref-summarizer paths="./controllers/summarizer/...;./controllers/agentcert/..." output:rbac:artifacts:config=config/rbac/summarizer
 	rm -f charts/numapref/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/numapref/crds/
 	cp config/rbac/role.yaml charts/numapref/files/role.yaml
@@ -76,7 +79,7 @@ host: preflight-host ## Root: real cgroups, real processes, the proc connector, 
 
 .PHONY: integration
 integration: preflight-integration ## envtest: the controllers and the plugin on a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go test -count=1 -tags integration ./controllers/... ./cmd/... ./internal/serving/...
+	KUBEBUILDER_ASSETS=$$(hack/k8s-binaries.sh) go test -count=1 -tags integration ./controllers/... ./cmd/... ./internal/serving/... ./internal/nodeagent/nri/...
 
 .PHONY: chart-lint
 chart-lint: ## helm lint the chart; any warning fails.

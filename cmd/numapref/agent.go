@@ -20,7 +20,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/controllers/agent"
+	"github.com/numapref/numapref/controllers/agentcert"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
@@ -93,7 +94,7 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.secureMetrics, "metrics-secure", true, "serve metrics (and inspect) over HTTPS with authentication and authorization; false: metrics over plain HTTP to anyone, no inspect")
 	fs.StringVar(&f.tlsCertDir, "tls-cert-dir", "", "directory with the metrics port's serving certificate, tls.crt and tls.key (a kubernetes.io/tls Secret volume), re-read when they change; "+
 		"empty: a self-signed certificate made at start, which no client can verify")
-	fs.BoolVar(&f.nodeCertificate, "tls-node-certificate", false, "serve this node's own certificate, asked for through the CSR API (signer "+inspect.AgentServingSigner+
+	fs.BoolVar(&f.nodeCertificate, "tls-node-certificate", false, "serve this node's own certificate, asked for through the CSR API (signer "+agentcert.AgentServingSigner+
 		", which the summarizer signs only for the agent bound to the node the certificate names) and renewed at two thirds of its life; exclusive with -tls-cert-dir")
 	fs.DurationVar(&f.nodeCertLifetime, "tls-node-certificate-lifetime", 7*24*time.Hour, "the validity -tls-node-certificate asks for (the signer may give less)")
 	fs.BoolVar(&f.metricsAgentOnly, "metrics-require-agent-audience", false, "/metrics accepts only tokens bound to the audience "+serving.AgentAudience+
@@ -224,7 +225,7 @@ func runAgent(args []string) error {
 
 	// Whether the API answers, from the agent's own requests: a container placed at its
 	// start keeps its placement while the API cannot confirm it.
-	reach, err := controllers.NewAPIReachability(ctrlmetrics.Registry, ctrl.Log.WithName("api"))
+	reach, err := agent.NewAPIReachability(ctrlmetrics.Registry, ctrl.Log.WithName("api"))
 	if err != nil {
 		return fmt.Errorf("agent: registering the API's reachability: %w", err)
 	}
@@ -236,23 +237,23 @@ func runAgent(args []string) error {
 	if err := mgr.Add(engine); err != nil {
 		return fmt.Errorf("agent: adding engine: %w", err)
 	}
-	facts := func() controllers.NodeFacts {
+	facts := func() agent.NodeFacts {
 		// Read on every reconcile: kernel.numa_balancing can be switched at any time.
 		b, err := numa.ReadBalancing(procRoot)
 		label := b.Label()
 		if err != nil {
 			label = "unknown"
 		}
-		return controllers.NodeFacts{KernelSupport: kernelLabel(support), NUMABalancing: label, NUMANodes: len(topo.Online)}
+		return agent.NodeFacts{KernelSupport: kernelLabel(support), NUMABalancing: label, NUMANodes: len(topo.Online)}
 	}
-	opts := controllers.NodeAgentOptions{
+	opts := agent.NodeAgentOptions{
 		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
 	}
 	if f.nriSocket != "" {
 		// What the API last said, for the starts an agent restarted during an outage sees.
-		opts.Preferences = controllers.NewPreferenceStore(stateDir.Preferences(), ctrl.Log.WithName("preferences"))
+		opts.Preferences = nri.NewPreferenceStore(stateDir.Preferences(), ctrl.Log.WithName("preferences"))
 		plugin, err := nri.New(nri.Config{Socket: f.nriSocket, Log: ctrl.Log.WithName("nri"),
-			Placer: controllers.NewStartPlacer(mgr.GetClient(), engine, opts.Preferences, ctrl.Log.WithName("start"))})
+			Placer: nri.NewStartPlacer(mgr.GetClient(), engine, opts.Preferences, ctrl.Log.WithName("start"))})
 		if err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
@@ -264,7 +265,7 @@ func runAgent(args []string) error {
 		}
 		opts.NRI = plugin
 	}
-	if err := controllers.SetupNodeAgent(mgr, f.nodeName, engine, opts); err != nil {
+	if err := agent.SetupNodeAgent(mgr, f.nodeName, engine, opts); err != nil {
 		return err
 	}
 	if err := setupDrain(mgr, &f, engine); err != nil {
@@ -375,17 +376,17 @@ func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) 
 }
 
 // nodeCertificate, with -tls-node-certificate, obtains and renews this node's own serving
-// certificate through the CSR API (serving.NodeCertificate) and returns where the server
+// certificate through the CSR API (agentcert.NodeCertificate) and returns where the server
 // gets it; otherwise nil (the certificate of -tls-cert-dir). Until the first is issued the
 // TLS port serves nothing and the agent is not ready ("serving-certificate").
-func nodeCertificate(mgr ctrl.Manager, f *agentFlags, cs serving.NodeCertificateClient) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+func nodeCertificate(mgr ctrl.Manager, f *agentFlags, cs agentcert.NodeCertificateClient) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
 	if !f.nodeCertificate {
 		return nil, nil
 	}
 	if f.tlsCertDir != "" {
 		return nil, errors.New("agent: -tls-node-certificate and -tls-cert-dir are exclusive")
 	}
-	c := &serving.NodeCertificate{Client: cs, Node: f.nodeName, Lifetime: f.nodeCertLifetime, Log: ctrl.Log.WithName("node-certificate")}
+	c := &agentcert.NodeCertificate{Client: cs, Node: f.nodeName, Lifetime: f.nodeCertLifetime, Log: ctrl.Log.WithName("node-certificate")}
 	if err := mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("agent: adding the node certificate: %w", err)
 	}
@@ -402,7 +403,7 @@ func kernelLabel(s numa.Support) string {
 	return s.Backend
 }
 
-func newManager(f *agentFlags, reach *controllers.APIReachability) (ctrl.Manager, error) {
+func newManager(f *agentFlags, reach *agent.APIReachability) (ctrl.Manager, error) {
 	cfg, scheme, err := apiClientSetup("agent", f.kubeconfig)
 	if err != nil {
 		return nil, err
@@ -414,12 +415,12 @@ func newManager(f *agentFlags, reach *controllers.APIReachability) (ctrl.Manager
 		metrics.BindAddress = "0"
 	}
 	// No leader election for the agent's own manager: its work is its node's. The
-	// summarizer campaigns on its own (controllers.RunSummarizer), so that losing its lease
+	// summarizer campaigns on its own (summarizer.RunSummarizer), so that losing its lease
 	// never ends the agent.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  controllers.NodeCacheOptions(f.nodeName),
-		MapperProvider:         controllers.NodeRESTMapper, // starts while the API is unreachable
+		Cache:                  agent.NodeCacheOptions(f.nodeName),
+		MapperProvider:         agent.NodeRESTMapper, // starts while the API is unreachable
 		Metrics:                metrics,
 		HealthProbeBindAddress: f.probeAddr,
 	})

@@ -46,7 +46,7 @@ func newScheme() (*runtime.Scheme, error) {
 
 // reviewClients are the agent's typed clients beside controller-runtime's, of the groups
 // it uses and no other: kubernetes.NewForConfig would link every group's client into the
-// binary. The serving certificate's client (serving.NodeCertificateClient) is one.
+// binary. The serving certificate's client (agentcert.NodeCertificateClient) is one.
 type reviewClients struct {
 	core           *corev1client.CoreV1Client
 	certificates   *certificatesv1client.CertificatesV1Client

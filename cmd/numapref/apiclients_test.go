@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/serving"
+	"github.com/numapref/numapref/controllers/agentcert"
 )
 
-var _ serving.NodeCertificateClient = (*reviewClients)(nil)
+var _ agentcert.NodeCertificateClient = (*reviewClients)(nil)
 
 // TestSchemeHasWhatTheProcessesUse: every kind the agent's and the summarizer's caches,
 // clients and Event recorders handle is in the scheme, and groups they do not use are not.

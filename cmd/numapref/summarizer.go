@@ -17,17 +17,10 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/numapref/numapref/controllers"
-	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/controllers/agent"
+	"github.com/numapref/numapref/controllers/agentcert"
+	"github.com/numapref/numapref/controllers/summarizer"
 )
-
-// The summarizer's rights, and only its: the chart and config/rbac/summarizer give them to
-// the summarizer's ServiceAccount alone (make generate writes the ClusterRole from these
-// markers), so no agent can write a preference's status. Its lease and the leader
-// election's Events are in its namespace (the chart's leader-election Role).
-// +kubebuilder:rbac:groups=numa.numapref.io,resources=numapreferences,verbs=get;list;watch
-// +kubebuilder:rbac:groups=numa.numapref.io,resources=numapreferences/status,verbs=patch
-// +kubebuilder:rbac:groups=numa.numapref.io,resources=numanodereports,verbs=get;list;watch
 
 // summaryLease names the summarizer's lease.
 const summaryLease = "numapref-summary"
@@ -53,17 +46,17 @@ func (f *summaryFlags) register(fs *flag.FlagSet) {
 }
 
 // runnable campaigns for the summary lease and summarizes while it holds it
-// (controllers.RunSummarizer): losing the lease stops only the summarizer, which campaigns
+// (summarizer.RunSummarizer): losing the lease stops only the summarizer, which campaigns
 // again.
 func (f *summaryFlags) runnable(mgr manager.Manager, also ...func(ctrl.Manager) error) manager.Runnable {
-	election := controllers.ElectionOptions{Namespace: f.namespace, ID: summaryLease,
+	election := summarizer.ElectionOptions{Namespace: f.namespace, ID: summaryLease,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
-	summary := controllers.SummaryOptions{Quiet: f.quiet, MaxDelay: f.maxDelay, PerNode: f.perNode}
-	return controllers.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary, also...)
+	summary := summarizer.SummaryOptions{Quiet: f.quiet, MaxDelay: f.maxDelay, PerNode: f.perNode}
+	return summarizer.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary, also...)
 }
 
 // signerSetup, with -agent-signer-ca-dir, sets up the signer of the agents' node
-// certificates on the elected summarizer (controllers.SetupAgentCertSigner): it approves
+// certificates on the elected summarizer (agentcert.SetupAgentCertSigner): it approves
 // and signs a request only from the agents' ServiceAccount bound to the node it names.
 func signerSetup(caDir, namespace, agentSA string) ([]func(ctrl.Manager) error, error) {
 	if caDir == "" {
@@ -72,12 +65,12 @@ func signerSetup(caDir, namespace, agentSA string) ([]func(ctrl.Manager) error, 
 	if agentSA == "" {
 		return nil, errors.New("summarizer: -agent-signer-ca-dir needs -agent-service-account")
 	}
-	certPEM, keyPEM, err := controllers.LoadSignerCA(caDir)
+	certPEM, keyPEM, err := agentcert.LoadSignerCA(caDir)
 	if err != nil {
 		return nil, fmt.Errorf("summarizer: %w", err)
 	}
-	opts := controllers.SignerOptions{CACertPEM: certPEM, CAKeyPEM: keyPEM, AgentNamespace: namespace, AgentServiceAccount: agentSA}
-	return []func(ctrl.Manager) error{func(m ctrl.Manager) error { return controllers.SetupAgentCertSigner(m, opts) }}, nil
+	opts := agentcert.SignerOptions{CACertPEM: certPEM, CAKeyPEM: keyPEM, AgentNamespace: namespace, AgentServiceAccount: agentSA}
+	return []func(ctrl.Manager) error{func(m ctrl.Manager) error { return agentcert.SetupAgentCertSigner(m, opts) }}, nil
 }
 
 // runSummarizer is `numapref summarizer`: the summarizer Deployment's process. Its replicas
@@ -93,7 +86,7 @@ func runSummarizer(args []string) error {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty: in-cluster")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "health probe address")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", "0", `plain-HTTP metrics address (the summary controller's queue and the API requests); "0" disables it`)
-	fs.StringVar(&signerCADir, "agent-signer-ca-dir", "", "directory with the CA (tls.crt, tls.key) that signs each agent's own node certificate (signer "+inspect.AgentServingSigner+"); empty: no signing")
+	fs.StringVar(&signerCADir, "agent-signer-ca-dir", "", "directory with the CA (tls.crt, tls.key) that signs each agent's own node certificate (signer "+agentcert.AgentServingSigner+"); empty: no signing")
 	fs.StringVar(&agentSA, "agent-service-account", "", "the agents' ServiceAccount, in the summarizer's namespace: the only requester whose node certificates are signed")
 	f.register(fs)
 	if err := parseWithLogFlags(fs, args); err != nil {
@@ -126,7 +119,7 @@ func newSummarizerManager(kubeconfig, probeAddr, metricsAddr string) (manager.Ma
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		MapperProvider:         controllers.NodeRESTMapper, // starts while the API is unreachable
+		MapperProvider:         agent.NodeRESTMapper, // starts while the API is unreachable
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
 	})
@@ -153,10 +146,10 @@ func apiClientSetup(who, kubeconfig string) (*rest.Config, *runtime.Scheme, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", who, err)
 	}
-	if err := controllers.RegisterMetrics(ctrlmetrics.Registry); err != nil {
+	if err := agent.RegisterMetrics(ctrlmetrics.Registry); err != nil {
 		return nil, nil, fmt.Errorf("%s: registering controller metrics: %w", who, err)
 	}
-	controllers.InstrumentAPI(cfg)
+	agent.InstrumentAPI(cfg)
 	return cfg, scheme, nil
 }
 

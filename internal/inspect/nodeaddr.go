@@ -7,8 +7,8 @@ import (
 )
 
 // NodeIPs are a Node's InternalIP and ExternalIP addresses: what an agent's node
-// certificate names (AgentServingSigner), what the signer accepts there, and what clients
-// dial.
+// certificate names (controllers/agentcert), what the signer accepts there, and what
+// clients dial.
 func NodeIPs(node *corev1.Node) []net.IP {
 	var ips []net.IP
 	for _, a := range node.Status.Addresses {

@@ -49,11 +49,6 @@ const (
 	VerifyNode           = "node"
 )
 
-// AgentServingSigner is the signerName of the CSRs by which each node's agent asks for a
-// serving certificate naming its node (serving.NodeCertificate). The summarizer approves
-// and signs them (controllers.AgentCertSigner); nothing else should.
-const AgentServingSigner = "numapref.io/agent-serving"
-
 // APIVersion and Kind identify the schema of a Pod answer.
 const (
 	APIVersion = "inspect.numapref.io/v1"

@@ -78,8 +78,8 @@ type Options struct {
 	// CertDir holds CertName and KeyName, re-read when they change. Empty means a
 	// self-signed certificate made at start, which no client can verify.
 	CertDir string
-	// GetCertificate, when set, gives the certificate instead (NodeCertificate's: this
-	// node's own); CertDir must then be empty.
+	// GetCertificate, when set, gives the certificate instead (the agent's
+	// agentcert.NodeCertificate: this node's own); CertDir must then be empty.
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	Routes         []Route
 	Auth           *Auth

@@ -2,7 +2,7 @@
 // it starts a throwaway kube-apiserver and etcd (envtest, KUBEBUILDER_ASSETS) with the
 // project's CRDs, creates -n copies of the largest valid NumaPreference
 // (internal/testutil/largest), then starts a cache with the agent's options
-// (controllers.NodeCacheOptions) and prints the heap and RSS of this process before and
+// (agent.NodeCacheOptions) and prints the heap and RSS of this process before and
 // after the cache has synced.
 //
 //	KUBEBUILDER_ASSETS=... go run ./test/bounds [-n 1000] [-cache agent|managedfields] [-annotation-bytes B]
@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/controllers/agent"
 	"github.com/numapref/numapref/internal/testutil/largest"
 )
 
@@ -149,7 +149,7 @@ func cacheOptions(mode string, scheme *k8sruntime.Scheme) (cache.Options, error)
 	var opts cache.Options
 	switch mode {
 	case "agent":
-		opts = controllers.NodeCacheOptions("node-bounds")
+		opts = agent.NodeCacheOptions("node-bounds")
 	case "managedfields":
 		opts = cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	default:

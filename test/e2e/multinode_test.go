@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/controllers/agent"
 )
 
 // The specs that need several nodes, each with its own agent: E2E_PROVIDER=kind (a
@@ -136,7 +136,7 @@ func multiNodeSpecs() bool {
 					// Only that node's agent ever wrote it.
 					for _, m := range rep.ManagedFields {
 						if strings.HasPrefix(m.Manager, "numapref-agent/") {
-							g.Expect(m.Manager).To(Equal(controllers.AgentFieldManager(rep.Name)))
+							g.Expect(m.Manager).To(Equal(agent.AgentFieldManager(rep.Name)))
 						}
 					}
 				}

@@ -27,7 +27,9 @@ var layers = [][]string{
 	{"internal/numa/mempolicy", "internal/numa/migrate"},
 	{"internal/nodeagent/cgroups", "internal/nodeagent/migration", "internal/inspect", "internal/serving"},
 	{"internal/nodeagent"},
-	{"controllers"},
+	// One package per process (TestProcessesApart), the signer's, what the processes share,
+	// and controllers itself, which only names two of the agent's for cmd/numapref.
+	{"controllers/agent", "controllers/summarizer", "controllers/agentcert", "controllers/internal/", "controllers"},
 	{"cmd/"},
 }
 
@@ -195,7 +197,7 @@ func modulePackages(t *testing.T, root string) map[string][]string {
 
 func TestImportsRunOneWay(t *testing.T) {
 	pkgs := modulePackages(t, moduleRoot(t))
-	for _, must := range []string{"cmd/numapref", "controllers", "internal/nodeagent", "internal/numa", "api/v1alpha1"} {
+	for _, must := range []string{"cmd/numapref", "controllers/agent", "controllers/summarizer", "controllers/agentcert", "internal/nodeagent", "internal/numa", "api/v1alpha1"} {
 		if _, ok := pkgs[must]; !ok {
 			t.Fatalf("package %s not found: the walk is wrong (found %d packages)", must, len(pkgs))
 		}
@@ -229,6 +231,62 @@ func TestNumaOnlyReads(t *testing.T) {
 	}
 	for _, b := range numaViolations(pkgs) {
 		t.Error(b)
+	}
+}
+
+// apart lists, for the controllers of one process (or what they share), the packages it
+// must not import: the agent's and the summarizer's controllers run in different processes
+// and know nothing of each other.
+var apart = map[string][]string{
+	"controllers/agent":      {"controllers/summarizer"},
+	"controllers/summarizer": {"controllers/agent"},
+	"controllers/agentcert":  {"controllers/agent", "controllers/summarizer"},
+	"controllers/internal/":  {"controllers/agent", "controllers/summarizer", "controllers/agentcert"},
+}
+
+// crossings returns what pkg, importing the module's packages imports, imports against
+// apart.
+func crossings(pkg string, imports []string) []string {
+	var out []string
+	for from, forbidden := range apart {
+		if !within(pkg, from) {
+			continue
+		}
+		for _, dep := range imports {
+			for _, f := range forbidden {
+				if within(dep, f) {
+					out = append(out, pkg+" imports "+dep+": the processes' controllers stay apart")
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestProcessesApart(t *testing.T) {
+	var bad []string
+	for pkg, deps := range modulePackages(t, moduleRoot(t)) {
+		bad = append(bad, crossings(pkg, deps)...)
+	}
+	sort.Strings(bad)
+	for _, b := range bad {
+		t.Error(b)
+	}
+	for _, c := range []struct {
+		pkg     string
+		imports []string
+		want    int
+	}{
+		{"controllers/agent", []string{"controllers/agentcert", "controllers/internal/status", "internal/nodeagent/nri"}, 0},
+		{"controllers/summarizer", []string{"controllers/agentcert", "controllers/internal/runnable"}, 0},
+		{"controllers/agent", []string{"controllers/summarizer"}, 1},
+		{"controllers/summarizer", []string{"controllers/agent"}, 1},
+		{"controllers/agentcert", []string{"controllers/agent", "controllers/summarizer"}, 2},
+		{"controllers/internal/status", []string{"controllers/agent"}, 1},
+	} {
+		if got := crossings(c.pkg, c.imports); len(got) != c.want {
+			t.Errorf("crossings(%s, %v) = %q, want %d", c.pkg, c.imports, got, c.want)
+		}
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/controllers/agent"
+	"github.com/numapref/numapref/controllers/summarizer"
 	"github.com/numapref/numapref/internal/nodeagent"
 )
 
@@ -69,7 +70,7 @@ func (e *stubEngine) setTasks(n int32) {
 }
 
 // stubFacts are the kernel facts every simulated node reports.
-var stubFacts = controllers.NodeFacts{KernelSupport: "emulator", NUMABalancing: "normal", NUMANodes: 2}
+var stubFacts = agent.NodeFacts{KernelSupport: "emulator", NUMABalancing: "normal", NUMANodes: 2}
 
 // manager runs one controller-runtime manager until ctx ends; a manager that fails
 // reports it on errs.
@@ -101,14 +102,14 @@ func newManager(cfg *rest.Config, scheme *runtime.Scheme, configure func(*ctrl.O
 	return ctrl.NewManager(rest.CopyConfig(cfg), opts)
 }
 
-// startSummarizer runs the real summarizer (controllers.SetupSummary) in a manager of its
+// startSummarizer runs the real summarizer (summarizer.SetupSummary) in a manager of its
 // own, with its default coalescing.
 func startSummarizer(ctx context.Context, wg *sync.WaitGroup, cfg *rest.Config, scheme *runtime.Scheme, errs chan<- error) error {
 	mgr, err := newManager(cfg, scheme, nil)
 	if err != nil {
 		return fmt.Errorf("creating the summarizer's manager: %w", err)
 	}
-	if err := controllers.SetupSummary(mgr, controllers.SummaryOptions{}); err != nil {
+	if err := summarizer.SetupSummary(mgr, summarizer.SummaryOptions{}); err != nil {
 		return err
 	}
 	runManager(ctx, wg, mgr, "summarizer", errs)
@@ -122,13 +123,13 @@ func startAgents(ctx context.Context, wg *sync.WaitGroup, cfg *rest.Config, sche
 	engines := make([]*stubEngine, nodes)
 	for i := range nodes {
 		node := nodeName(i)
-		mgr, err := newManager(cfg, scheme, func(o *ctrl.Options) { o.Cache = controllers.NodeCacheOptions(node) })
+		mgr, err := newManager(cfg, scheme, func(o *ctrl.Options) { o.Cache = agent.NodeCacheOptions(node) })
 		if err != nil {
 			return nil, fmt.Errorf("creating the manager of %s: %w", node, err)
 		}
 		engines[i] = newStubEngine(tasks)
-		opts := controllers.NodeAgentOptions{Facts: func() controllers.NodeFacts { return stubFacts }, ReportInterval: reportInterval}
-		if err := controllers.SetupNodeAgent(mgr, node, engines[i], opts); err != nil {
+		opts := agent.NodeAgentOptions{Facts: func() agent.NodeFacts { return stubFacts }, ReportInterval: reportInterval}
+		if err := agent.SetupNodeAgent(mgr, node, engines[i], opts); err != nil {
 			return nil, fmt.Errorf("setting up the agent of %s: %w", node, err)
 		}
 		runManager(ctx, wg, mgr, "agent "+node, errs)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/controllers/agent"
 )
 
 // legacyCRD is the previous design's NumaPreference CRD (status.nodes[], a map-list keyed
@@ -84,7 +84,7 @@ func (w *world) applyLegacyEntries(ctx context.Context, tasks int32, failures *a
 		}}}
 		return retry(ctx, failures, "applying the legacy entry of "+node, func() error {
 			return w.c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-				client.FieldOwner(controllers.AgentFieldManager(node)), client.ForceOwnership)
+				client.FieldOwner(agent.AgentFieldManager(node)), client.ForceOwnership)
 		})
 	})
 }

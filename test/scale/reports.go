@@ -13,7 +13,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	numaac "github.com/numapref/numapref/api/v1alpha1/applyconfiguration/api/v1alpha1"
-	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/controllers/agent"
 )
 
 // standInReport is the report an agent writes for podsPerNode pods of one container each,
@@ -62,7 +62,7 @@ func (w *world) applyReports(ctx context.Context, generation int64, tasks int32,
 			WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").
 				WithName(node).WithUID(w.nodeUIDs[i]))
 		return retry(ctx, failures, "writing the report of "+node, func() error {
-			return w.c.Apply(ctx, ac, client.FieldOwner(controllers.AgentFieldManager(node)), client.ForceOwnership)
+			return w.c.Apply(ctx, ac, client.FieldOwner(agent.AgentFieldManager(node)), client.ForceOwnership)
 		})
 	})
 }

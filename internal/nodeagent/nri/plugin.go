@@ -9,9 +9,14 @@
 // whether or not the placer has returned (see PlaceAtStart). It asks the runtime for no
 // change to any container.
 //
-//	plugin.go   Config, Plugin, the connect-serve-reconnect loop (Start), Stats
-//	handler.go  one connection's handlers (StartContainer, Synchronize) and startOf, which
-//	            turns the NRI types into a Start
+//	plugin.go       Config, Plugin, the connect-serve-reconnect loop (Start), Stats
+//	handler.go      one connection's handlers (StartContainer, Synchronize) and startOf,
+//	                which turns the NRI types into a Start
+//	startplacer.go  StartPlacer, the agent's Placer: it decides as the API path does, from
+//	                the agent's cache or the persisted NumaPreferences, and the engine places
+//	prefstore.go    PreferenceStore: the NumaPreferences last seen, kept in the state dir
+//	                for an agent restarted while the API is unreachable
+//	metrics.go      the plugin's metrics (NewCollector)
 package nri
 
 import (

@@ -42,7 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/controllers"
+	"github.com/numapref/numapref/controllers/summarizer"
 	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/test/localnode"
 )
@@ -169,11 +169,11 @@ func (h *host) startSummarizer(ctx, run context.Context) (<-chan error, error) {
 		return nil, err
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	election := controllers.ElectionOptions{Namespace: agentNS, ID: "numapref-summary",
+	election := summarizer.ElectionOptions{Namespace: agentNS, ID: "numapref-summary",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	done := make(chan error, 1)
 	go func() {
-		done <- controllers.RunSummarizer(cfg, scheme, election, controllers.SummaryOptions{}).Start(run)
+		done <- summarizer.RunSummarizer(cfg, scheme, election, summarizer.SummaryOptions{}).Start(run)
 	}()
 	return done, nil
 }

@@ -1,0 +1,26 @@
+package agent
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+)
+
+// agentPreference is what an agent keeps of a NumaPreference: its identity, lifecycle and
+// spec, whose size the CRD bounds. Status, managedFields, labels, annotations, finalizers
+// and owners go: no agent reads them, and metadata is bounded only by the apiserver's
+// request size, so one tenant could otherwise fill every agent's memory.
+func agentPreference(obj any) (any, error) {
+	p, ok := obj.(*numav1.NumaPreference)
+	if !ok {
+		return obj, nil
+	}
+	return &numav1.NumaPreference{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Generation: p.Generation, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Spec: p.Spec,
+	}, nil
+}

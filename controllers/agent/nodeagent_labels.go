@@ -1,0 +1,55 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Node labels the agent publishes, so users can target capable nodes.
+const (
+	LabelKernelSupport = "numapref.io/kernel-support" // prctl, emulator or unsupported
+	LabelNUMABalancing = "numapref.io/numa-balancing" // disabled, normal, memory-tiering, normal-memory-tiering
+	LabelNUMANodes     = "numapref.io/numa-nodes"     // online NUMA node count
+	LabelNRI           = "numapref.io/nri"            // connected or disconnected; absent without --nri-socket
+)
+
+// NodeFacts are this host's kernel facts, as node labels and in the node's report.
+type NodeFacts struct {
+	KernelSupport string
+	NUMABalancing string
+	NUMANodes     int
+	// NRI is numav1.NRIConnected or NRIDisconnected for an agent with an NRI plugin, ""
+	// without one.
+	NRI string
+}
+
+// BalancingEnabled is false when kernel.numa_balancing is known to be disabled: the kernel
+// then ignores every preferred node.
+func (f NodeFacts) BalancingEnabled() bool { return f.NUMABalancing != "disabled" }
+
+// publishLabels applies the node's labels when the facts changed since the last time.
+func (r *NodeAgentReconciler) publishLabels(ctx context.Context, facts NodeFacts) error {
+	if facts == r.labels {
+		return nil
+	}
+	labels := map[string]string{
+		LabelKernelSupport: facts.KernelSupport,
+		LabelNUMABalancing: facts.NUMABalancing,
+		LabelNUMANodes:     strconv.Itoa(facts.NUMANodes),
+	}
+	if facts.NRI != "" {
+		// Left out without NRI: server-side apply then removes a label this manager set.
+		labels[LabelNRI] = strings.ToLower(facts.NRI)
+	}
+	ac := corev1ac.Node(r.nodeName).WithLabels(labels)
+	if err := r.client.Apply(ctx, ac, client.FieldOwner(AgentFieldManager(r.nodeName)), client.ForceOwnership); err != nil {
+		return fmt.Errorf("labelling node %s: %w", r.nodeName, err)
+	}
+	r.labels = facts
+	return nil
+}

@@ -1,0 +1,44 @@
+//go:build integration
+
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+)
+
+var _ = Describe("A node report past the CRD's bound", func() {
+	It("keeps 1,024 entries, counts the rest, and the apiserver accepts it", func() {
+		ctx := context.Background()
+		const node = "report-bound-node"
+		env.EnsureNode(node)
+		r := &NodeAgentReconciler{client: env.Client, reader: env.Client, nodeName: node, opts: testAgentOptions}
+		// One namespace selects the pod with 1,030 preferences, another with one.
+		big := podPlan{plan: nodeagent.PodPlan{Namespace: "big"}}
+		for i := range 1030 {
+			big.plan.Selected = append(big.plan.Selected, fmt.Sprintf("p-%04d", i))
+		}
+		small := podPlan{plan: nodeagent.PodPlan{Namespace: "small", Selected: []string{"q"}}}
+		st := r.reportStatus([]podPlan{big, small}, nil, nil, testAgentOptions.Facts())
+		Expect(r.applyReport(ctx, st)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(client.IgnoreNotFound(env.Client.Delete(ctx, &numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: node}}))).To(Succeed())
+		})
+
+		var got numav1.NumaNodeReport
+		Expect(env.Client.Get(ctx, client.ObjectKey{Name: node}, &got)).To(Succeed())
+		Expect(got.Status.Preferences).To(HaveLen(numav1.MaxReportPreferences))
+		Expect(got.Status.OmittedPreferences).To(Equal(int32(1031 - numav1.MaxReportPreferences)))
+		Expect(got.Status.Totals.Preferences).To(Equal(int32(1031)), "totals count every preference, omitted ones too")
+		Expect(got.Status.Preferences).To(ContainElement(HaveField("Namespace", "small")),
+			"a namespace with a thousand preferences must not crowd out another's")
+	})
+})

@@ -1,0 +1,115 @@
+package nri
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+)
+
+// StartEngine is what StartPlacer needs of the apply engine.
+type StartEngine interface {
+	PlaceAtStart(nodeagent.Desire) (nodeagent.ContainerResult, bool)
+}
+
+// StartPlacer is the Placer of the agent's plugin: it places containers as the runtime
+// starts them, before the kubelet posts their status. One decision, two triggers: nodeagent.PlanStart
+// decides as the node agent controller does (PlanPod), on the agent's cached pod (or,
+// when the cache does not hold it yet, one made of the runtime's sandbox) and the cached
+// NumaPreferences of its namespace; the engine's PlaceAtStart acts at once.
+type StartPlacer struct {
+	reader    client.Reader // the agent's cache
+	engine    StartEngine
+	persisted *PreferenceStore // nil: none
+	log       logr.Logger
+}
+
+// cacheWait bounds how long a start waits for a cache that has not synced (an agent
+// started while the API is unreachable) before it decides from the persisted
+// NumaPreferences instead: a synced cache answers at once.
+const cacheWait = 200 * time.Millisecond
+
+// NewStartPlacer returns the placer of the node agent whose cache reader holds its pods and
+// the NumaPreferences (controllers/agent's NodeCacheOptions). persisted, when not nil, is
+// what it decides from while that cache has not synced: the NumaPreferences the agent last
+// saw (the node agent controller's NodeAgentOptions.Preferences).
+func NewStartPlacer(reader client.Reader, engine StartEngine, persisted *PreferenceStore, log logr.Logger) *StartPlacer {
+	return &StartPlacer{reader: reader, engine: engine, persisted: persisted, log: log}
+}
+
+// PlaceAtStart decides for the container s and has the engine place it (Placer). It
+// reads only the cache, or the persisted NumaPreferences while the cache has not synced:
+// the runtime waits for its answer.
+func (p *StartPlacer) PlaceAtStart(ctx context.Context, s Start) {
+	log := p.log.WithValues("pod", s.Namespace+"/"+s.PodName, "container", s.Container)
+	var prefs numav1.NumaPreferenceList
+	cctx, cancel := context.WithTimeout(ctx, cacheWait)
+	err := p.reader.List(cctx, &prefs, client.InNamespace(s.Namespace))
+	cancel()
+	var pod *corev1.Pod
+	var ok bool
+	if err == nil {
+		if pod, ok = p.pod(ctx, s); !ok {
+			return
+		}
+	} else {
+		// No cache yet: the sandbox's pod, and what the API last said.
+		if prefs.Items, ok = p.stored(s.Namespace); !ok {
+			log.Error(err, "Listing the cached NumaPreferences; the container is placed once the API reports it running")
+			return
+		}
+		log.V(1).Info("Deciding from the persisted NumaPreferences: the cache has not synced", "error", err.Error())
+		pod = sandboxPod(s)
+	}
+	d, ok := nodeagent.PlanStart(pod, prefs.Items, s.Container, s.ContainerID)
+	if !ok {
+		return // nothing asks for it
+	}
+	d.Ref.CgroupsPath = s.CgroupsPath // the runtime's own word on where the container is
+	r, ok := p.engine.PlaceAtStart(d)
+	if ok {
+		log.V(1).Info("Placed at start", "reason", r.Reason, "node", r.Node, "tasks", r.Tasks)
+	}
+}
+
+// pod is s's pod as the cache holds it (a static pod's mirror pod too: its cgroup's UID is
+// the sandbox's), or, when the cache holds no pod of that name yet, one made of the
+// runtime's sandbox: its metadata and labels, no spec (PlanStart then takes the container
+// for an app container). ok is false when the cache holds another pod of that name: a pod
+// deleted and made again, whose new one the API path places.
+func (p *StartPlacer) pod(ctx context.Context, s Start) (*corev1.Pod, bool) {
+	var pod corev1.Pod
+	err := p.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.PodName}, &pod)
+	switch {
+	case err == nil:
+		return &pod, cgroups.PodUID(&pod) == s.PodUID
+	case !apierrors.IsNotFound(err):
+		p.log.Error(err, "Reading the cached pod; the container is placed once the API reports it running", "pod", s.Namespace+"/"+s.PodName)
+		return nil, false
+	}
+	return sandboxPod(s), true
+}
+
+// sandboxPod is the pod of the runtime's sandbox of s: its metadata and labels, no spec.
+func sandboxPod(s Start) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.PodName, UID: types.UID(s.PodUID),
+		Labels: s.Labels, Annotations: s.Annotations}}
+}
+
+// stored returns the persisted NumaPreferences of namespace; ok is false when there are
+// none to go by.
+func (p *StartPlacer) stored(namespace string) ([]numav1.NumaPreference, bool) {
+	if p.persisted == nil {
+		return nil, false
+	}
+	return p.persisted.InNamespace(namespace)
+}

@@ -1,0 +1,70 @@
+package nri
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/testutil/builders"
+	"github.com/numapref/numapref/internal/testutil/ctrltest"
+)
+
+// startRecorder is an engine that records what it is asked to place at a start.
+type startRecorder []nodeagent.Desire
+
+func (r *startRecorder) PlaceAtStart(d nodeagent.Desire) (nodeagent.ContainerResult, bool) {
+	*r = append(*r, d)
+	return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied}, true
+}
+
+// TestStartPlacerWhichPod: the cached pod decides when it is the one the runtime starts (a
+// static pod's mirror pod too, by the UID it names the cgroup with), keyed as the API path
+// keys it; a pod the cache does not hold yet is made of the sandbox; another pod of the
+// same name (a pod made again) is left to the API path. Narrow: the cache is
+// a fake; controllers/agent's envtest spec "Placing a container at its start (NRI)"
+// runs the real one.
+func TestStartPlacerWhichPod(t *testing.T) {
+	id := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	cached := builders.MakePod("ns", "db-0").Label("app", "db").Containers("main").Obj()
+	cached.UID = "uid-cached"
+	// A static pod's mirror, made by its node's kubelet: its cgroup is the static pod's
+	// UID, the one the sandbox carries.
+	const staticUID = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+	mirror := builders.MakePod("ns", "etcd-node-a").Label("app", "db").Containers("main").Obj()
+	mirror.UID = "uid-mirror-object"
+	mirror.Annotations = map[string]string{"kubernetes.io/config.mirror": staticUID}
+	mirror.Spec.NodeName = "node-a"
+	mirror.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "node-uid", Controller: ptr.To(true)}}
+	pref := builders.MakePreference("ns", "db").Selector("app", "db").Node(1).Obj()
+	for name, tc := range map[string]struct {
+		start Start
+		want  int // desires placed
+	}{
+		"the cached pod":                  {Start{PodUID: "uid-cached", Namespace: "ns", PodName: "db-0", Container: "main", ContainerID: id}, 1},
+		"not cached yet":                  {Start{PodUID: "uid-new", Namespace: "ns", PodName: "db-1", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 1},
+		"another db-0":                    {Start{PodUID: "uid-mirror", Namespace: "ns", PodName: "db-0", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 0},
+		"a static pod, its mirror cached": {Start{PodUID: staticUID, Namespace: "ns", PodName: "etcd-node-a", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 1},
+		"an unselected pod":               {Start{PodUID: "uid-web", Namespace: "ns", PodName: "web-0", Labels: map[string]string{"app": "web"}, Container: "main", ContainerID: id}, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reader := ctrltest.FakeAPI(t, cached.DeepCopy(), mirror.DeepCopy(), pref.DeepCopy())
+			var engine startRecorder
+			NewStartPlacer(reader, &engine, nil, logr.Discard()).PlaceAtStart(context.Background(), tc.start)
+			if len(engine) != tc.want {
+				t.Fatalf("placed %+v, want %d", engine, tc.want)
+			}
+			if tc.want == 0 {
+				return
+			}
+			d := engine[0]
+			if string(d.PodUID) != tc.start.PodUID || d.Node != 1 || d.Preference != "db" || d.Ref.ContainerID != id || d.Refusal != "" {
+				t.Errorf("desire %+v, want pod %s at node 1 from db, container %s", d, tc.start.PodUID, id)
+			}
+		})
+	}
+}
