@@ -119,16 +119,16 @@ func (c agentChild) probes() []probe {
 			return onThreads(8, func(i int) error { return createFile(filepath.Join(c.Outside, fmt.Sprintf("thread-%d", i))) })
 		}},
 		{"open /proc/<other>/mem for writing", func() error {
-			return openClose(fmt.Sprintf("/proc/%d/mem", c.Target), unix.O_WRONLY)
+			return openWrite(fmt.Sprintf("/proc/%d/mem", c.Target))
 		}},
 		// Opened for writing, and closed without a write: nothing changes either way.
 		{"open a sysctl for writing", func() error {
-			return openClose(filepath.Join(c.ProcRoot, "sys/kernel/numa_balancing"), unix.O_WRONLY)
+			return openWrite(filepath.Join(c.ProcRoot, "sys/kernel/numa_balancing"))
 		}},
 		{"open a sysfs file for writing", func() error {
-			return openClose(filepath.Join(c.SysRoot, "kernel/mm/transparent_hugepage/enabled"), unix.O_WRONLY)
+			return openWrite(filepath.Join(c.SysRoot, "kernel/mm/transparent_hugepage/enabled"))
 		}},
-		{"open a cgroup's cgroup.procs for writing", func() error { return openClose(c.CgroupFile, unix.O_WRONLY) }},
+		{"open a cgroup's cgroup.procs for writing", func() error { return openWrite(c.CgroupFile) }},
 		{"execve /bin/true", func() error {
 			// Its standard files are the child's own: with none, os/exec would open
 			// /dev/null, which the ruleset refuses before any execve.
@@ -196,8 +196,8 @@ func onThreads(n int, f func(i int) error) error {
 	return first
 }
 
-func openClose(path string, flags int) error {
-	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+func openWrite(path string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	return closeFD(fd, err)
 }
 

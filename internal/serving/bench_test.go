@@ -23,7 +23,7 @@ func BenchmarkJunkToken(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchmarkJunkToken(b, a, tokens.count, junkTokens(0)["expired"], tok("alice", AgentAudience),
+	benchmarkJunkToken(b, a, tokens.count, junkTokens()["expired"], tok("alice", AgentAudience),
 		func(i int) string { return tok(fmt.Sprintf("forger-%d", i), AgentAudience) })
 }
 

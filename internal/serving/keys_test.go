@@ -70,9 +70,11 @@ func (k signingKey) jwk() map[string]any {
 		return map[string]any{"use": "sig", "kty": "RSA", "kid": k.kid, "alg": k.alg, "n": b64(pub.N.Bytes()), "e": b64(big.NewInt(int64(pub.E)).Bytes())}
 	case *ecdsa.PublicKey:
 		size := (pub.Curve.Params().BitSize + 7) / 8
-		x, y := make([]byte, size), make([]byte, size)
-		pub.X.FillBytes(x)
-		pub.Y.FillBytes(y)
+		raw, err := pub.Bytes() // 0x04 ‖ X ‖ Y, each size bytes
+		if err != nil {
+			panic(err)
+		}
+		x, y := raw[1:1+size], raw[1+size:]
 		return map[string]any{"use": "sig", "kty": "EC", "kid": k.kid, "alg": k.alg, "crv": pub.Curve.Params().Name, "x": b64(x), "y": b64(y)}
 	}
 	panic("unknown key type")
@@ -383,7 +385,7 @@ func TestServerWithoutTheIssuersKeys(t *testing.T) {
 	if status, body := get(t, c, "https://"+addr+"/metrics", tok("alice", AgentAudience)); status != http.StatusServiceUnavailable {
 		t.Errorf("a signed token without the keys: %d %q, want 503", status, body)
 	}
-	if status, body := get(t, c, "https://"+addr+"/metrics", junkTokens(0)["expired"]); status != http.StatusUnauthorized {
+	if status, body := get(t, c, "https://"+addr+"/metrics", junkTokens()["expired"]); status != http.StatusUnauthorized {
 		t.Errorf("an expired token without the keys: %d %q, want 401", status, body)
 	}
 	if n := len(tokens.reviews()); n != 0 {

@@ -111,11 +111,11 @@ var (
 )
 
 // junkTokens are tokens the API server cannot accept for AgentAudience (on a route that
-// takes only it), one per way the local check refuses, by name. Each carries n, so the
-// tokens of two calls differ.
-func junkTokens(n int) map[string]string { return junkTokensOf(testIssuer, n) }
+// takes only it), one per way the local check refuses, by name.
+func junkTokens() map[string]string { return junkTokensOf(testIssuer, 0) }
 
-// junkTokensOf are junkTokens of a cluster whose issuer is issuer.
+// junkTokensOf are junkTokens of a cluster whose issuer is issuer. Each carries n, so the
+// tokens of two calls with different n differ.
 func junkTokensOf(issuer string, n int) map[string]string {
 	now := time.Now()
 	mallory := fmt.Sprintf("mallory-%d", n)
@@ -171,7 +171,7 @@ func tamper(token string) string {
 func TestTokenCheck(t *testing.T) {
 	now := time.Now()
 	ctx := context.Background()
-	for name, token := range junkTokens(0) {
+	for name, token := range junkTokens() {
 		t.Run("refused: "+name, func(t *testing.T) {
 			if err := testPolicy.check(ctx, token, AgentAudience, now); !errors.Is(err, errJunkToken) {
 				t.Errorf("check = %v, want a junk token", err)
@@ -235,7 +235,7 @@ func TestTokenCheck(t *testing.T) {
 
 // FuzzTokenCheck: no input panics the check, and one it passes is a JWT of three parts.
 func FuzzTokenCheck(f *testing.F) {
-	for _, token := range junkTokens(0) {
+	for _, token := range junkTokens() {
 		f.Add(token)
 	}
 	f.Add(tok("alice", AgentAudience))

@@ -154,7 +154,7 @@ func TestAdoptLeavesADirWithoutState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Release()
+	defer func() { _ = lock.Release() }()
 	if adopted, err := d.Adopt(from); err != nil || adopted != nil {
 		t.Errorf("Adopt from a dir without state = %q, %v", adopted, err)
 	}
@@ -204,7 +204,7 @@ func TestRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Release()
+	defer func() { _ = lock.Release() }()
 	for _, path := range d.Files() {
 		write(t, path, "x")
 	}
