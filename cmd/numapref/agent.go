@@ -25,6 +25,7 @@ import (
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/ledger"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
@@ -211,7 +212,7 @@ func runAgent(args []string) error {
 		ProcEvents: events, ForkFilter: forkFilter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 	})
 	var ledgerDamaged error
-	if errors.Is(err, nodeagent.ErrLedgerDamaged) {
+	if errors.Is(err, ledger.ErrDamaged) {
 		ledgerDamaged = err
 	}
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/sandbox"
 	"github.com/numapref/numapref/internal/statedir"
@@ -160,7 +160,7 @@ func startSandboxedAgent(t *testing.T, extraArgs ...string) *sandboxedAgent {
 	t.Cleanup(w.Stop)
 	dir := t.TempDir()
 	stateDir := filepath.Join(dir, "state")
-	writeDesired(t, stateDir, nodeagent.Desire{
+	writeDesired(t, stateDir, desire.Desire{
 		Pod: types.NamespacedName{Namespace: "ns", Name: "sandboxed"}, PodUID: types.UID(uid), Container: "app",
 		Ref:  cgroups.ContainerRef{PodUID: uid, QOS: corev1.PodQOSGuaranteed, ContainerID: c.ContainerID},
 		Node: 0,
@@ -175,11 +175,11 @@ func startSandboxedAgent(t *testing.T, extraArgs ...string) *sandboxedAgent {
 }
 
 // writeDesired persists a desired state as the agent's engine writes it (desired.json).
-func writeDesired(t *testing.T, stateDir string, desires ...nodeagent.Desire) {
+func writeDesired(t *testing.T, stateDir string, desires ...desire.Desire) {
 	t.Helper()
 	data, err := json.Marshal(struct {
-		Version int                `json:"version"`
-		Desires []nodeagent.Desire `json:"desires"`
+		Version int             `json:"version"`
+		Desires []desire.Desire `json:"desires"`
 	}{1, desires})
 	if err != nil {
 		t.Fatal(err)

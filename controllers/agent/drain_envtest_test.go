@@ -21,7 +21,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/controllers/internal/runnable"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/ledger"
 )
 
 // countingDrainer counts the engine's drains.
@@ -112,7 +112,7 @@ var _ = Describe("A damaged ledger", func() {
 
 	It("gives the Node a LedgerDamaged Warning and counts in the node's report", func() {
 		opts := testAgentOptions
-		opts.LedgerDamaged = errors.Join(nodeagent.ErrLedgerDamaged, errors.New("checksum mismatch"))
+		opts.LedgerDamaged = errors.Join(ledger.ErrDamaged, errors.New("checksum mismatch"))
 		startAgent("node-ledger", newScriptedEngine(nil), withOptions(opts))
 		Eventually(func(g Gomega) {
 			rep := &numav1.NumaNodeReport{}

@@ -8,7 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // scriptedEngine stands in for the apply engine where a spec is about the controllers:
@@ -17,32 +18,32 @@ import (
 // and in the real-engine specs of this suite.
 type scriptedEngine struct {
 	mu      sync.Mutex
-	desires map[nodeagent.ContainerKey]nodeagent.Desire
-	outcome func(nodeagent.Desire) nodeagent.ContainerResult
+	desires map[desire.ContainerKey]desire.Desire
+	outcome func(desire.Desire) plan.Result
 	changes chan struct{}
 	calls   atomic.Int32
 }
 
-func newScriptedEngine(outcome func(nodeagent.Desire) nodeagent.ContainerResult) *scriptedEngine {
+func newScriptedEngine(outcome func(desire.Desire) plan.Result) *scriptedEngine {
 	if outcome == nil {
 		outcome = appliedWithTasks(3)
 	}
-	return &scriptedEngine{desires: map[nodeagent.ContainerKey]nodeagent.Desire{}, outcome: outcome, changes: make(chan struct{}, 1)}
+	return &scriptedEngine{desires: map[desire.ContainerKey]desire.Desire{}, outcome: outcome, changes: make(chan struct{}, 1)}
 }
 
 // appliedWithTasks applies every desire that is not skipped, to n tasks.
-func appliedWithTasks(n int) func(nodeagent.Desire) nodeagent.ContainerResult {
-	return func(d nodeagent.Desire) nodeagent.ContainerResult {
+func appliedWithTasks(n int) func(desire.Desire) plan.Result {
+	return func(d desire.Desire) plan.Result {
 		if d.Refusal != "" {
-			return nodeagent.ContainerResult{Desire: d, Reason: d.Refusal, Message: d.Message}
+			return plan.Result{Desire: d, Reason: d.Refusal, Message: d.Message}
 		}
-		return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: n}
+		return plan.Result{Desire: d, Reason: numav1.ReasonApplied, Tasks: n}
 	}
 }
 
-func (e *scriptedEngine) SetDesired(ds []nodeagent.Desire) {
+func (e *scriptedEngine) SetDesired(ds []desire.Desire) {
 	e.calls.Add(1)
-	m := map[nodeagent.ContainerKey]nodeagent.Desire{}
+	m := map[desire.ContainerKey]desire.Desire{}
 	for _, d := range ds {
 		m[d.Key()] = d
 	}
@@ -58,10 +59,10 @@ func (e *scriptedEngine) SetDesired(ds []nodeagent.Desire) {
 	}
 }
 
-func (e *scriptedEngine) Results() map[nodeagent.ContainerKey]nodeagent.ContainerResult {
+func (e *scriptedEngine) Results() map[desire.ContainerKey]plan.Result {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := map[nodeagent.ContainerKey]nodeagent.ContainerResult{}
+	out := map[desire.ContainerKey]plan.Result{}
 	for k, d := range e.desires {
 		out[k] = e.outcome(d)
 	}
@@ -71,9 +72,9 @@ func (e *scriptedEngine) Results() map[nodeagent.ContainerKey]nodeagent.Containe
 func (e *scriptedEngine) Changes() <-chan struct{} { return e.changes }
 
 // Desired returns the desire for a container, if any.
-func (e *scriptedEngine) Desired(pod *corev1.Pod, container string) (nodeagent.Desire, bool) {
+func (e *scriptedEngine) Desired(pod *corev1.Pod, container string) (desire.Desire, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d, ok := e.desires[nodeagent.ContainerKey{PodUID: pod.UID, Container: container}]
+	d, ok := e.desires[desire.ContainerKey{PodUID: pod.UID, Container: container}]
 	return d, ok
 }

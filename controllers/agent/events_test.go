@@ -13,7 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
@@ -24,13 +25,13 @@ var _ = Describe("Pod Events", func() {
 		// Every pass reports new task counts: "app" is applied to a growing number of
 		// tasks, "log" is refused for a growing number. Neither may bring a new Event.
 		var pass atomic.Int32
-		engine := newScriptedEngine(func(d nodeagent.Desire) nodeagent.ContainerResult {
+		engine := newScriptedEngine(func(d desire.Desire) plan.Result {
 			n := int(pass.Load())
 			if d.Container == "log" {
-				return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonKernelError, Tasks: 1,
+				return plan.Result{Desire: d, Reason: numav1.ReasonKernelError, Tasks: 1,
 					Failed: map[string]int{numav1.ReasonKernelError: n}, Message: fmt.Sprintf("the kernel refused %d tasks", n)}
 			}
-			return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: 3 + n}
+			return plan.Result{Desire: d, Reason: numav1.ReasonApplied, Tasks: 3 + n}
 		})
 		startAgent("node-a", engine)
 		ns := env.NewNamespace(ctx)

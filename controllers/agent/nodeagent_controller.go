@@ -14,14 +14,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // desiredStateSink takes this node's desired state and reports what was achieved.
 type desiredStateSink interface {
-	SetDesired([]nodeagent.Desire)
-	Results() map[nodeagent.ContainerKey]nodeagent.ContainerResult
+	SetDesired([]desire.Desire)
+	Results() map[desire.ContainerKey]plan.Result
 }
 
 // NodeAgentReconciler turns the pods of one node and the NumaPreferences that select them
@@ -43,7 +44,7 @@ type NodeAgentReconciler struct {
 
 	// reported remembers the last reason per container, applied the last Applied message
 	// and conflicts the last conflict message per pod, so Events fire on changes only.
-	reported    map[nodeagent.ContainerKey]string
+	reported    map[desire.ContainerKey]string
 	applied     map[types.UID]string
 	conflicts   map[types.UID]string
 	ineffective map[types.UID]bool
@@ -110,7 +111,7 @@ func NewNodeAgentReconciler(c client.Client, reader client.Reader, nodeName stri
 	opts.defaults()
 	return &NodeAgentReconciler{
 		client: c, reader: reader, nodeName: nodeName, engine: engine, recorder: recorder, opts: opts,
-		reported:    map[nodeagent.ContainerKey]string{},
+		reported:    map[desire.ContainerKey]string{},
 		applied:     map[types.UID]string{},
 		conflicts:   map[types.UID]string{},
 		ineffective: map[types.UID]bool{}, mirrorIgnored: map[types.UID]bool{},
@@ -139,7 +140,7 @@ func (r *NodeAgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 	if r.opts.Preferences != nil {
 		r.opts.Preferences.Save(podNamespacePreferences(pods, prefs))
 	}
-	var desires []nodeagent.Desire
+	var desires []desire.Desire
 	for _, p := range plans {
 		desires = append(desires, p.plan.Desires...)
 	}
@@ -164,7 +165,7 @@ func (r *NodeAgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request
 
 type podPlan struct {
 	pod  *corev1.Pod
-	plan nodeagent.PodPlan
+	plan desire.PodPlan
 }
 
 // read lists this node's pods (the cache holds no others) and all NumaPreferences.
@@ -206,9 +207,9 @@ func planPods(pods []corev1.Pod, prefs []numav1.NumaPreference) []podPlan {
 		if pod.DeletionTimestamp != nil && len(pod.Status.ContainerStatuses) == 0 {
 			continue
 		}
-		plan := nodeagent.PlanPod(pod, byNamespace[pod.Namespace])
-		if len(plan.Desires) > 0 || len(plan.Selected) > 0 {
-			out = append(out, podPlan{pod: pod, plan: plan})
+		pp := desire.PlanPod(pod, byNamespace[pod.Namespace])
+		if len(pp.Desires) > 0 || len(pp.Selected) > 0 {
+			out = append(out, podPlan{pod: pod, plan: pp})
 		}
 	}
 	return out

@@ -15,7 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/ctrltest"
 )
@@ -29,14 +30,14 @@ func TestNodeAgentReconcile(t *testing.T) {
 	pref := builders.MakePreference("shop", "db").Selector("app", "db").Node(1).Generation(2).Obj()
 	running := builders.MakePod("shop", "db-0").UID("uid-db-0").Node(node).Label("app", "db").Containers("app").Running().Obj()
 	pending := builders.MakePod("shop", "db-0").UID("uid-db-0").Node(node).Label("app", "db").Containers("app").Obj()
-	applied := func(d nodeagent.Desire) nodeagent.ContainerResult {
+	applied := func(d desire.Desire) plan.Result {
 		if d.Refusal != "" {
-			return nodeagent.ContainerResult{Desire: d, Reason: d.Refusal, Message: d.Message}
+			return plan.Result{Desire: d, Reason: d.Refusal, Message: d.Message}
 		}
-		return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Node: d.Node, Tasks: 5}
+		return plan.Result{Desire: d, Reason: numav1.ReasonApplied, Node: d.Node, Tasks: 5}
 	}
-	pinned := func(d nodeagent.Desire) nodeagent.ContainerResult {
-		return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonMemoryPinnedElsewhere, Message: "cpuset.mems of the container is 0"}
+	pinned := func(d desire.Desire) plan.Result {
+		return plan.Result{Desire: d, Reason: numav1.ReasonMemoryPinnedElsewhere, Message: "cpuset.mems of the container is 0"}
 	}
 	entry := func(e numav1.PreferenceReport) []numav1.PreferenceReport {
 		e.Namespace, e.Name, e.Generation, e.Pods = "shop", "db", 2, 1
@@ -45,35 +46,35 @@ func TestNodeAgentReconcile(t *testing.T) {
 	tests := map[string]struct {
 		pod        *corev1.Pod
 		balancing  string
-		outcome    func(nodeagent.Desire) nodeagent.ContainerResult
-		wantDesire nodeagent.Desire // the fields Container, Node, Preference and Refusal
+		outcome    func(desire.Desire) plan.Result
+		wantDesire desire.Desire // the fields Container, Node, Preference and Refusal
 		wantTotals numav1.ReportTotals
 		wantEntry  []numav1.PreferenceReport
 		wantEvents []string
 	}{
 		"a selected running container gets the preference's node": {
 			pod: running, balancing: "normal", outcome: applied,
-			wantDesire: nodeagent.Desire{Container: "app", Node: 1, Preference: "db"},
+			wantDesire: desire.Desire{Container: "app", Node: 1, Preference: "db"},
 			wantTotals: numav1.ReportTotals{Preferences: 1, Pods: 1, Tasks: 5},
 			wantEntry:  entry(numav1.PreferenceReport{Containers: 1, Tasks: 5, PodsByNode: []numav1.NodeCount{{Node: 1, Pods: 1}}}),
 			wantEvents: []string{"Normal Applied prefers NUMA node 1 (NumaPreference db): container app"},
 		},
 		"memory pinned elsewhere is a problem, with a Warning": {
 			pod: running, balancing: "normal", outcome: pinned,
-			wantDesire: nodeagent.Desire{Container: "app", Node: 1, Preference: "db"},
+			wantDesire: desire.Desire{Container: "app", Node: 1, Preference: "db"},
 			wantTotals: numav1.ReportTotals{Preferences: 1, Pods: 1, Problems: 1},
 			wantEntry:  entry(numav1.PreferenceReport{Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonMemoryPinnedElsewhere, Count: 1}}}),
 			wantEvents: []string{"Warning MemoryPinnedElsewhere container app: cpuset.mems of the container is 0"},
 		},
 		"a container not running yet waits: no problem, no Event": {
 			pod: pending, balancing: "normal", outcome: applied,
-			wantDesire: nodeagent.Desire{Container: "app", Node: 1, Preference: "db", Refusal: numav1.ReasonContainerNotRunning},
+			wantDesire: desire.Desire{Container: "app", Node: 1, Preference: "db", Refusal: numav1.ReasonContainerNotRunning},
 			wantTotals: numav1.ReportTotals{Preferences: 1, Pods: 1},
 			wantEntry:  entry(numav1.PreferenceReport{Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonContainerNotRunning, Count: 1}}}),
 		},
 		"placed where NUMA balancing is disabled is ineffective, with a Warning": {
 			pod: running, balancing: "disabled", outcome: applied,
-			wantDesire: nodeagent.Desire{Container: "app", Node: 1, Preference: "db"},
+			wantDesire: desire.Desire{Container: "app", Node: 1, Preference: "db"},
 			wantTotals: numav1.ReportTotals{Preferences: 1, Pods: 1, Tasks: 5, Problems: 1},
 			wantEntry: entry(numav1.PreferenceReport{Containers: 1, Tasks: 5, PodsByNode: []numav1.NodeCount{{Node: 1, Pods: 1}},
 				Ineffective: []numav1.ReasonCount{{Reason: numav1.ReasonNumaBalancingDisabled, Count: 1}}}),
@@ -102,7 +103,7 @@ func TestNodeAgentReconcile(t *testing.T) {
 			if !ok {
 				t.Fatal("the engine was given no desire for container app")
 			}
-			got := nodeagent.Desire{Container: d.Container, Node: d.Node, Preference: d.Preference, Refusal: d.Refusal}
+			got := desire.Desire{Container: d.Container, Node: d.Node, Preference: d.Preference, Refusal: d.Refusal}
 			if diff := cmp.Diff(tc.wantDesire, got); diff != "" {
 				t.Errorf("desire handed to the engine (-want +got):\n%s", diff)
 			}

@@ -10,8 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // recordEvents emits pod Events when something a user acts on changes, never because a
@@ -20,8 +21,8 @@ import (
 // limiter), one Warning per container and reason, and one Conflict Event per pod. Counts
 // live in the status and the metrics; a Warning's message is the first one of its reason,
 // and a churning container whose count changes every pass gets no new Event.
-func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[nodeagent.ContainerKey]nodeagent.ContainerResult, facts NodeFacts) {
-	seen := map[nodeagent.ContainerKey]bool{}
+func (r *NodeAgentReconciler) recordEvents(plans []podPlan, results map[desire.ContainerKey]plan.Result, facts NodeFacts) {
+	seen := map[desire.ContainerKey]bool{}
 	seenPods := map[types.UID]bool{}
 	for _, p := range plans {
 		seenPods[p.pod.UID] = true
@@ -49,8 +50,8 @@ func (r *NodeAgentReconciler) recordConflict(p podPlan) {
 
 // recordOutcomes gives the pod a Warning per container whose reason changed to one that
 // warns, notes in seen the containers the engine acted on, and returns those applied.
-func (r *NodeAgentReconciler) recordOutcomes(p podPlan, results map[nodeagent.ContainerKey]nodeagent.ContainerResult, seen map[nodeagent.ContainerKey]bool) []nodeagent.ContainerResult {
-	var applied []nodeagent.ContainerResult
+func (r *NodeAgentReconciler) recordOutcomes(p podPlan, results map[desire.ContainerKey]plan.Result, seen map[desire.ContainerKey]bool) []plan.Result {
+	var applied []plan.Result
 	for _, d := range p.plan.Desires {
 		res, ok := results[d.Key()]
 		if !ok || res.Desire != d {
@@ -74,7 +75,7 @@ func (r *NodeAgentReconciler) recordOutcomes(p podPlan, results map[nodeagent.Co
 
 // recordApplied gives the pod one Applied Event each time what its applied containers
 // prefer, and why, changes.
-func (r *NodeAgentReconciler) recordApplied(pod *corev1.Pod, applied []nodeagent.ContainerResult) {
+func (r *NodeAgentReconciler) recordApplied(pod *corev1.Pod, applied []plan.Result) {
 	msg := appliedMessage(applied)
 	if msg == r.applied[pod.UID] {
 		return
@@ -101,7 +102,7 @@ func (r *NodeAgentReconciler) warnIneffective(pod *corev1.Pod, placed bool, fact
 
 // forgetEvents drops what the Events remembered of containers and pods no longer planned,
 // so that one that comes back is told again.
-func (r *NodeAgentReconciler) forgetEvents(seen map[nodeagent.ContainerKey]bool, seenPods map[types.UID]bool) {
+func (r *NodeAgentReconciler) forgetEvents(seen map[desire.ContainerKey]bool, seenPods map[types.UID]bool) {
 	for k := range r.reported {
 		if !seen[k] {
 			delete(r.reported, k)
@@ -150,7 +151,7 @@ func warns(pod *corev1.Pod, reason string) bool {
 // automatic mode "prefers NUMA node 1 (NumaPreference db, Spread: 2 of 4 pods on node 1):
 // container app". The why of a sticky choice is the one of its moment: it does not change
 // when more pods come, so neither does the Event.
-func appliedMessage(applied []nodeagent.ContainerResult) string {
+func appliedMessage(applied []plan.Result) string {
 	groups := map[string][]string{}
 	for _, r := range applied {
 		source := desireSource(r.Desire)
@@ -173,16 +174,16 @@ func appliedMessage(applied []nodeagent.ContainerResult) string {
 	return strings.Join(parts, "; ")
 }
 
-func desireSource(d nodeagent.Desire) string {
+func desireSource(d desire.Desire) string {
 	if d.Preference == "" {
 		return "pod annotation"
 	}
 	return "NumaPreference " + d.Preference
 }
 
-func conflictMessage(plan nodeagent.PodPlan) string {
+func conflictMessage(pp desire.PodPlan) string {
 	var parts []string
-	for _, c := range plan.Conflicts {
+	for _, c := range pp.Conflicts {
 		parts = append(parts, fmt.Sprintf("container %s follows %s, not NumaPreference %s", c.Container, c.Winner, c.Preference))
 	}
 	slices.Sort(parts)

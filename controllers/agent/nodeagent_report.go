@@ -19,12 +19,14 @@ import (
 	numaac "github.com/numapref/numapref/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/numapref/numapref/controllers/internal/status"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // report writes the node's NumaNodeReport when it differs from the cached one, at most once
 // per ReportInterval. A write that fails is retried with backoff: the engine keeps
 // enforcing whatever the API does.
-func (r *NodeAgentReconciler) report(ctx context.Context, plans []podPlan, prefs []numav1.NumaPreference, results map[nodeagent.ContainerKey]nodeagent.ContainerResult, facts NodeFacts) (reconcile.Result, error) {
+func (r *NodeAgentReconciler) report(ctx context.Context, plans []podPlan, prefs []numav1.NumaPreference, results map[desire.ContainerKey]plan.Result, facts NodeFacts) (reconcile.Result, error) {
 	want := r.reportStatus(plans, prefs, results, facts)
 	var have numav1.NumaNodeReport
 	err := r.client.Get(ctx, client.ObjectKey{Name: r.nodeName}, &have)
@@ -52,8 +54,8 @@ func (r *NodeAgentReconciler) report(ctx context.Context, plans []podPlan, prefs
 }
 
 // reportStatus is the report the node's state calls for.
-func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaPreference, results map[nodeagent.ContainerKey]nodeagent.ContainerResult, facts NodeFacts) numav1.NumaNodeReportStatus {
-	pp := make([]nodeagent.PodPlan, 0, len(plans))
+func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaPreference, results map[desire.ContainerKey]plan.Result, facts NodeFacts) numav1.NumaNodeReportStatus {
+	pp := make([]desire.PodPlan, 0, len(plans))
 	for _, p := range plans {
 		pp = append(pp, p.plan)
 	}

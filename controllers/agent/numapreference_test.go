@@ -22,7 +22,8 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/controllers/summarizer"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/ctrltest"
 )
@@ -211,11 +212,11 @@ var _ = Describe("Node agent controller", func() {
 		// deletion starts; then the runtime removes its cgroups before kubelet reports the
 		// container stopped, which is expected and gets no Warning.
 		var terminating atomic.Bool
-		engine := newScriptedEngine(func(d nodeagent.Desire) nodeagent.ContainerResult {
+		engine := newScriptedEngine(func(d desire.Desire) plan.Result {
 			if d.Pod.Name == "gone-0" || terminating.Load() {
-				return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonContainerNotFound, Message: "container cgroup not found"}
+				return plan.Result{Desire: d, Reason: numav1.ReasonContainerNotFound, Message: "container cgroup not found"}
 			}
-			return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: 2}
+			return plan.Result{Desire: d, Reason: numav1.ReasonApplied, Tasks: 2}
 		})
 		mgr := startAgent("node-a", engine).mgr
 		ann := map[string]string{numav1.AnnotationPreferredNode: "0"}
@@ -256,8 +257,8 @@ var _ = Describe("Node agent controller", func() {
 	})
 
 	It("reports a container pinned to another node as Degraded, with a pod Event", func() {
-		engine := newScriptedEngine(func(d nodeagent.Desire) nodeagent.ContainerResult {
-			return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonMemoryPinnedElsewhere,
+		engine := newScriptedEngine(func(d desire.Desire) plan.Result {
+			return plan.Result{Desire: d, Reason: numav1.ReasonMemoryPinnedElsewhere,
 				Message: "cpuset.mems of the container is 1; NUMA node 0 would fight it"}
 		})
 		startAgent("node-a", engine, withSummarizer())

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 )
 
 var _ = Describe("A node report past the CRD's bound", func() {
@@ -22,11 +22,11 @@ var _ = Describe("A node report past the CRD's bound", func() {
 		env.EnsureNode(node)
 		r := &NodeAgentReconciler{client: env.Client, reader: env.Client, nodeName: node, opts: testAgentOptions}
 		// One namespace selects the pod with 1,030 preferences, another with one.
-		big := podPlan{plan: nodeagent.PodPlan{Namespace: "big"}}
+		big := podPlan{plan: desire.PodPlan{Namespace: "big"}}
 		for i := range 1030 {
 			big.plan.Selected = append(big.plan.Selected, fmt.Sprintf("p-%04d", i))
 		}
-		small := podPlan{plan: nodeagent.PodPlan{Namespace: "small", Selected: []string{"q"}}}
+		small := podPlan{plan: desire.PodPlan{Namespace: "small", Selected: []string{"q"}}}
 		st := r.reportStatus([]podPlan{big, small}, nil, nil, testAgentOptions.Facts())
 		Expect(r.applyReport(ctx, st)).To(Succeed())
 		DeferCleanup(func() {

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/builders"
@@ -98,7 +98,7 @@ var _ = Describe("Placing a container at its start (NRI)", func() {
 		Expect(env.Client.Status().Update(ctx, pod)).To(Succeed())
 		expectPodEvent(ctx, pod, numav1.ReasonApplied, "prefers NUMA node 0 (NumaPreference db)")
 		Eventually(func(g Gomega) {
-			r, ok := host.engine.Results()[nodeagent.ContainerKey{PodUID: pod.UID, Container: "main"}]
+			r, ok := host.engine.Results()[desire.ContainerKey{PodUID: pod.UID, Container: "main"}]
 			g.Expect(ok).To(BeTrue())
 			g.Expect(r.Reason).To(Equal(numav1.ReasonApplied))
 			g.Expect(r.Desire.Ref.ContainerID).To(Equal(pod.Status.ContainerStatuses[0].ContainerID), "the API's desire rules")

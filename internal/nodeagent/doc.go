@@ -42,7 +42,6 @@
 //	published.go
 //	            the last pass's results and listings, for readers, under their own lock
 //	share.go    one container's share of the ledger and pidfds (TooManyTasks)
-//	compat.go   names that moved to the packages below, for their callers elsewhere
 //
 // Beside the engine: the read-only view of its last pass (view.go), the inspect endpoint's
 // description of a pod (inspect.go), the engine's metrics (metrics.go) and the effect
@@ -51,8 +50,8 @@
 // The packages under it: desire (API → desire, pure), known (the ledger's data and its
 // read-only view), ledger (the Store: what the agent set, on disk, written ahead of every
 // SET), plan (deciding), cgroups (containers' cgroups and tasks) and nri (the runtime's
-// plugin). The kernel's preferred-node backend is package prctl's (internal/numa/prctl), its /proc package numa's. The engine
-// takes the host, and its clock, through EngineConfig, so its tests run it on fakes (the
-// unit tier) as well as on real cgroups, processes and the kernel emulator (the host
-// tier, build tag host).
+// plugin). The kernel's preferred-node backend is package prctl's (internal/numa/prctl),
+// its /proc readers package numa's. The engine takes the host, and its clock, through
+// EngineConfig, so its tests run it on fakes (the unit tier) as well as on real cgroups,
+// processes and the kernel emulator (the host tier, build tag host).
 package nodeagent

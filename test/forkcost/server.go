@@ -18,8 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
@@ -185,7 +185,7 @@ func (s *server) benchWithAgent(o options) (tps float64, sampled, nPlaced int, e
 	}
 	defer os.RemoveAll(dir)
 	stateDir := filepath.Join(dir, "state")
-	if err := writeDesired(stateDir, nodeagent.Desire{
+	if err := writeDesired(stateDir, desire.Desire{
 		Pod: types.NamespacedName{Namespace: "ns", Name: "forkserver"}, PodUID: types.UID(serverPodID), Container: "db",
 		Ref:  cgroups.ContainerRef{PodUID: serverPodID, QOS: corev1.PodQOSGuaranteed, ContainerID: s.container.ContainerID},
 		Node: 0,

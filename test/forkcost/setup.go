@@ -16,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/statedir"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
@@ -96,8 +96,8 @@ func (s *setup) start(o options) error {
 
 // startContainers makes o.containers lab containers of one pod each, starts a workload in
 // each, and returns the desired state that selects them all (node 0).
-func (s *setup) startContainers(o options) ([]nodeagent.Desire, error) {
-	var desires []nodeagent.Desire
+func (s *setup) startContainers(o options) ([]desire.Desire, error) {
+	var desires []desire.Desire
 	for i := range max(o.containers, 1) {
 		uid, id := podUID, strings.Repeat("24", 32)
 		if i > 0 {
@@ -117,7 +117,7 @@ func (s *setup) startContainers(o options) ([]nodeagent.Desire, error) {
 			s.others = append(s.others, c)
 		}
 		s.workloads = append(s.workloads, w)
-		desires = append(desires, nodeagent.Desire{
+		desires = append(desires, desire.Desire{
 			Pod: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("forkcost-%d", i)}, PodUID: types.UID(uid), Container: "app",
 			Ref:  cgroups.ContainerRef{PodUID: uid, QOS: corev1.PodQOSGuaranteed, ContainerID: c.ContainerID},
 			Node: 0,
@@ -198,10 +198,10 @@ func (s *setup) printMemory() error {
 }
 
 // writeDesired persists a desired state as the agent's engine writes it.
-func writeDesired(stateDir string, desires ...nodeagent.Desire) error {
+func writeDesired(stateDir string, desires ...desire.Desire) error {
 	data, err := json.Marshal(struct {
-		Version int                `json:"version"`
-		Desires []nodeagent.Desire `json:"desires"`
+		Version int             `json:"version"`
+		Desires []desire.Desire `json:"desires"`
 	}{1, desires})
 	if err != nil {
 		return err

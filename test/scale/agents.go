@@ -18,7 +18,8 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/controllers/agent"
 	"github.com/numapref/numapref/controllers/summarizer"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // stubEngine stands in for the apply engine of one simulated node: every container the
@@ -27,7 +28,7 @@ import (
 type stubEngine struct {
 	tasks   atomic.Int32
 	mu      sync.Mutex
-	desires []nodeagent.Desire
+	desires []desire.Desire
 	changes chan struct{}
 }
 
@@ -37,21 +38,21 @@ func newStubEngine(tasks int32) *stubEngine {
 	return e
 }
 
-func (e *stubEngine) SetDesired(ds []nodeagent.Desire) {
+func (e *stubEngine) SetDesired(ds []desire.Desire) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.desires = slices.Clone(ds)
 }
 
-func (e *stubEngine) Results() map[nodeagent.ContainerKey]nodeagent.ContainerResult {
+func (e *stubEngine) Results() map[desire.ContainerKey]plan.Result {
 	tasks := int(e.tasks.Load())
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make(map[nodeagent.ContainerKey]nodeagent.ContainerResult, len(e.desires))
+	out := make(map[desire.ContainerKey]plan.Result, len(e.desires))
 	for _, d := range e.desires {
-		res := nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied, Tasks: tasks}
+		res := plan.Result{Desire: d, Reason: numav1.ReasonApplied, Tasks: tasks}
 		if d.Refusal != "" {
-			res = nodeagent.ContainerResult{Desire: d, Reason: d.Refusal, Message: d.Message}
+			res = plan.Result{Desire: d, Reason: d.Refusal, Message: d.Message}
 		}
 		out[d.Key()] = res
 	}

@@ -12,17 +12,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // StartEngine is what StartPlacer needs of the apply engine.
 type StartEngine interface {
-	PlaceAtStart(nodeagent.Desire) (nodeagent.ContainerResult, bool)
+	PlaceAtStart(desire.Desire) (plan.Result, bool)
 }
 
 // StartPlacer is the Placer of the agent's plugin: it places containers as the runtime
-// starts them, before the kubelet posts their status. One decision, two triggers: nodeagent.PlanStart
+// starts them, before the kubelet posts their status. One decision, two triggers: desire.PlanStart
 // decides as the node agent controller does (PlanPod), on the agent's cached pod (or,
 // when the cache does not hold it yet, one made of the runtime's sandbox) and the cached
 // NumaPreferences of its namespace; the engine's PlaceAtStart acts at once.
@@ -70,7 +71,7 @@ func (p *StartPlacer) PlaceAtStart(ctx context.Context, s Start) {
 		log.V(1).Info("Deciding from the persisted NumaPreferences: the cache has not synced", "error", err.Error())
 		pod = sandboxPod(s)
 	}
-	d, ok := nodeagent.PlanStart(pod, prefs.Items, s.Container, s.ContainerID)
+	d, ok := desire.PlanStart(pod, prefs.Items, s.Container, s.ContainerID)
 	if !ok {
 		return // nothing asks for it
 	}

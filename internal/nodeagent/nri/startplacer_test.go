@@ -9,17 +9,18 @@ import (
 	"k8s.io/utils/ptr"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/ctrltest"
 )
 
 // startRecorder is an engine that records what it is asked to place at a start.
-type startRecorder []nodeagent.Desire
+type startRecorder []desire.Desire
 
-func (r *startRecorder) PlaceAtStart(d nodeagent.Desire) (nodeagent.ContainerResult, bool) {
+func (r *startRecorder) PlaceAtStart(d desire.Desire) (plan.Result, bool) {
 	*r = append(*r, d)
-	return nodeagent.ContainerResult{Desire: d, Reason: numav1.ReasonApplied}, true
+	return plan.Result{Desire: d, Reason: numav1.ReasonApplied}, true
 }
 
 // TestStartPlacerWhichPod: the cached pod decides when it is the one the runtime starts (a

@@ -21,6 +21,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/conformance"
@@ -76,14 +77,14 @@ func newLab(t *testing.T) *lab {
 
 // container makes a burstable container (cpuset.mems set when mems is not empty) running a
 // workload with threads extra threads, and the desire asking node for it.
-func (l *lab) container(t *testing.T, name, mems string, node, threads int) (*hostlab.Workload, nodeagent.Desire) {
+func (l *lab) container(t *testing.T, name, mems string, node, threads int) (*hostlab.Workload, desire.Desire) {
 	t.Helper()
 	_, w, d := l.containerWith(t, name, mems, node, threads)
 	return w, d
 }
 
 // containerWith is container that also returns the container's cgroups.
-func (l *lab) containerWith(t *testing.T, name, mems string, node, threads int) (*hostlab.Container, *hostlab.Workload, nodeagent.Desire) {
+func (l *lab) containerWith(t *testing.T, name, mems string, node, threads int) (*hostlab.Container, *hostlab.Workload, desire.Desire) {
 	t.Helper()
 	uid := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name()+name)))
 	podUID := uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32]
@@ -100,7 +101,7 @@ func (l *lab) containerWith(t *testing.T, name, mems string, node, threads int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := nodeagent.Desire{Pod: types.NamespacedName{Namespace: "lab", Name: name}, PodUID: types.UID(podUID), Container: "main",
+	d := desire.Desire{Pod: types.NamespacedName{Namespace: "lab", Name: name}, PodUID: types.UID(podUID), Container: "main",
 		Ref: cgroups.ContainerRef{PodUID: podUID, QOS: corev1.PodQOSBurstable, ContainerID: c.ContainerID}, Node: node, Preference: "lab"}
 	return c, w, d
 }
@@ -212,7 +213,7 @@ func TestEngineRealPrctl(t *testing.T) {
 	go func() { _ = e.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 
-	e.SetDesired([]nodeagent.Desire{dA, dB})
+	e.SetDesired([]desire.Desire{dA, dB})
 	waitFor(t, "every task of A has node 1", func() bool { return all(states(t, p, wA.Pid()), 1) })
 	waitFor(t, "A is Applied", func() bool { return e.Results()[dA.Key()].Reason == numav1.ReasonApplied })
 	rA, rB := e.Results()[dA.Key()], e.Results()[dB.Key()]
@@ -308,7 +309,7 @@ func TestEngineKernelUnsupported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.SetDesired([]nodeagent.Desire{dA})
+	e.SetDesired([]desire.Desire{dA})
 	e.Pass()
 	r := e.Results()[dA.Key()]
 	if r.Reason != numav1.ReasonKernelUnsupported {

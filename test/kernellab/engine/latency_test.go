@@ -18,6 +18,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/test/kernellab/labenv"
@@ -108,7 +109,7 @@ func forkLatencies(t *testing.T, p *prctl.Prctl, sup numa.Support, events bool, 
 	stopped := make(chan struct{})
 	go func() { _ = e.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
-	e.SetDesired([]nodeagent.Desire{d})
+	e.SetDesired([]desire.Desire{d})
 	waitFor(t, "every task of the container has node 1", func() bool { return all(states(t, p, w.Pid()), 1) })
 	waitFor(t, "the container is Applied", func() bool { return e.Results()[d.Key()].Reason == numav1.ReasonApplied })
 

@@ -20,6 +20,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/test/kernellab/labenv"
@@ -159,7 +160,7 @@ func TestPIDReuseWraparound(t *testing.T) {
 	go func() { _ = e.Start(ctx); close(stopped) }()
 	stopEngine := sync.OnceFunc(func() { cancel(); <-stopped })
 	defer stopEngine()
-	e.SetDesired([]nodeagent.Desire{dA, dB})
+	e.SetDesired([]desire.Desire{dA, dB})
 	waitFor(t, "A and B are Applied", func() bool {
 		r := e.Results()
 		return r[dA.Key()].Reason == numav1.ReasonApplied && r[dB.Key()].Reason == numav1.ReasonApplied

@@ -11,6 +11,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/test/kernellab/labenv"
@@ -29,8 +30,8 @@ func TestPlacementRealPrctl(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := newLab(t)
-	auto := func(d nodeagent.Desire, mode numav1.PlacementMode, group string) nodeagent.Desire {
-		d.Node, d.Placement = numa.NoNode, nodeagent.Placement{Mode: mode, Group: group, Weight: 1000}
+	auto := func(d desire.Desire, mode numav1.PlacementMode, group string) desire.Desire {
+		d.Node, d.Placement = numa.NoNode, desire.Placement{Mode: mode, Group: group, Weight: 1000}
 		return d
 	}
 
@@ -79,9 +80,9 @@ func TestPlacementRealPrctl(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { _ = e.Start(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
-	e.SetDesired([]nodeagent.Desire{d1, d2, d3, d4})
+	e.SetDesired([]desire.Desire{d1, d2, d3, d4})
 	waitFor(t, "the four containers are Applied", func() bool {
-		for _, d := range []nodeagent.Desire{d1, d2, d3, d4} {
+		for _, d := range []desire.Desire{d1, d2, d3, d4} {
 			if e.Results()[d.Key()].Reason != numav1.ReasonApplied {
 				return false
 			}
@@ -90,7 +91,7 @@ func TestPlacementRealPrctl(t *testing.T) {
 	})
 	res := e.Results()
 	for name, c := range map[string]struct {
-		d    nodeagent.Desire
+		d    desire.Desire
 		pid  int
 		want int // -1: any
 	}{"spread-1": {d1, w1.Pid(), -1}, "spread-2": {d2, w2.Pid(), -1}, "follow": {d3, w3.Pid(), 1}, "mostfree": {d4, w4.Pid(), 1}} {
