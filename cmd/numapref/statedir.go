@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/numapref/numapref/controllers"
 	"github.com/numapref/numapref/internal/fsutil"
-	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/statedir"
 )
 
@@ -46,59 +41,6 @@ func holdStateDir(ctx context.Context, f *agentFlags) (*fsutil.Lock, error) {
 	}
 	log.Info("Holding the state dir", "lock", dir.Lock())
 	return lock, nil
-}
-
-// serveProbes answers the health probes on addr until the returned func is called.
-func serveProbes(addr string) (stop func()) {
-	if addr == "" || addr == "0" {
-		return func() {}
-	}
-	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux := http.NewServeMux()
-	mux.Handle("/healthz", ok)
-	mux.Handle("/readyz", ok)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			ctrl.Log.WithName("agent").Error(err, "Serving health probes while waiting for the state dir")
-		}
-	}()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			ctrl.Log.WithName("agent").Error(err, "Stopping the health probes served while waiting for the state dir")
-		}
-		<-done
-	}
-}
-
-// setupDrain has the agent undo everything and remove its state when its DaemonSet is
-// deleted (controllers.SetupDrain). Without its pod's name it never drains.
-func setupDrain(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) error {
-	log := ctrl.Log.WithName("agent")
-	if f.podName == "" || f.podNamespace == "" {
-		log.Info("No -pod-name or -pod-namespace (POD_NAME, POD_NAMESPACE): uninstalling numapref will not undo what this agent set")
-		return nil
-	}
-	return controllers.SetupDrain(mgr, engine, controllers.DrainOptions{
-		Pod:     types.NamespacedName{Namespace: f.podNamespace, Name: f.podName},
-		Drained: func() { removeState(f.stateDir) },
-	})
-}
-
-// removeState removes the agent's state dir once a drain left nothing to undo
-// (statedir.Dir.Remove). The lock stays held on the removed file: this agent writes
-// nothing more, and an agent that starts meanwhile locks a new file.
-func removeState(dir string) {
-	log := ctrl.Log.WithName("agent").WithValues("stateDir", dir)
-	if err := statedir.New(dir).Remove(); err != nil {
-		log.Error(err, "Removing the state dir after the drain")
-		return
-	}
-	log.Info("Removed the state dir")
 }
 
 // adoptState moves the state files of an earlier version's state dir from into stateDir,
