@@ -20,6 +20,20 @@ func printJSON(w io.Writer, pod *inspect.Pod) error {
 
 // printTable prints the pod header, one row per container, then one row per task.
 func printTable(w io.Writer, pod *inspect.Pod) error {
+	printPodHeader(w, pod)
+	if !selected(pod) {
+		fmt.Fprintln(w, "Not selected: no annotation or NumaPreference asks for a container of this pod, so the agent")
+		fmt.Fprintln(w, "does not describe it (no cgroups, tasks or host ids of pods it does not manage).")
+		return nil
+	}
+	if err := printContainers(w, pod); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return printTasks(w, pod)
+}
+
+func printPodHeader(w io.Writer, pod *inspect.Pod) {
 	kernel := pod.Kernel.Backend
 	if kernel == "" {
 		kernel = "unknown"
@@ -30,12 +44,11 @@ func printTable(w io.Writer, pod *inspect.Pod) error {
 	fmt.Fprintf(w, "Pod:     %s/%s (uid %s, %s)\n", pod.Namespace, pod.Name, pod.UID, orDash(pod.QOSClass))
 	fmt.Fprintf(w, "Node:    %s\n", pod.Node)
 	fmt.Fprintf(w, "Kernel:  %s\n\n", kernel)
-	if !selected(pod) {
-		fmt.Fprintln(w, "Not selected: no annotation or NumaPreference asks for a container of this pod, so the agent")
-		fmt.Fprintln(w, "does not describe it (no cgroups, tasks or host ids of pods it does not manage).")
-		return nil
-	}
+}
 
+// printContainers prints one row per container, then each container's notes (its mode,
+// message and the errors of reading its cgroup, cpuset and tasks).
+func printContainers(w io.Writer, pod *inspect.Pod) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTAINER\tDESIRED\tSOURCE\tREASON\tPLACED\tTASKS\tCPUSET MEMS\tCGROUP")
 	var notes []string
@@ -44,36 +57,12 @@ func printTable(w io.Writer, pod *inspect.Pod) error {
 		if c.Init {
 			name += " (init)"
 		}
-		cgroup, mems := "-", "-"
-		if c.Cgroup != nil {
-			cgroup = c.Cgroup.Path
-		}
-		switch {
-		case c.Cpuset == nil:
-		case c.Cpuset.ControllerMissing:
-			mems = "all (no cpuset controller)"
-		default:
-			mems = numa.FormatList(c.Cpuset.Mems)
-		}
 		tasks := strconv.Itoa(len(c.Tasks))
 		if c.DesiredNode != nil {
 			tasks = fmt.Sprintf("%d/%d", c.ManagedTasks, len(c.Tasks))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, desired(c.DesiredNode), orDash(c.Source), c.Reason, orDash(c.PlacedAt), tasks, mems, cgroup)
-		mode := ""
-		if c.Mode != "" && c.Mode != "Static" {
-			mode = "mode " + c.Mode
-			if c.Why != "" {
-				mode = c.Why
-			}
-		}
-		for _, n := range []struct{ what, msg string }{
-			{"", mode}, {"", c.Message}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
-		} {
-			if n.msg != "" {
-				notes = append(notes, fmt.Sprintf("  %s: %s%s", c.Name, n.what, n.msg))
-			}
-		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, desired(c.DesiredNode), orDash(c.Source), c.Reason, orDash(c.PlacedAt), tasks, cpusetMems(c), cgroupPath(c))
+		notes = append(notes, containerNotes(c)...)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -81,9 +70,50 @@ func printTable(w io.Writer, pod *inspect.Pod) error {
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
+	return nil
+}
 
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+func cgroupPath(c inspect.Container) string {
+	if c.Cgroup == nil {
+		return "-"
+	}
+	return c.Cgroup.Path
+}
+
+func cpusetMems(c inspect.Container) string {
+	switch {
+	case c.Cpuset == nil:
+		return "-"
+	case c.Cpuset.ControllerMissing:
+		return "all (no cpuset controller)"
+	default:
+		return numa.FormatList(c.Cpuset.Mems)
+	}
+}
+
+// containerNotes are the lines printed under the container table for c.
+func containerNotes(c inspect.Container) []string {
+	mode := ""
+	if c.Mode != "" && c.Mode != "Static" {
+		mode = "mode " + c.Mode
+		if c.Why != "" {
+			mode = c.Why
+		}
+	}
+	var notes []string
+	for _, n := range []struct{ what, msg string }{
+		{"", mode}, {"", c.Message}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
+	} {
+		if n.msg != "" {
+			notes = append(notes, fmt.Sprintf("  %s: %s%s", c.Name, n.what, n.msg))
+		}
+	}
+	return notes
+}
+
+// printTasks prints one row per task of each container.
+func printTasks(w io.Writer, pod *inspect.Pod) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTAINER\tTID\tTGID\tFORCED\tEFFECTIVE\tDESIRED")
 	for _, c := range pod.Containers {
 		// The engine lists the tasks of the containers it acts on: there, a task it did not

@@ -88,7 +88,7 @@ type demo struct {
 
 func step(heading string) { fmt.Printf("\n==> %s\n", heading) }
 
-func run(binDir, helmBin string, keep bool) (err error) {
+func run(binDir, helmBin string, keep bool) (err error) { //nolint:funlen // the demo's steps in the order it prints them, one step() each
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: it runs kubelet and containerd")
 	}

@@ -127,32 +127,26 @@ func parseCnMsg(b []byte) (ProcEvent, bool, error) {
 	if dataLen > len(b)-cnMsgLen {
 		return ProcEvent{}, false, fmt.Errorf("connector data length %d exceeds message (%d bytes)", dataLen, len(b)-cnMsgLen)
 	}
-	d := b[cnMsgLen : cnMsgLen+dataLen]
+	return parseProcEvent(b[cnMsgLen:cnMsgLen+dataLen], ack)
+}
+
+// parseProcEvent reads the proc_event d of a connector message whose ack field is ack;
+// false for a kind the engine does not read.
+func parseProcEvent(d []byte, ack uint32) (ProcEvent, bool, error) {
+	ne := binary.NativeEndian
 	if len(d) < procEventHdrLen {
 		return ProcEvent{}, false, errShortMessage
 	}
-	what := ne.Uint32(d[0:4])
-	ev := ProcEvent{TimestampNs: ne.Uint64(d[8:16])}
-	data := d[procEventHdrLen:]
-	i32 := func(i int) int { return int(int32(ne.Uint32(data[4*i : 4*i+4]))) }
-	need := 0
-	switch what {
-	case procEventWhatNone:
-		ev.Kind, need = procEventAck, 1
-	case procEventWhatFork:
-		ev.Kind, need = ProcEventFork, 4
-	case procEventWhatExec:
-		ev.Kind, need = ProcEventExec, 2
-	case procEventWhatExit:
-		ev.Kind, need = ProcEventExit, 2
-	case procEventWhatComm:
-		ev.Kind, need = procEventComm, 2
-	default:
+	kind, need, ok := procEventKind(ne.Uint32(d[0:4]))
+	if !ok {
 		return ProcEvent{}, false, nil
 	}
+	ev := ProcEvent{Kind: kind, TimestampNs: ne.Uint64(d[8:16])}
+	data := d[procEventHdrLen:]
 	if len(data) < 4*need {
 		return ProcEvent{}, false, errShortMessage
 	}
+	i32 := func(i int) int { return int(int32(ne.Uint32(data[4*i : 4*i+4]))) }
 	switch ev.Kind {
 	case procEventAck:
 		ev.ackAck, ev.ackErr = ack, ne.Uint32(data[0:4])
@@ -162,6 +156,24 @@ func parseCnMsg(b []byte) (ProcEvent, bool, error) {
 		ev.ChildTID, ev.ChildTGID = i32(0), i32(1)
 	}
 	return ev, true, nil
+}
+
+// procEventKind is the kind of a proc_event's what field and how many 32-bit words of its
+// data are read; false for the kinds the engine does not read.
+func procEventKind(what uint32) (kind ProcEventKind, words int, ok bool) {
+	switch what {
+	case procEventWhatNone:
+		return procEventAck, 1, true
+	case procEventWhatFork:
+		return ProcEventFork, 4, true
+	case procEventWhatExec:
+		return ProcEventExec, 2, true
+	case procEventWhatExit:
+		return ProcEventExit, 2, true
+	case procEventWhatComm:
+		return procEventComm, 2, true
+	}
+	return 0, 0, false
 }
 
 // appendListenMessage appends the netlink message that sends op (listen or ignore) to the

@@ -75,7 +75,7 @@ func main() {
 
 const nodeName = "footprint-node"
 
-func run(ctx context.Context, o options) (err error) {
+func run(ctx context.Context, o options) (err error) { //nolint:funlen // measurement tooling: the footprint run's steps in order
 	agentPath, err := filepath.Abs(o.agent)
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ const podSubnet = "10.244.0.0/16"
 // writeConfig writes the kind configuration (and the files it mounts into the nodes) and
 // returns its path. image is the offline node image's reference, or "" for kind's
 // published image.
-func (c *Cluster) writeConfig(ctx context.Context, image string) (string, error) {
+func (c *Cluster) writeConfig(ctx context.Context, image string) (string, error) { //nolint:funlen // test tooling: the kind configuration, spelled out as kind reads it
 	dir := filepath.Join(c.Dir, "config")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err

@@ -136,7 +136,7 @@ func Up(ctx context.Context, dir, binDir string, images []string, logf func(stri
 
 // UpRuntime is Up with the container runtime of runtimeDir (hack/runtime-binaries.sh:
 // containerd 2.x with NRI, runc), or Debian's from PATH when runtimeDir is empty.
-func UpRuntime(ctx context.Context, dir, binDir, runtimeDir string, images []string, logf func(string, ...any)) (n *Node, err error) {
+func UpRuntime(ctx context.Context, dir, binDir, runtimeDir string, images []string, logf func(string, ...any)) (n *Node, err error) { //nolint:funlen // test tooling: the local node's components started in dependency order, each undone on failure
 	if _, err := ReclaimOrphan(dir, logf); err != nil {
 		return nil, err
 	}

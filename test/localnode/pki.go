@@ -30,7 +30,7 @@ type certSpec struct {
 // dir: ca, apiserver (serving), apiserver-kubelet-client (the apiserver's identity towards
 // kubelet), and sa (the service-account token signing key pair). Nothing is reused across
 // clusters.
-func writePKI(dir string, apiserverIPs []net.IP) error {
+func writePKI(dir string, apiserverIPs []net.IP) error { //nolint:funlen // test tooling: one certificate per control-plane identity, in a row
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}

@@ -305,7 +305,7 @@ func (h *harness) wantSummary(tasks int32) numav1.Summary {
 	return numav1.Summary{Nodes: int32(h.o.nodes), Pods: pods, Containers: pods, Tasks: pods * tasks}
 }
 
-func (h *harness) runNew(ctx context.Context) error {
+func (h *harness) runNew(ctx context.Context) error { //nolint:funlen // measurement tooling: the scale run's phases in order
 	o, w := h.o, h.world
 	agents := o.mode == "agents"
 	if err := h.setup(ctx, agents); err != nil {
@@ -476,7 +476,7 @@ func (h *harness) runLegacy(ctx context.Context) error {
 }
 
 // line is the harness's one line of figures.
-func (r *result) line() string {
+func (r *result) line() string { //nolint:funlen // measurement tooling: one figure per column of the harness's line
 	var rollout, churn, quiet *phase
 	for i := range r.phases {
 		switch r.phases[i].name {

@@ -3,6 +3,7 @@
 package cgroups
 
 import (
+	"bytes"
 	"io/fs"
 	"slices"
 	"unsafe"
@@ -41,37 +42,41 @@ func readSubdirs(dir string, buf *[]byte) ([]string, error) {
 		if n == 0 {
 			break
 		}
-		for rec := b[:n]; len(rec) > 0; {
-			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name NUL-terminated.
-			if len(rec) < 19 {
-				break
-			}
-			reclen := int(*(*uint16)(unsafe.Pointer(&rec[16])))
-			if reclen < 19 || reclen > len(rec) {
-				break
-			}
-			typ, name := rec[18], rec[19:reclen]
-			rec = rec[reclen:]
-			for i, c := range name {
-				if c == 0 {
-					name = name[:i]
-					break
-				}
-			}
-			if string(name) == "." || string(name) == ".." {
-				continue
-			}
-			switch typ {
-			case unix.DT_DIR:
-				names = append(names, string(name))
-			case unix.DT_UNKNOWN: // file systems that do not fill d_type
-				var st unix.Stat_t
-				if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-					names = append(names, string(name))
-				}
-			}
-		}
+		names = appendSubdirs(names, fd, b[:n])
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// appendSubdirs appends the directories among the records of one getdents64 buffer, read
+// from the directory fd, to names. "." and ".." are not among them.
+func appendSubdirs(names []string, fd int, rec []byte) []string {
+	for len(rec) > 0 {
+		// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name NUL-terminated.
+		if len(rec) < 19 {
+			break
+		}
+		reclen := int(*(*uint16)(unsafe.Pointer(&rec[16])))
+		if reclen < 19 || reclen > len(rec) {
+			break
+		}
+		typ, name := rec[18], rec[19:reclen]
+		rec = rec[reclen:]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if string(name) == "." || string(name) == ".." {
+			continue
+		}
+		switch typ {
+		case unix.DT_DIR:
+			names = append(names, string(name))
+		case unix.DT_UNKNOWN: // file systems that do not fill d_type
+			var st unix.Stat_t
+			if unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				names = append(names, string(name))
+			}
+		}
+	}
+	return names
 }

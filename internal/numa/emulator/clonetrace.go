@@ -60,7 +60,19 @@ func parseTraceLine(line string) (traceBirth, traceLine) {
 	if i < 0 {
 		return traceBirth{}, traceLineOther
 	}
-	header, fields := line[:i], line[i+len(newtaskMarker):]
+	b, ok := parseTraceHeader(line[:i])
+	if !ok {
+		return traceBirth{}, traceLineOther
+	}
+	if b.PID, b.Flags, ok = parseNewtaskFields(line[i+len(newtaskMarker):]); !ok {
+		return traceBirth{}, traceLineOther
+	}
+	return b, traceLineBirth
+}
+
+// parseTraceHeader reads the time, the CPU and the creator from what precedes the event's
+// marker.
+func parseTraceHeader(header string) (traceBirth, bool) {
 	var b traceBirth
 	// The time: the header's last column, seconds.microseconds.
 	cut := strings.LastIndexByte(header, ' ')
@@ -68,19 +80,19 @@ func parseTraceLine(line string) (traceBirth, traceLine) {
 	s, err1 := strconv.ParseUint(sec, 10, 64)
 	u, err2 := strconv.ParseUint(usec, 10, 64)
 	if !ok || err1 != nil || err2 != nil || len(usec) != 6 {
-		return traceBirth{}, traceLineOther
+		return traceBirth{}, false
 	}
 	b.TimeUs = s*1_000_000 + u
 	header = header[:max(cut, 0)]
 	// The CPU: the last "[NNN]" column; the creator is what comes before it.
 	open := strings.LastIndex(header, " [")
 	if open < 0 {
-		return traceBirth{}, traceLineOther
+		return traceBirth{}, false
 	}
 	cpuCol, _, ok := strings.Cut(header[open+2:], "]")
 	cpu, err := strconv.Atoi(cpuCol)
 	if !ok || err != nil {
-		return traceBirth{}, traceLineOther
+		return traceBirth{}, false
 	}
 	b.CPU = cpu
 	creator := strings.TrimRight(header[:open], " ")
@@ -94,28 +106,31 @@ func parseTraceLine(line string) (traceBirth, traceLine) {
 			b.Creator = pid
 		}
 	}
-	// The fields: pid first, clone_flags last but one (after the child's comm).
+	return b, true
+}
+
+// parseNewtaskFields reads the child's pid (the first field) and clone_flags (the last but
+// one, after the child's comm) from what follows the event's marker.
+func parseNewtaskFields(fields string) (pid int, flags uint64, ok bool) {
 	pidField, ok := strings.CutPrefix(fields, "pid=")
 	if !ok {
-		return traceBirth{}, traceLineOther
+		return 0, 0, false
 	}
 	pidText, _, _ := strings.Cut(pidField, " ")
 	pid, err := strconv.Atoi(pidText)
 	if err != nil || pid <= 0 {
-		return traceBirth{}, traceLineOther
+		return 0, 0, false
 	}
-	b.PID = pid
 	j := strings.LastIndex(fields, " clone_flags=")
 	if j < 0 {
-		return traceBirth{}, traceLineOther
+		return 0, 0, false
 	}
 	flagsText, _, _ := strings.Cut(fields[j+len(" clone_flags="):], " ")
-	flags, err := strconv.ParseUint(flagsText, 16, 64)
+	flags, err = strconv.ParseUint(flagsText, 16, 64)
 	if err != nil {
-		return traceBirth{}, traceLineOther
+		return 0, 0, false
 	}
-	b.Flags = flags
-	return b, traceLineBirth
+	return pid, flags, true
 }
 
 // birthLog keeps recent task_newtask events by pid, so that the listener can find the one

@@ -228,20 +228,7 @@ func (e *Emulator) Call(cmd, pid, nid int, ptr prctl.UserPointer) (int, error) {
 		return prctl.PointerSentinel, unix.EPERM
 	}
 	if cmd == prctl.CmdGet {
-		switch ptr {
-		case prctl.PointerValid:
-		case prctl.PointerMisaligned:
-			return prctl.PointerSentinel, unix.EINVAL
-		case prctl.PointerNil:
-			return prctl.PointerSentinel, unix.EFAULT
-		default:
-			return prctl.PointerSentinel, fmt.Errorf("invalid user pointer model %d", int(ptr))
-		}
-		ent, err := e.resolve(t)
-		if err != nil {
-			return prctl.PointerSentinel, err
-		}
-		return ent.Force, nil
+		return e.get(t, ptr)
 	}
 	n := int(int32(nid)) // the patch's int nid
 	if n < numa.NoNode || n >= e.numPossible {
@@ -254,6 +241,25 @@ func (e *Emulator) Call(cmd, pid, nid int, ptr prctl.UserPointer) (int, error) {
 		e.audit.record(e.procRoot, t, n)
 	}
 	return prctl.PointerSentinel, nil
+}
+
+// get is the GET command on task t, once the caller may access it: the user pointer is
+// checked before the value is read.
+func (e *Emulator) get(t target, ptr prctl.UserPointer) (int, error) {
+	switch ptr {
+	case prctl.PointerValid:
+	case prctl.PointerMisaligned:
+		return prctl.PointerSentinel, unix.EINVAL
+	case prctl.PointerNil:
+		return prctl.PointerSentinel, unix.EFAULT
+	default:
+		return prctl.PointerSentinel, fmt.Errorf("invalid user pointer model %d", int(ptr))
+	}
+	ent, err := e.resolve(t)
+	if err != nil {
+		return prctl.PointerSentinel, err
+	}
+	return ent.Force, nil
 }
 
 // target is what the emulator reads about the task a call names.

@@ -27,7 +27,7 @@ type heldChild struct {
 // spawnHeld creates a child with clone(): with vm, clone(CLONE_VM) as vfork and
 // posix_spawn do (the patch keeps the preferred node); without, a plain fork() (the patch
 // resets it). The child execs path once released.
-func spawnHeld(vm bool, path string, argv, env []string) (*heldChild, error) {
+func spawnHeld(vm bool, path string, argv, env []string) (*heldChild, error) { //nolint:funlen // test tooling: the pointers the child reads stay alive, and are freed, in the closures that release and reap it
 	pathp, err := syscall.BytePtrFromString(path)
 	if err != nil {
 		return nil, err

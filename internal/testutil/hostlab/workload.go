@@ -48,7 +48,7 @@ func RunWorkloadIfAsked() {
 	os.Exit(0)
 }
 
-func runWorkload(in io.Reader, out io.Writer) {
+func runWorkload(in io.Reader, out io.Writer) { //nolint:funlen // test tooling: the workload's command loop, one case per command of its protocol
 	var children []*exec.Cmd
 	var rawChildren []int
 	defer func() {

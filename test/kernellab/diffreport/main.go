@@ -113,7 +113,7 @@ func percent(n, of int) string {
 
 // compare writes the case-by-case comparison of a (the kernel) and b (the
 // emulator) to w and returns the totals.
-func compare(w io.Writer, a, b *report, opts options) summary {
+func compare(w io.Writer, a, b *report, opts options) summary { //nolint:funlen // test tooling: one table of the comparison, row by row
 	var s summary
 	fmt.Fprintf(w, "A = %s (%s)\nB = %s (%s)\n", a.name, backends(a), b.name, backends(b))
 	var order []string
@@ -205,7 +205,7 @@ func keyed(calls []call) ([]string, map[string]call) {
 	return keys, m
 }
 
-func compareCase(w io.Writer, ra, rb record, opts options) summary {
+func compareCase(w io.Writer, ra, rb record, opts options) summary { //nolint:funlen // test tooling: one field of a case per comparison, in the report's order
 	var s summary
 	var body strings.Builder
 	if !ra.Pass || !rb.Pass {

@@ -44,7 +44,7 @@ type manifest struct {
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
-func parseManifest(r io.Reader) (manifest, error) {
+func parseManifest(r io.Reader) (manifest, error) { //nolint:funlen // test tooling: one check per manifest key, in the file's order
 	m := manifest{Timeout: defaultTestTimeout}
 	seen := map[string]bool{}
 	testEnv := map[string][]string{}
