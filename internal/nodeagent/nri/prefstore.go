@@ -3,10 +3,6 @@ package nri
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/statefile"
 )
 
 // preferencesVersion is the format of a PreferenceStore's file.
@@ -26,11 +22,16 @@ const preferencesVersion = 1
 // bounded by validation), and one node's namespaces hold few.
 const preferencesLimit = 8 << 20
 
-// preferencesFile is what a PreferenceStore writes: the NumaPreferences, names and specs
-// only, sorted by namespace and name.
-type preferencesFile struct {
-	Version     int                     `json:"version"`
+// preferencesPayload is what a PreferenceStore writes: the NumaPreferences, names and
+// specs only, sorted by namespace and name.
+type preferencesPayload struct {
 	Preferences []numav1.NumaPreference `json:"preferences"`
+}
+
+// preferencesFile is the store's file. Strict: a member this agent does not know is an
+// older or newer format, not one to misread as no preferences.
+func preferencesFile(path string) statefile.File[preferencesPayload] {
+	return statefile.File[preferencesPayload]{Path: path, Version: preferencesVersion, Limit: preferencesLimit, Strict: true}
 }
 
 // PreferenceStore keeps, in the agent's state directory, the NumaPreferences of the
@@ -40,7 +41,7 @@ type preferencesFile struct {
 // state for those already running. The node agent's reconciler saves them (Save), only
 // when they changed.
 type PreferenceStore struct {
-	path string
+	file statefile.File[preferencesPayload]
 	log  logr.Logger
 
 	mu    sync.Mutex
@@ -54,21 +55,13 @@ type PreferenceStore struct {
 // (damaged, of another version, past its bound) is logged and left: the store holds
 // nothing until the next Save replaces it.
 func NewPreferenceStore(path string, log logr.Logger) *PreferenceStore {
-	s := &PreferenceStore{path: path, log: log, byNS: map[string][]numav1.NumaPreference{}}
-	data, err := fsutil.ReadStateFile(path, preferencesLimit)
-	if errors.Is(err, fs.ErrNotExist) {
-		return s
-	}
-	var f preferencesFile
-	if err == nil {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err = dec.Decode(&f); err == nil && f.Version != preferencesVersion {
-			err = fmt.Errorf("version %d, want %d", f.Version, preferencesVersion)
-		}
-	}
+	s := &PreferenceStore{file: preferencesFile(path), log: log, byNS: map[string][]numav1.NumaPreference{}}
+	f, data, found, err := s.file.LoadRaw()
 	if err != nil {
 		log.Error(err, "Persisted NumaPreferences unreadable: containers started before the API answers are placed once it does", "path", path)
+		return s
+	}
+	if !found {
 		return s
 	}
 	// No key for what was read: an older agent, or the API's defaults, may have given the
@@ -105,29 +98,26 @@ func (s *PreferenceStore) Save(prefs []numav1.NumaPreference) {
 	if s.saved && key != "" && key == s.key {
 		return
 	}
-	f := preferencesFile{Version: preferencesVersion, Preferences: make([]numav1.NumaPreference, 0, len(sorted))}
+	f := preferencesPayload{Preferences: make([]numav1.NumaPreference, 0, len(sorted))}
 	for _, p := range sorted {
 		f.Preferences = append(f.Preferences, numav1.NumaPreference{
 			ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Generation: p.Generation},
 			Spec:       p.Spec,
 		})
 	}
-	data, err := json.Marshal(f)
-	if err == nil && len(data) > preferencesLimit {
-		err = fmt.Errorf("%d bytes, past its bound of %d", len(data), preferencesLimit)
-	}
+	data, err := s.file.Encode(f)
 	if err == nil && s.saved && bytes.Equal(data, s.data) {
 		s.key = key
 		return
 	}
 	if err == nil {
-		err = fsutil.WriteFileAtomic(s.path, data, 0o600)
+		err = s.file.Write(data)
 	}
 	if err != nil {
 		// The file may hold the new content or the old (a failure after the rename): the
 		// next Save compares nothing and writes.
 		s.data, s.key = nil, ""
-		s.log.Error(err, "Persisting the NumaPreferences; an agent restarted while the API is unreachable would place new containers from older ones", "path", s.path)
+		s.log.Error(err, "Persisting the NumaPreferences; an agent restarted while the API is unreachable would place new containers from older ones", "path", s.file.Path)
 		return
 	}
 	s.data, s.key, s.saved = data, key, true
