@@ -37,7 +37,7 @@
 //	            how each container was placed
 //	choices.go  the sticky choices of Spread and MostFreeMemory, on disk
 //	topology.go when the online nodes and CPUs are read again (hotplug)
-//	placed.go   how each container was first placed (at its start, after it, before the
+//	placedat.go how each container was first placed (at its start, after it, before the
 //	            agent's restart) and the time from its start to then
 //	published.go
 //	            the last pass's results and listings, for readers, under their own lock

@@ -18,7 +18,7 @@ import (
 // the sticky choices of Spread and MostFreeMemory and their file (choices.go), every
 // automatic container's node as the last resolving pass chose it, the host's topology
 // and when it is read again (topology.go), and how each container was first placed
-// (placed.go). The engine's passMu guards it.
+// (placedat.go). The engine's passMu guards it.
 type placementMemory struct {
 	choicesPath string // "" keeps the choices in memory only
 	choices     plan.Choices

@@ -13,7 +13,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 )
 
-// Unit tests of how each container's result says it was first placed (placed.go), and of
+// Unit tests of how each container's result says it was first placed (placedat.go), and of
 // numapref_start_to_placed_seconds, on the fake host: its task tid started at tick
 // 1000+tid (task 100 11 s after boot), and the tests move CLOCK_BOOTTIME.
 
