@@ -11,6 +11,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/numapref/numapref/controllers/agent"
+	"github.com/numapref/numapref/internal/metrics"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/ledger"
@@ -269,7 +270,7 @@ func kernelLabel(s numa.Support) string {
 }
 
 func newManager(f *agentFlags, reach *agent.APIReachability) (ctrl.Manager, error) {
-	cfg, scheme, err := apiClientSetup("agent", f.kubeconfig)
+	cfg, scheme, err := apiClientSetup("agent", f.kubeconfig, metrics.RegisterControllers)
 	if err != nil {
 		return nil, err
 	}

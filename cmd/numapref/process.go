@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,9 +20,10 @@ import (
 // API client and its metrics, the health checks.
 
 // apiClientSetup loads the kubeconfig (empty: in-cluster), makes the scheme of the APIs
-// numapref uses, registers the controllers' metrics and counts every API request
-// (numapref_api_requests_total): what the agent and the summarizer both start with.
-func apiClientSetup(who, kubeconfig string) (*rest.Config, *runtime.Scheme, error) {
+// numapref uses, registers the process's metrics with register (metrics.RegisterControllers
+// or metrics.RegisterSummarizer) and counts every API request (numapref_api_requests_total):
+// what the agent and the summarizer both start with.
+func apiClientSetup(who, kubeconfig string, register func(prometheus.Registerer) error) (*rest.Config, *runtime.Scheme, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: loading kubeconfig: %w", who, err)
@@ -30,8 +32,8 @@ func apiClientSetup(who, kubeconfig string) (*rest.Config, *runtime.Scheme, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", who, err)
 	}
-	if err := agent.RegisterMetrics(ctrlmetrics.Registry); err != nil {
-		return nil, nil, fmt.Errorf("%s: registering controller metrics: %w", who, err)
+	if err := register(ctrlmetrics.Registry); err != nil {
+		return nil, nil, fmt.Errorf("%s: registering metrics: %w", who, err)
 	}
 	agent.InstrumentAPI(cfg)
 	return cfg, scheme, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/numapref/numapref/controllers/agent"
 	"github.com/numapref/numapref/controllers/agentcert"
 	"github.com/numapref/numapref/controllers/summarizer"
+	"github.com/numapref/numapref/internal/metrics"
 )
 
 // summaryLease names the summarizer's lease.
@@ -107,7 +108,7 @@ func runSummarizer(args []string) error {
 // newSummarizerManager makes the process's manager: health probes and metrics only. The
 // summarizer's own manager, made anew at each campaign, holds the lease and the caches.
 func newSummarizerManager(kubeconfig, probeAddr, metricsAddr string) (manager.Manager, error) {
-	cfg, scheme, err := apiClientSetup("summarizer", kubeconfig)
+	cfg, scheme, err := apiClientSetup("summarizer", kubeconfig, metrics.RegisterSummarizer)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
+
+	"github.com/numapref/numapref/internal/metrics"
 )
 
 // APIReachability follows whether the API server answers this agent, from the agent's own
@@ -30,7 +32,7 @@ type APIReachability struct {
 
 // NewAPIReachability starts out reachable and registers numapref_api_reachable in reg.
 func NewAPIReachability(reg prometheus.Registerer, log logr.Logger) (*APIReachability, error) {
-	a := &APIReachability{log: log, gauge: newAPIReachableGauge()}
+	a := &APIReachability{log: log, gauge: metrics.NewAPIReachable()}
 	a.gauge.Set(1)
 	return a, reg.Register(a.gauge)
 }

@@ -5,13 +5,15 @@ import (
 	"strings"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/numapref/numapref/internal/metrics"
 )
 
 // InstrumentAPI makes every request made with cfg count in numapref_api_requests_total.
 func InstrumentAPI(cfg *rest.Config) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			apiRequests.WithLabelValues(apiMethod(req), APIResource(req.URL.Path)).Inc()
+			metrics.APIRequests.WithLabelValues(apiMethod(req), APIResource(req.URL.Path)).Inc()
 			return rt.RoundTrip(req)
 		})
 	})

@@ -18,6 +18,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	numaac "github.com/numapref/numapref/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/numapref/numapref/controllers/internal/status"
+	"github.com/numapref/numapref/internal/metrics"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
@@ -44,10 +45,10 @@ func (r *NodeAgentReconciler) report(ctx context.Context, plans []podPlan, prefs
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	if err := r.applyReport(ctx, want); err != nil {
-		reportWrites.WithLabelValues("error").Inc()
+		metrics.ReportWrites.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}
-	reportWrites.WithLabelValues("ok").Inc()
+	metrics.ReportWrites.WithLabelValues("ok").Inc()
 	r.lastReport = r.opts.Clock.Now()
 	ctrl.LoggerFrom(ctx).V(2).Info("Reported node status", "preferences", want.Totals.Preferences, "pods", want.Totals.Pods, "tasks", want.Totals.Tasks)
 	return reconcile.Result{}, nil

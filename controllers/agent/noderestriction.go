@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/metrics"
 )
 
 // The node restriction check. RBAC lets every agent write every node's report and labels;
@@ -219,4 +220,13 @@ func (r *NodeAgentReconciler) warnRestrictionMissing(ctx context.Context, v rest
 	}
 	r.recorder.Eventf(&node, nil, corev1.EventTypeWarning, numav1.ReasonNodeRestrictionMissing, "CheckNodeRestriction", "%s", v.Message)
 	r.restrictionWarned = true
+}
+
+// reportRestrictionMissing sets numapref_node_restriction_missing from the check's verdict.
+func reportRestrictionMissing(missing bool) {
+	v := 0.0
+	if missing {
+		v = 1
+	}
+	metrics.NodeRestrictionMissing.Set(v)
 }

@@ -31,6 +31,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	numaac "github.com/numapref/numapref/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/numapref/numapref/internal/metrics"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/ctrltest"
 	"github.com/numapref/numapref/internal/testutil/testenv"
@@ -141,13 +142,13 @@ var _ = Describe("Node restriction", Ordered, func() {
 				HaveField("Status", metav1.ConditionTrue), HaveField("Reason", numav1.ReasonNodeRestrictionEnforced)))
 			g.Expect(ctrltest.Condition(env.Preference(ctx, ns, "db")(g), numav1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 		}).Should(Succeed())
-		Expect(testutil.ToFloat64(nodeRestrictionMissing)).To(BeZero())
+		Expect(testutil.ToFloat64(metrics.NodeRestrictionMissing)).To(BeZero())
 		Expect(nodeEvents(ctx, "restrict-a", numav1.ReasonNodeRestrictionMissing)).To(BeEmpty())
 		Expect(ctrltest.Condition(env.Preference(ctx, ns, "db")(Default), numav1.ConditionNodeRestricted).Type).To(BeEmpty())
 
 		Expect(env.Client.Delete(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "numapref-agent-node-restriction"}})).To(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(testutil.ToFloat64(nodeRestrictionMissing)).To(Equal(1.0))
+			g.Expect(testutil.ToFloat64(metrics.NodeRestrictionMissing)).To(Equal(1.0))
 			g.Expect(restrictedCondition(g, ctx, "restrict-a")).To(And(
 				HaveField("Status", metav1.ConditionFalse), HaveField("Reason", numav1.ReasonNodeRestrictionMissing),
 				HaveField("Message", ContainSubstring("NumaNodeReport numapref-restriction-check of another node and label "+restrictionProbeLabel))))

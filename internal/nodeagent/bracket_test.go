@@ -32,10 +32,10 @@ func TestEngineRacedSetIsPutBack(t *testing.T) {
 	if v := h.snapshot(); v[100] != 1 || v[101] != -1 {
 		t.Errorf("tasks hold %v; want 100 at 1 and the stranger with id 101 at its own -1", v)
 	}
-	if n := testutil.ToFloat64(m.sets.WithLabelValues(resultRaced)); n != 1 {
+	if n := testutil.ToFloat64(m.Sets.WithLabelValues(resultRaced)); n != 1 {
 		t.Errorf(`numapref_task_sets_total{result="raced"} = %v, want 1`, n)
 	}
-	if n := testutil.ToFloat64(m.sets.WithLabelValues(numav1.ReasonApplied)); n != 1 {
+	if n := testutil.ToFloat64(m.Sets.WithLabelValues(numav1.ReasonApplied)); n != 1 {
 		t.Errorf(`numapref_task_sets_total{result="Applied"} = %v, want 1`, n)
 	}
 	if r := e.Results()[fakeDesire(1).Key()]; r.Reason != numav1.ReasonApplied || r.Tasks != 1 {
@@ -80,7 +80,7 @@ func TestEngineSetsNoRecycledID(t *testing.T) {
 			if len(setOn) != 1 || setOn[0] != 100 || h.value(101) != -1 {
 				t.Errorf("SETs on %v, task 101 holds %d; want one SET, on 100, and 101 untouched", setOn, h.value(101))
 			}
-			if n := testutil.ToFloat64(m.sets.WithLabelValues(resultRaced)); n != 0 {
+			if n := testutil.ToFloat64(m.Sets.WithLabelValues(resultRaced)); n != 0 {
 				t.Errorf(`numapref_task_sets_total{result="raced"} = %v, want 0: nothing was issued`, n)
 			}
 			e.Pass()
@@ -108,7 +108,7 @@ func TestEngineSetOnATaskLeavingIsPutBack(t *testing.T) {
 	if v := h.snapshot(); v[100] != 1 || v[101] != 0 {
 		t.Errorf("tasks hold %v; want 100 at 1 and 101, gone from the container, back at its own 0", v)
 	}
-	if n := testutil.ToFloat64(m.sets.WithLabelValues(resultRaced)); n != 1 {
+	if n := testutil.ToFloat64(m.Sets.WithLabelValues(resultRaced)); n != 1 {
 		t.Errorf(`numapref_task_sets_total{result="raced"} = %v, want 1`, n)
 	}
 }
@@ -134,10 +134,10 @@ func TestEngineRacedUndoIsNotPutBack(t *testing.T) {
 	if v := h.snapshot(); v[100] != -1 || v[101] == 1 {
 		t.Errorf("after undo tasks hold %v; want 100 at -1 and the stranger 101 never at the agent's 1", v)
 	}
-	if n := testutil.ToFloat64(m.sets.WithLabelValues(resultRaced)); n != 1 {
+	if n := testutil.ToFloat64(m.Sets.WithLabelValues(resultRaced)); n != 1 {
 		t.Errorf(`numapref_task_sets_total{result="raced"} = %v, want 1`, n)
 	}
-	if n := testutil.ToFloat64(m.restores); n != 1 {
+	if n := testutil.ToFloat64(m.Restores); n != 1 {
 		t.Errorf("numapref_task_restores_total = %v, want 1 (task 100)", n)
 	}
 }

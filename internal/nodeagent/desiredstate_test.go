@@ -132,7 +132,7 @@ func TestEngineDesiredStateWriteError(t *testing.T) {
 	if v := h.value(100); v != 1 {
 		t.Errorf("task 100 holds %d, want 1", v)
 	}
-	if n := testutil.ToFloat64(m.desiredErrs); n != 1 {
+	if n := testutil.ToFloat64(m.DesiredErrs); n != 1 {
 		t.Errorf("numapref_desired_state_write_errors_total = %v, want 1", n)
 	}
 }

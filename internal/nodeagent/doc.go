@@ -44,8 +44,9 @@
 //	share.go    one container's share of the ledger and pidfds (TooManyTasks)
 //
 // Beside the engine: the read-only view of its last pass (view.go), the inspect endpoint's
-// description of a pod (inspect.go), the engine's metrics (metrics.go) and the effect
-// metrics read at scrape time (effect.go), and the status entries of this node (report.go).
+// description of a pod (inspect.go), how the engine observes its metrics (metrics.go) and
+// the effect metrics read at scrape time (effect.go), both defined in internal/metrics,
+// and the status entries of this node (report.go).
 //
 // The packages under it: desire (API → desire, pure), known (the ledger's data and its
 // read-only view), ledger (the Store: what the agent set, on disk, written ahead of every

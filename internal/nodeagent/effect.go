@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/numapref/numapref/internal/fsutil"
+	"github.com/numapref/numapref/internal/metrics"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/numa"
 )
@@ -41,8 +42,8 @@ type EffectCollector struct {
 	cgroupVersion int
 	pageSize      uint64
 
-	faults, migrated, memory, locality, readErrors *prometheus.Desc
-	errCounts                                      map[string]*atomic.Uint64
+	desc      metrics.Effect
+	errCounts map[string]*atomic.Uint64
 }
 
 var _ prometheus.Collector = (*EffectCollector)(nil)
@@ -53,27 +54,9 @@ var _ prometheus.Collector = (*EffectCollector)(nil)
 // processes on v1 (whose memory.numa_stat counts pages of the whole hierarchy in a format
 // that differs by kernel).
 func NewEffectCollector(view managedLister, procRoot string, cgroupVersion int) *EffectCollector {
-	labels := []string{"namespace", "pod", "container"}
 	c := &EffectCollector{
 		view: view, procRoot: procRoot, cgroupVersion: cgroupVersion, pageSize: uint64(os.Getpagesize()),
-		faults: prometheus.NewDesc("numapref_container_numa_faults",
-			"NUMA hinting faults of the container's tasks: the sum of total_numa_faults in /proc/<tid>/sched over the tasks "+
-				"the agent listed last. The kernel decays each task's count, and exited tasks drop out, so this is a gauge.",
-			labels, nil),
-		migrated: prometheus.NewDesc("numapref_container_numa_pages_migrated",
-			"Pages NUMA balancing migrated for the container's tasks: the sum of numa_pages_migrated in /proc/<tid>/sched "+
-				"over the tasks the agent listed last (drops when tasks exit).",
-			labels, nil),
-		memory: prometheus.NewDesc("numapref_container_memory_bytes",
-			"Memory of the container on each NUMA node: anon+file of memory.numa_stat on cgroup v2; on cgroup v1 the pages "+
-				"mapped by its processes (/proc/<pid>/numa_maps, each process once, shared pages in every process mapping them).",
-			append(labels, "numa_node"), nil),
-		locality: prometheus.NewDesc("numapref_container_memory_locality_ratio",
-			"Share of the container's memory (numapref_container_memory_bytes) on its preferred NUMA node, 0 to 1.",
-			labels, nil),
-		readErrors: prometheus.NewDesc("numapref_effect_read_errors_total",
-			"Reads the effect metrics skipped because a file of a live task or cgroup could not be read or parsed, by source.",
-			[]string{"source"}, nil),
+		desc:      metrics.NewEffect(),
 		errCounts: map[string]*atomic.Uint64{},
 	}
 	for _, s := range []string{effectSourceSched, effectSourceNumaStat, effectSourceNumaMaps} {
@@ -84,7 +67,7 @@ func NewEffectCollector(view managedLister, procRoot string, cgroupVersion int) 
 
 // Describe sends the fixed descriptions of the collector's metrics.
 func (c *EffectCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.faults, c.migrated, c.memory, c.locality, c.readErrors} {
+	for _, d := range c.desc.All() {
 		ch <- d
 	}
 }
@@ -101,15 +84,15 @@ func (c *EffectCollector) Collect(ch chan<- prometheus.Metric) {
 		c.collectContainer(ch, mc)
 	}
 	for _, s := range []string{effectSourceNumaMaps, effectSourceNumaStat, effectSourceSched} {
-		ch <- prometheus.MustNewConstMetric(c.readErrors, prometheus.CounterValue, float64(c.errCounts[s].Load()), s)
+		ch <- prometheus.MustNewConstMetric(c.desc.ReadErrors, prometheus.CounterValue, float64(c.errCounts[s].Load()), s)
 	}
 }
 
 func (c *EffectCollector) collectContainer(ch chan<- prometheus.Metric, mc ManagedContainer) {
 	labels := []string{mc.PodNamespace, mc.PodName, mc.Container}
 	if faults, migrated, ok := c.schedTotals(mc.TIDs); ok {
-		ch <- prometheus.MustNewConstMetric(c.faults, prometheus.GaugeValue, float64(faults), labels...)
-		ch <- prometheus.MustNewConstMetric(c.migrated, prometheus.GaugeValue, float64(migrated), labels...)
+		ch <- prometheus.MustNewConstMetric(c.desc.Faults, prometheus.GaugeValue, float64(faults), labels...)
+		ch <- prometheus.MustNewConstMetric(c.desc.Migrated, prometheus.GaugeValue, float64(migrated), labels...)
 	}
 	var perNode map[int]uint64
 	if c.cgroupVersion == 2 {
@@ -123,11 +106,11 @@ func (c *EffectCollector) collectContainer(ch chan<- prometheus.Metric, mc Manag
 	var total uint64
 	for _, node := range slices.Sorted(maps.Keys(perNode)) {
 		total += perNode[node]
-		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(perNode[node]),
+		ch <- prometheus.MustNewConstMetric(c.desc.Memory, prometheus.GaugeValue, float64(perNode[node]),
 			append(labels, strconv.Itoa(node))...)
 	}
 	if total > 0 {
-		ch <- prometheus.MustNewConstMetric(c.locality, prometheus.GaugeValue,
+		ch <- prometheus.MustNewConstMetric(c.desc.Locality, prometheus.GaugeValue,
 			float64(perNode[mc.Node])/float64(total), labels...)
 	}
 }

@@ -193,7 +193,7 @@ func (pb *passBench) run(b *testing.B, kernel prctl.Kernel) {
 		b.Fatal(err)
 	}
 	e.SetDesired(pb.desires)
-	sets := func() float64 { return testutil.ToFloat64(m.sets.WithLabelValues(numav1.ReasonApplied)) }
+	sets := func() float64 { return testutil.ToFloat64(m.Sets.WithLabelValues(numav1.ReasonApplied)) }
 	// Passes until one issues no SET (a thread the Go runtime of a workload starts while a
 	// pass runs is caught by the next).
 	settled := false

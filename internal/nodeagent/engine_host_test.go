@@ -206,20 +206,20 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	if v := el.values(t, other.Pid()); !allEqual(v, -1) {
 		t.Errorf("a task outside the selected container changed: %v", v)
 	}
-	sets := testutil.ToFloat64(m.sets.WithLabelValues(numav1.ReasonApplied))
+	sets := testutil.ToFloat64(m.Sets.WithLabelValues(numav1.ReasonApplied))
 	if int(sets) < len(got) {
 		t.Errorf("numapref_task_sets_total{result=Applied} = %v, want at least %d", sets, len(got))
 	}
-	if v := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonApplied, "0")); v != 1 {
+	if v := testutil.ToFloat64(m.Containers.WithLabelValues(numav1.ReasonApplied, "0")); v != 1 {
 		t.Errorf("numapref_containers{reason=Applied,numa_node=0} = %v, want 1", v)
 	}
-	if v := testutil.ToFloat64(m.tasks); int(v) != len(got) {
+	if v := testutil.ToFloat64(m.Tasks); int(v) != len(got) {
 		t.Errorf("numapref_managed_tasks = %v, want %d", v, len(got))
 	}
-	if v := testutil.ToFloat64(m.kernel.WithLabelValues(el.emu.Support().Backend)); v != 1 {
+	if v := testutil.ToFloat64(m.Kernel.WithLabelValues(el.emu.Support().Backend)); v != 1 {
 		t.Errorf("numapref_kernel_supported = %v, want 1", v)
 	}
-	if n := testutil.CollectAndCount(m.passSeconds); n != 1 {
+	if n := testutil.CollectAndCount(m.PassSeconds); n != 1 {
 		t.Errorf("pass duration series = %d, want 1 (full)", n)
 	}
 
@@ -235,10 +235,10 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 	if v := el.values(t, w.Pid()); !allEqual(v, -1) {
 		t.Errorf("after undo, tasks have %v; want all -1", v)
 	}
-	if v := testutil.ToFloat64(m.restores); int(v) < len(got) {
+	if v := testutil.ToFloat64(m.Restores); int(v) < len(got) {
 		t.Errorf("numapref_task_restores_total = %v, want at least %d", v, len(got))
 	}
-	if v := testutil.ToFloat64(m.tasks); v != 0 {
+	if v := testutil.ToFloat64(m.Tasks); v != 0 {
 		t.Errorf("numapref_managed_tasks after undo = %v, want 0", v)
 	}
 	if _, err := os.Stat(el.ledger); err != nil {

@@ -48,13 +48,13 @@ type histStats struct {
 // passStats reads the engine's pass duration histogram of kind.
 func passStats(tb testing.TB, m *Metrics, kind string) histStats {
 	tb.Helper()
-	return histogramStats(tb, m.passSeconds.WithLabelValues(kind).(prometheus.Histogram))
+	return histogramStats(tb, m.PassSeconds.WithLabelValues(kind).(prometheus.Histogram))
 }
 
 // stageStats reads the fork lag stage's histogram of m.
 func stageStats(tb testing.TB, m *Metrics, stage string) histStats {
 	tb.Helper()
-	return histogramStats(tb, m.forkStages.WithLabelValues(stage).(prometheus.Histogram))
+	return histogramStats(tb, m.ForkStages.WithLabelValues(stage).(prometheus.Histogram))
 }
 
 // histogramStats reads the sample count and sum of h.

@@ -50,10 +50,10 @@ func TestEngineSetsNothingWithoutItsLedgerEntry(t *testing.T) {
 	if v := h.snapshot(); v[100] != -1 || v[101] != -1 {
 		t.Errorf("tasks hold %v after a failed ledger write, want both -1: nothing may be set", v)
 	}
-	if n := testutil.ToFloat64(m.ledgerErrs); n != 1 {
+	if n := testutil.ToFloat64(m.LedgerErrs); n != 1 {
 		t.Errorf("numapref_ledger_write_errors_total = %v, want 1", n)
 	}
-	if n := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonLedgerError, "")); n != 1 {
+	if n := testutil.ToFloat64(m.Containers.WithLabelValues(numav1.ReasonLedgerError, "")); n != 1 {
 		t.Errorf("numapref_containers{reason=LedgerError} = %v, want 1", n)
 	}
 
@@ -92,7 +92,7 @@ func TestEngineLedgerBound(t *testing.T) {
 	if v := h.value(100); v != -1 {
 		t.Errorf("task 100 holds %d, want -1", v)
 	}
-	if n := testutil.ToFloat64(m.ledgerErrs); n != 1 {
+	if n := testutil.ToFloat64(m.LedgerErrs); n != 1 {
 		t.Errorf("numapref_ledger_write_errors_total = %v, want 1", n)
 	}
 
@@ -332,7 +332,7 @@ func TestEngineReportsADamagedLedger(t *testing.T) {
 			if c.damaged {
 				want = 1
 			}
-			if got := testutil.ToFloat64(m.ledgerDamaged); got != want {
+			if got := testutil.ToFloat64(m.LedgerDamaged); got != want {
 				t.Errorf("numapref_ledger_damaged = %v, want %v", got, want)
 			}
 			e.SetDesired([]desire.Desire{fakeDesire(1)})

@@ -92,7 +92,7 @@ func TestEngineLedgerOnAFullOrReadOnlyDisk(t *testing.T) {
 			if v := el.values(t, w.Pid()); !allEqual(v, -1) {
 				t.Errorf("tasks hold %v without a ledger entry, want all -1", v)
 			}
-			if n := testutil.ToFloat64(m.ledgerErrs); n != 1 {
+			if n := testutil.ToFloat64(m.LedgerErrs); n != 1 {
 				t.Errorf("numapref_ledger_write_errors_total = %v, want 1", n)
 			}
 

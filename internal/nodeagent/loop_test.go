@@ -126,7 +126,7 @@ func TestEngineTimesPassesAndForkLagOnItsClock(t *testing.T) {
 	if got := passStats(t, m, "fork"); got != want {
 		t.Errorf("fork pass durations = %+v, want %+v", got, want)
 	}
-	if got := histogramStats(t, m.forkLag.WithLabelValues(lagSinceArrival).(prometheus.Histogram)); got != want {
+	if got := histogramStats(t, m.ForkLag.WithLabelValues(lagSinceArrival).(prometheus.Histogram)); got != want {
 		t.Errorf("fork lag since arrival = %+v, want %+v", got, want)
 	}
 	// Its stages: the GET of the new task is the plan, the bracket's GET and the SET are

@@ -33,7 +33,7 @@ func TestEngineReportsTasksAndBalancing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := testutil.ToFloat64(m.balancing.WithLabelValues(mode.Label())); v != 1 {
+	if v := testutil.ToFloat64(m.Balancing.WithLabelValues(mode.Label())); v != 1 {
 		t.Errorf("numapref_numa_balancing{mode=%q} after NewEngine = %v, want 1", mode.Label(), v)
 	}
 	e.SetDesired([]desire.Desire{d, dp})
@@ -47,13 +47,13 @@ func TestEngineReportsTasksAndBalancing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := testutil.ToFloat64(m.taskStates.WithLabelValues(numav1.ReasonApplied)); int(v) != len(applied) {
+	if v := testutil.ToFloat64(m.TaskStates.WithLabelValues(numav1.ReasonApplied)); int(v) != len(applied) {
 		t.Errorf("numapref_tasks{reason=Applied} = %v, want %d", v, len(applied))
 	}
-	if v := testutil.ToFloat64(m.taskStates.WithLabelValues(numav1.ReasonMemoryPinnedElsewhere)); int(v) != len(skipped) {
+	if v := testutil.ToFloat64(m.TaskStates.WithLabelValues(numav1.ReasonMemoryPinnedElsewhere)); int(v) != len(skipped) {
 		t.Errorf("numapref_tasks{reason=MemoryPinnedElsewhere} = %v, want %d", v, len(skipped))
 	}
-	if n := testutil.CollectAndCount(m.balancing); n != 1 {
+	if n := testutil.CollectAndCount(m.Balancing); n != 1 {
 		t.Errorf("%d numa_balancing series, want 1", n)
 	}
 }
@@ -87,13 +87,13 @@ func TestEngineReportsForkApplyLag(t *testing.T) {
 	var pb dto.Metric
 	waitFor(t, "every child's fork lag is observed", func() bool {
 		pb.Reset()
-		if err := m.forkLag.WithLabelValues(lagSinceEvent).(prometheus.Metric).Write(&pb); err != nil {
+		if err := m.ForkLag.WithLabelValues(lagSinceEvent).(prometheus.Metric).Write(&pb); err != nil {
 			t.Fatal(err)
 		}
 		return pb.GetHistogram().GetSampleCount() >= uint64(len(children))
 	})
 	elapsed := time.Since(start)
-	if n := testutil.CollectAndCount(m.forkLag); n != 1 {
+	if n := testutil.CollectAndCount(m.ForkLag); n != 1 {
 		t.Errorf("%d fork lag series, want 1 (since=event)", n)
 	}
 	count, sum := pb.GetHistogram().GetSampleCount(), pb.GetHistogram().GetSampleSum()

@@ -34,14 +34,14 @@ func TestReportBalancing(t *testing.T) {
 				files.Write(t, filepath.Join(proc, "sys/kernel/numa_balancing"), tc.content)
 			}
 			m := NewMetrics()
-			m.balancing.WithLabelValues("stale").Set(1) // a mode from before must go
+			m.Balancing.WithLabelValues("stale").Set(1) // a mode from before must go
 			m.reportBalancing(proc)
 			want := `
 # HELP numapref_numa_balancing 1 for the kernel.numa_balancing mode of this node (disabled, normal, memory-tiering, normal-memory-tiering; unavailable without the sysctl, unreadable when it cannot be read). Read at start and on every full pass.
 # TYPE numapref_numa_balancing gauge
 numapref_numa_balancing{mode="` + tc.want + `"} 1
 `
-			if err := testutil.CollectAndCompare(m.balancing, strings.NewReader(want)); err != nil {
+			if err := testutil.CollectAndCompare(m.Balancing, strings.NewReader(want)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -50,7 +50,7 @@ numapref_numa_balancing{mode="` + tc.want + `"} 1
 
 func TestReportResultsCountsTasksByReason(t *testing.T) {
 	m := NewMetrics()
-	m.taskStates.WithLabelValues(numav1.ReasonKernelError).Set(9) // from an earlier pass: must go
+	m.TaskStates.WithLabelValues(numav1.ReasonKernelError).Set(9) // from an earlier pass: must go
 	m.reportResults(map[desire.ContainerKey]plan.Result{
 		{PodUID: "a", Container: "c"}: {Reason: numav1.ReasonApplied, Tasks: 5, Failed: map[string]int{}},
 		{PodUID: "b", Container: "c"}: {Reason: numav1.ReasonPermissionDenied, Tasks: 2, Failed: map[string]int{numav1.ReasonPermissionDenied: 3}},
@@ -65,10 +65,10 @@ numapref_tasks{reason="Applied"} 7
 numapref_tasks{reason="MemoryPinnedElsewhere"} 5
 numapref_tasks{reason="PermissionDenied"} 3
 `
-	if err := testutil.CollectAndCompare(m.taskStates, strings.NewReader(want)); err != nil {
+	if err := testutil.CollectAndCompare(m.TaskStates, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
-	if v := testutil.ToFloat64(m.containers.WithLabelValues(numav1.ReasonMemoryPinnedElsewhere, "")); v != 2 {
+	if v := testutil.ToFloat64(m.Containers.WithLabelValues(numav1.ReasonMemoryPinnedElsewhere, "")); v != 2 {
 		t.Errorf("numapref_containers{reason=MemoryPinnedElsewhere} = %v, want 2", v)
 	}
 }

@@ -182,8 +182,8 @@ func runPIDReuseHelper(path string) (res pidReuseResult, err error) {
 		return res, fmt.Errorf("emulated GET of the stranger: %w", err)
 	}
 	res.SetsOnStranger = rec.count()
-	res.Raced = testutil.ToFloat64(m.sets.WithLabelValues(resultRaced))
-	res.Applied = testutil.ToFloat64(m.sets.WithLabelValues(numav1.ReasonApplied))
+	res.Raced = testutil.ToFloat64(m.Sets.WithLabelValues(resultRaced))
+	res.Applied = testutil.ToFloat64(m.Sets.WithLabelValues(numav1.ReasonApplied))
 	res.Reason = e.Results()[cfg.Desire.Key()].Reason
 	return res, nil
 }

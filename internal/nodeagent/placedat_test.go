@@ -33,7 +33,7 @@ func (b *bootClock) unreadable() (uint64, bool) { return 0, false }
 // startToPlaced reads numapref_start_to_placed_seconds{at}.
 func startToPlaced(t *testing.T, m *Metrics, at string) histStats {
 	t.Helper()
-	return histogramStats(t, m.startToPlaced.WithLabelValues(at).(prometheus.Histogram))
+	return histogramStats(t, m.StartToPlaced.WithLabelValues(at).(prometheus.Histogram))
 }
 
 // placedAt is the PlacedAt of the fake host's container in e's last results, with its

@@ -22,7 +22,7 @@ const module = "github.com/numapref/numapref/"
 // layers lists every production package prefix, lowest first. A package that matches none
 // fails the test: a new package is placed in a layer on purpose.
 var layers = [][]string{
-	{"api/", "internal/fsutil", "internal/sandbox", "internal/statefile", "internal/statedir", "internal/cpuset"},
+	{"api/", "internal/fsutil", "internal/sandbox", "internal/statefile", "internal/statedir", "internal/cpuset", "internal/metrics"},
 	{"internal/numa", "internal/numa/prctl", "internal/numa/tune"},
 	{"internal/numa/mempolicy", "internal/numa/migrate"},
 	{"internal/nodeagent/cgroups", "internal/nodeagent/migration", "internal/inspect", "internal/serving"},

@@ -1,29 +1,24 @@
 package nri
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// collector reports a plugin's Stats as the agent's metrics.
+	"github.com/numapref/numapref/internal/metrics"
+)
+
+// collector reports a plugin's Stats as the agent's metrics (defined in internal/metrics).
 type collector struct {
-	p                                              *Plugin
-	connected, connects, disconnects, starts, late *prometheus.Desc
+	p *Plugin
+	metrics.NRI
 }
 
 // NewCollector returns the metrics of plugin p: whether it is connected, and its counts.
 func NewCollector(p *Plugin) prometheus.Collector {
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("numapref_nri_"+name, help, nil, nil)
-	}
-	return &collector{p: p,
-		connected:   d("connected", "1 while the agent is registered with the container runtime as an NRI plugin (--nri-socket), else 0."),
-		connects:    d("connects_total", "Registrations with the container runtime's NRI that completed (the first, and one after each runtime restart)."),
-		disconnects: d("disconnects_total", "NRI connections lost after registration (a runtime restart, or a plugin the runtime dropped)."),
-		starts:      d("container_starts_total", "Containers the runtime handed to the agent as it started them (StartContainer)."),
-		late:        d("late_placements_total", "Placements at a container's start that had not returned by their deadline: the runtime got its answer without them."),
-	}
+	return &collector{p: p, NRI: metrics.NewNRI()}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.connected, c.connects, c.disconnects, c.starts, c.late} {
+	for _, d := range c.All() {
 		ch <- d
 	}
 }
@@ -34,11 +29,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.p.Connected() {
 		connected = 1
 	}
-	ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, connected)
+	ch <- prometheus.MustNewConstMetric(c.Connected, prometheus.GaugeValue, connected)
 	for _, m := range []struct {
 		d *prometheus.Desc
 		v uint64
-	}{{c.connects, s.Connects}, {c.disconnects, s.Disconnects}, {c.starts, s.Starts}, {c.late, s.Late}} {
+	}{{c.Connects, s.Connects}, {c.Disconnects, s.Disconnects}, {c.Starts, s.Starts}, {c.Late, s.Late}} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}
 }

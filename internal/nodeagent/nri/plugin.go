@@ -16,7 +16,7 @@
 //	                the agent's cache or the persisted NumaPreferences, and the engine places
 //	prefstore.go    PreferenceStore: the NumaPreferences last seen, kept in the state dir
 //	                for an agent restarted while the API is unreachable
-//	metrics.go      the plugin's metrics (NewCollector)
+//	metrics.go      the plugin's metrics collector (NewCollector; defined in internal/metrics)
 package nri
 
 import (
