@@ -10,8 +10,8 @@ import (
 
 // lruCache is a bounded map whose entries expire. When it is full, the least recently used
 // entry goes. A flood of distinct keys therefore pushes out only the entries nobody used
-// since the flood began, and a user who comes back every scrape keeps theirs. (It used to
-// clear everything when full, so 1,024 junk tokens flushed every legitimate answer.)
+// since the flood began, and a user who comes back every scrape keeps theirs; a cache that
+// cleared everything when full would let 1,024 junk tokens flush every legitimate answer.
 type lruCache[V any] struct {
 	mu    sync.Mutex
 	clock clock.PassiveClock

@@ -1,7 +1,7 @@
 //go:build linux
 
 // Command footprint measures the node agent's memory at a given number of selected pods
-// (BENCHMARKS.md, issue 24, "Memory"): it starts a throwaway kube-apiserver and etcd
+// (BENCHMARKS.md, "Memory"): it starts a throwaway kube-apiserver and etcd
 // (envtest, KUBEBUILDER_ASSETS) with the project's CRDs, creates a Node, -pods pods bound
 // to it that look Running (they exist only in the API: no container runs) and a
 // NumaPreference that selects them, writes an admin kubeconfig, and runs the real agent

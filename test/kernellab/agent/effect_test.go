@@ -33,7 +33,7 @@ const (
 	noFaulting    = "4294967295"
 )
 
-// scenario is one of the seed's four, or the fifth (issue 23): the balancing mode, the scan
+// scenario is one of the seed's four, or the fifth (the preference set before the workload touches its memory): the balancing mode, the scan
 // settings, and when the agent places the workload on node 1, if at all.
 type scenario struct {
 	ID         int

@@ -178,8 +178,8 @@ func readLines(path string, f func([]byte) error) error {
 	return sc.Err()
 }
 
-// checkpoints are the times the table shows each scenario's locality at (issue 23: how
-// much sooner memory is local when the preference comes before the touch).
+// checkpoints are the times the table shows each scenario's locality at (how much
+// sooner memory is local when the preference comes before the touch).
 var checkpoints = []float64{5, 10, 30}
 
 // at is the measured sample nearest to t seconds, if one is within a second of it (the

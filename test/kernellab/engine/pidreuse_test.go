@@ -26,7 +26,7 @@ import (
 	"github.com/numapref/numapref/test/kernellab/labenv"
 )
 
-// PID reuse with real wraparound (issue 8). With kernel.pid_max at pidReuseMax, three
+// PID reuse with real wraparound. With kernel.pid_max at pidReuseMax, three
 // churners fork pidReuseChildren short-lived children each (fewer if pidReuseFor runs out
 // first: TCG on a loaded host is slow): one in container A (node 1),
 // one in B (node 0), one in C (not selected), while the engine runs on the real prctl with
