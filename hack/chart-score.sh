@@ -2,7 +2,7 @@
 # Renders charts/numapref for a few value sets and runs kube-score on each; any finding fails.
 # Usage: hack/chart-score.sh   (make chart-score)
 #
-# kube-score stands in for kube-linter (issue 8), which the Go module proxy does not serve
+# kube-score stands in for kube-linter, which the Go module proxy does not serve
 # (SECURITY.md). Every check runs, the optional ones too (--all-default-optional), and a
 # WARNING fails like a CRITICAL (--exit-one-on-warning). The checks that do not fit a node
 # agent are skipped by the DaemonSet's kube-score/ignore annotation, each with its reason in

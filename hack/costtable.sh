@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The agent's cost table (issue 24; BENCHMARKS.md, "Cost table"), for each agent binary
+# The agent's cost table (BENCHMARKS.md, "Cost table"), for each agent binary
 # given, measured one binary after the other in one run:
 #   - idle CPU (% of a core) and the idle/floor ratio at a 10 s and a 2 s rescan, and the
 #     agent's VmRSS, against selected containers on the node (10, 110, 250): test/forkcost
