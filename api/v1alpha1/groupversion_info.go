@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 holds the numa.numapref.io/v1alpha1 API: NumaPreference.
 // +kubebuilder:object:generate=true
 // +kubebuilder:ac:generate=true

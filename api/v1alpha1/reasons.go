@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package v1alpha1
 
 // Reasons used in conditions, node entries and pod Events. Every one has a row in

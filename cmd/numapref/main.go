@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command numapref is the numapref node agent and its node tools:
 //
 //	numapref agent   the DaemonSet's agent (controllers + apply engine)

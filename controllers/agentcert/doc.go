@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agentcert is the one home of the agents' serving certificates: each agent asks
 // for a certificate that names its own node (NodeCertificate, in the agent's process), and
 // the elected summarizer approves and signs it only for the agent bound to that node

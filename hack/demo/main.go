@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command demo runs numapref's main job end to end on a real node on this machine: it
 // brings up a single-node cluster (test/localnode: etcd, the control plane, kubelet,
 // containerd), installs the chart with Helm (emulated kernel: this one lacks the patch),

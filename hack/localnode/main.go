@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command localnode brings a real single-node Kubernetes cluster up on this machine and
 // tears it down again (test/localnode does the work). Needs root.
 //

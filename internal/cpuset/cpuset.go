@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cpuset holds the set of CPUs and memory nodes a container's tasks may use, as
 // the agent reads it from the container's cgroup (internal/nodeagent/cgroups) and as the
 // inspect endpoint shows it (internal/inspect). It imports nothing, so that the kubectl

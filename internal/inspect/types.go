@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package inspect is the read-only inspect endpoint of the node agent: the JSON schema of
 // its answer (shared by the agent and the kubectl-numapref plugin) and the HTTP handler.
 //

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics defines every Prometheus metric numapref's processes export, by process:
 // agent.go the node agent's (its engine, the effect of its preferences, its NRI plugin and
 // its controllers), summarizer.go the summarizer's, api.go the API requests both count.

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nodeagent is what the agent does on its node between the API and the kernel:
 // its Engine gives each selected container's tasks the NUMA node the desire names (package
 // desire decides it from the API), keeps it as tasks come and go, and undoes it when a

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package numa is numapref's read-only view of the kernel: the NUMA topology from sysfs,
 // node lists and masks, the kernel's NUMA balancing state and the NUMA lines of
 // /proc/<pid>/sched, the proc connector's process events, tasks and their identity

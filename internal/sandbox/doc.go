@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sandbox confines the running process with a seccomp filter of its own (a
 // denylist of what the agent promises, in SECURITY.md, that it never does) and, where the
 // kernel offers Landlock and the caller asks for it, a Landlock ruleset of the paths and

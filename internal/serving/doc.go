@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package serving is the node agent's HTTPS server: /metrics for scrapers and /inspect
 // for kubectl numapref, on one port (8443 in the chart).
 //

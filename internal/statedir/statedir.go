@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package statedir is the layout of the agent's state directory, and the one place that
 // names its files: the lock (one agent per dir), the ledger and its journal (what the
 // agent set), the sticky placement choices, the last desired state and, with NRI, the

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package statefile is the agent's versioned JSON state file: one JSON object whose first
 // member is its format's version, {"version":N, ...}, and whose other members are a
 // store's payload. It is read only through fsutil.ReadStateFile (never through a link,

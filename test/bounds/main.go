@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bounds measures what the largest valid NumaPreferences cost an agent's cache:
 // it starts a throwaway kube-apiserver and etcd (envtest, KUBEBUILDER_ASSETS) with the
 // project's CRDs, creates -n copies of the largest valid NumaPreference

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build e2e
 
 // Package e2e installs numapref with Helm on a real cluster and checks it from the outside:

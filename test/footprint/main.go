@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build linux
 
 // Command footprint measures the node agent's memory at a given number of selected pods

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kindnode runs a three-node kind cluster for the e2e suite (E2E_PROVIDER=kind):
 // one control plane and two workers, one of which runs kubelet and containerd with the
 // cgroupfs driver while the others keep kind's systemd driver, so the agent resolves both

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package localnode runs a real single-node Kubernetes cluster on this machine, without
 // Docker: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet built
 // from k8s.io/kubernetes (hack/k8s-binaries.sh), containerd and runc from Debian (or, with

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command scale measures what NumaPreference reporting costs the apiserver and its
 // watchers at N nodes, on a real kube-apiserver that already has the project's CRDs
 // (KUBECONFIG; hack/scale.sh starts a throwaway one).

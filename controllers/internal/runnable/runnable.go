@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package runnable holds what the agent's and the summarizer's controllers share about
 // running in a manager: which runnables wait for the leader election, and how long a
 // controller waits for its caches.

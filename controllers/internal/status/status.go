@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package status holds what the agent and the summarizer share of the statuses they write
 // and read: the conversion of a typed status into its apply configuration, and the counts
 // by reason of a report's entry.

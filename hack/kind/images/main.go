@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command images writes the control-plane images kubeadm asks for, each made from one
 // static binary with go-containerregistry (test/localnode's Image), as `docker save`
 // tarballs for the kind node image (hack/kind/node-image.sh). No registry is needed.

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cgroups finds a Kubernetes container's cgroup on its node and lists the tasks in
 // it: pod UID, QoS class and container ID (a ContainerRef, as the API server reports them)
 // → the cgroup directory the kubelet and the runtime made for the container (a Container)

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package desire turns the API's objects into what each container of a node's pods should
 // get: PlanPod decides, for a pod and the NumaPreferences of its namespace, each
 // container's Desire (a node, or an automatic mode with its group and weight, or a reason

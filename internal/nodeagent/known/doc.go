@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package known is what the agent knows it set: the ledger's data, without its files. A
 // Container is one container the agent acted on and its Tasks, each with the value it had
 // before (Prev) and the values the agent may have left in the kernel (Values); Containers

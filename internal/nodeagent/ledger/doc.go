@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ledger is the agent's memory of what it set, kept on the host so that an agent
 // restarted after a crash or an upgrade can still undo its work. Entries are written
 // before the kernel call they describe (write-ahead), and a pass whose write fails issues

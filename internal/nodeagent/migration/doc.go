@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package migration owns the moving of running containers' pages to their home node, off
 // every path a container start or a reconcile waits on.
 //

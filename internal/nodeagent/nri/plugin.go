@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nri makes the agent an NRI plugin of the container runtime (containerd >= 1.7,
 // CRI-O): the runtime hands it each container it is about to start, after the
 // container's init process exists and before it runs the user's program, and the plugin

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package plan decides what a pass of the engine does, and does none of it. From an Input
 // (the desire, a read-only view of the ledger, the topology, a copy of the sticky choices,
 // a kernel that can only GET, the cgroups' reader) it returns a Plan: for each container

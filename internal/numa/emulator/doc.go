@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package emulator emulates the PR_PREFERRED_NID prctl for kernels without the patch.
 // Emulator is a prctl.Kernel and a prctl.Raw, like prctl.Prctl, the real system call.
 // It is built on package numa's readers of the real kernel (tasks, /proc/<pid>/sched, the

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mempolicy is a task's memory policy (set_mempolicy(2)) as numapref uses it: the
 // Policy value, its names in the OCI runtime spec and in NRI, the strings
 // /proc/<pid>/numa_maps prints for it, reading another task's policy from outside, a probe

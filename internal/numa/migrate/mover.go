@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package migrate
 
 // Mover moves a process's pages toward a node in bounded steps, with move_pages(2): each

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package prctl is what can set a task's forced preferred NUMA node: the proposed prctl
 // PR_PREFERRED_NID, its arguments and its real backend.
 //

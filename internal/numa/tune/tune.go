@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package tune changes NUMA balancing: kernel.numa_balancing and its scan knobs, as
 // `numapref tune-balancing` does (ApplyTuning). It is the only code of numapref that writes
 // a sysctl; it reads the current values through package numa.

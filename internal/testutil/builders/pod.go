@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package builders makes the pods and NumaPreferences tests need, option by option
 // (kueue's pkg/util/testing style): MakePod("ns", "db-0").Label("app", "db").Node("node-a").
 // Containers("app").Obj(). Each builder starts from the least object the API accepts and

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package conformance is one suite of PR_PREFERRED_NID cases that every backend of
 // prctl.Raw must pass: the emulator (package emulator) on any machine, and the real patched
 // kernel (prctl.Prctl), where the suite runs as a standalone test binary (go test -c)

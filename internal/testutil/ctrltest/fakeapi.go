@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ctrltest is what the controllers' tests share: a fake API for unit tests, and for
 // the envtest suites of controllers/agent, controllers/summarizer and controllers/agentcert
 // one real kube-apiserver and etcd per suite (Start), with a direct client for assertions,

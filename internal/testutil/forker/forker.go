@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package forker is a process that forks on demand, for tests of fork events: a shell,
 // outside every lab container, that forks /bin/true each time it is asked.
 package forker

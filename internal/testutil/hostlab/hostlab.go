@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hostlab builds kubepods-shaped cgroup trees on this host's real cgroup
 // hierarchies and runs real multi-threaded workloads in them, so the agent's code can be
 // tested, benchmarked and demonstrated on real cgroups and processes without a kubelet.

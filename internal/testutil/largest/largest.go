@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package largest builds the largest NumaPreference the CRD accepts: every list and map of
 // its spec at its bound, every string at its longest. Tests check that the apiserver
 // accepts it; test/bounds measures what 1,000 of them cost an agent.

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nriruntime is a container runtime's NRI side for tests: the adaptation package
 // containerd and CRI-O embed, run in the test's process on a unix socket, so that a plugin
 // reaches it through a real socket and ttrpc.

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package poll waits for a condition to hold: it checks the condition at an interval until
 // it holds or a deadline passes, then gives the last reason it did not. Tests wait on their
 // conditions this way (NoError, True), never on a fixed sleep before an assertion, and so

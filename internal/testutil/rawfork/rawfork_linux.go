@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rawfork forks the calling process the way C's fork() does: clone(SIGCHLD),
 // without CLONE_VM, which Go's own os/exec never does. The kernel resets a task's forced
 // preferred node in such a child, so test workloads use it to make the tasks the agent

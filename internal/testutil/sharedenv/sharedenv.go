@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sharedenv is one real kube-apiserver and etcd (envtest) per test binary, started
 // by the first test or benchmark that needs it and stopped by the binary's TestMain: the
 // integration tier of the packages that talk to an API server but run no manager.

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testcerts makes small CAs and serving certificates for tests: the agent's TLS,
 // the plugin's verification, the chart's generated certificates.
 package testcerts

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testenv states what a test needs from the machine it runs on. A test that lacks
 // a precondition is skipped with the command that provides it when run by hand, and fails
 // when run under CI (CI=true), which is meant to provide every precondition: a skipped test

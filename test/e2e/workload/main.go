@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command workload is the e2e tests' container image: one static binary, two roles.
 //
 //	workload pause              the pod sandbox's pause process: sleeps, reaps children,

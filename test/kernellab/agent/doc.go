@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agent runs the numapref agent binary (cmd/numapref, --kernel=auto) inside the
 // kernel lab VM against a real kube-apiserver and etcd on the host (test/kernellab/apihost),
 // reached through qemu's user network with restrict=on and one guestfwd. The tests play

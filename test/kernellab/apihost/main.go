@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command apihost is the kernel lab's control plane on the host: the project's own etcd
 // and kube-apiserver builds (hack/k8s-binaries.sh), reached by the agent in the lab VM
 // through qemu's user network with restrict=on and one guestfwd.

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command diffreport compares two conformance reports (the JSON lines that
 // internal/testutil/conformance writes to $NUMAPREF_CONFORMANCE_REPORT): the suite
 // run against the real PR_PREFERRED_NID prctl and the same suite run against the

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command effectreport turns the kernel lab's effect experiment (test/kernellab/agent
 // TestEffect: effect.jsonl, one sample per scenario and second, and effect-scenarios.jsonl,
 // each scenario's commands) into the table BENCHMARKS.md shows and a picture of memory

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package engine runs the node agent's apply engine (cgroup resolution, apply, fork events,
 // rescans, undo) against the real PR_PREFERRED_NID prctl inside the kernel lab VM, on
 // cgroup v2 with cpuset (hack/kernel/lab.sh); on the control kernel it checks that the

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build linux
 
 // Command init is PID 1 of the kernel lab's initramfs (see hack/kernel/run.sh).

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kmsgcheck decides whether a kernel lab boot's kernel log (run.sh's kmsg.log:
 // warnings and worse) is clean. Exactly one report is waived, and only on the patched
 // kernel: the WARNING from assert_clock_updated reached through prctl_chg_pref_nid, a

@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package labenv tells kernel-lab test binaries which kernel the lab booted.
 package labenv
 

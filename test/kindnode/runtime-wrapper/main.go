@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command runtime-wrapper is the OCI runtime dockerd runs kind's node containers with on
 // hosts whose capability bounding set lacks CAP_SYS_RESOURCE (these Firecracker VMs).
 // Docker 20.10 gives a --privileged container every capability it knows, and runc fails

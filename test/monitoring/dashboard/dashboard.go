@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboard reads the queries of numapref's Grafana dashboard
 // (charts/numapref/files/dashboard.json), for promtool (test/monitoring/promfiles) and for the
 // e2e, which runs them against a real Prometheus.

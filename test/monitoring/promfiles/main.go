@@ -1,3 +1,6 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command promfiles turns numapref's monitoring objects into files promtool checks:
 //
 //	promfiles rules <prometheusrule.yaml     the rule groups of a rendered PrometheusRule
