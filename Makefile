@@ -20,6 +20,10 @@ build: ## Build the numapref binary and the kubectl-numapref plugin into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/numapref ./cmd/numapref
 	CGO_ENABLED=0 go build -trimpath -o bin/kubectl-numapref ./cmd/kubectl-numapref
 
+.PHONY: image
+image: ## Build the image from the Dockerfile with docker or podman: IMG=<registry>/numapref:<tag> (required); PUSH=1 pushes it, ARCHIVE=<file> saves it, BASE=<image> picks its base.
+	IMG=$(IMG) hack/image.sh $(if $(filter 1,$(PUSH)),--push) $(if $(ARCHIVE),--archive $(ARCHIVE))
+
 .PHONY: tools
 tools: ## Install pinned build tools (controller-gen, helm, kube-score, kind, golangci-lint) into the cache.
 	hack/tools.sh >/dev/null

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/numapref/numapref/internal/nodeagent/nri"
@@ -63,7 +64,11 @@ func newProvider(name string) (provider, error) {
 		// else Debian's containerd 1.6, which has no NRI.
 		return &localProvider{binDir: bin, dir: envOr("E2E_NODE_DIR", localnode.DefaultDir), runtimeDir: os.Getenv("E2E_RUNTIME_DIR")}, nil
 	case "kind":
-		return &kindProvider{opts: kindnode.Options{
+		repo, err := filepath.Abs("../..") // the test runs in test/e2e
+		if err != nil {
+			return nil, err
+		}
+		return &kindProvider{repo: repo, opts: kindnode.Options{
 			Name: envOr("E2E_KIND_CLUSTER", "numapref-e2e"), Kind: envOr("KIND", "kind"),
 			NodeImage: os.Getenv("E2E_KIND_NODE_IMAGE"), OwnDocker: os.Getenv("E2E_KIND_OWN_DOCKER") == "1",
 		}}, nil
@@ -142,6 +147,7 @@ func (p *localProvider) down(context.Context) error {
 // image of hack/kind/node-image.sh (E2E_KIND_NODE_IMAGE). The single-node specs run on the
 // first worker (systemd cgroup driver); the multi-node specs use all three.
 type kindProvider struct {
+	repo    string // the repository, for make image
 	opts    kindnode.Options
 	cluster *kindnode.Cluster
 	apiHost string // the control plane's address on the nodes' network
@@ -154,6 +160,17 @@ func (p *kindProvider) up(ctx context.Context, images []string) (string, error) 
 		return "", err
 	}
 	p.cluster = c
+	// The agent's image as an operator builds it, from the Dockerfile (make image), in
+	// place of the one the local node builds without an engine.
+	images = slices.Clone(images)
+	for i, t := range images {
+		if filepath.Base(t) == localnode.TarballName(localnode.AgentImage) {
+			images[i] = filepath.Join(c.Dir, "agent-image.tar")
+			if err := c.BuildImage(ctx, p.repo, localnode.AgentImage, images[i]); err != nil {
+				return "", err
+			}
+		}
+	}
 	if err := c.LoadImages(ctx, images); err != nil {
 		return "", err
 	}

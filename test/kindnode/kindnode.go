@@ -236,6 +236,29 @@ func (c *Cluster) LoadImages(ctx context.Context, tarballs []string) error {
 	return nil
 }
 
+// BuildImage builds numapref's image as an operator does, `make image` (hack/image.sh: the
+// Dockerfile, on this cluster's engine), tagged ref, and saves it to archive for
+// LoadImages. The suite's own dockerd pulls nothing, so there the base is scratch: the
+// binary is static and reads no file of distroless's. An image built on the machine's own
+// engine is removed from it once saved.
+func (c *Cluster) BuildImage(ctx context.Context, repo, ref, archive string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(repo, "hack/image.sh"), "--archive", archive)
+	cmd.Dir = repo
+	cmd.Env = append(c.env(), "IMG="+ref, "ENGINE="+dockerCLI())
+	if c.DockerHost != "" {
+		cmd.Env = append(cmd.Env, "BASE=scratch")
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("make image %s: %w: %s", ref, err, tail(string(out), 20))
+	}
+	if c.DockerHost == "" {
+		if _, err := c.docker(ctx, "rmi", ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Exec runs a POSIX shell script on a node (in the node container, whose pid namespace its
 // pods with hostPID share).
 func (c *Cluster) Exec(ctx context.Context, node, script string) (string, error) {

@@ -100,6 +100,11 @@ const (
 	WorkloadImage = "numapref.local/workload:e2e"
 )
 
+// TarballName is the file name BuildImages gives the tarball of the image ref.
+func TarballName(ref string) string {
+	return strings.NewReplacer("/", "_", ":", "_").Replace(ref) + ".tar"
+}
+
 // BuildImages compiles the agent and the workload as static binaries from the module at
 // repo and writes the pause, workload and agent image tarballs into out.
 func BuildImages(ctx context.Context, repo, out string) ([]string, error) {
@@ -121,8 +126,7 @@ func BuildImages(ctx context.Context, repo, out string) ([]string, error) {
 	}
 	var tars []string
 	for _, im := range images {
-		name := strings.NewReplacer("/", "_", ":", "_").Replace(im.Ref) + ".tar"
-		p := filepath.Join(out, name)
+		p := filepath.Join(out, TarballName(im.Ref))
 		if err := im.WriteTarball(p); err != nil {
 			return nil, fmt.Errorf("writing image %s: %w", im.Ref, err)
 		}
