@@ -502,6 +502,11 @@ func TestRender(t *testing.T) {
 				{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 			}
 			wantClusterRoles := map[string][]rbacv1.PolicyRule{fullname + "-agent": wantRules, summarizer: generatedSummarizerRules(t)}
+			// The tenants' roles, aggregated into edit/admin and view, bound by nobody.
+			wantClusterRoles[fullname+"-edit"] = []rbacv1.PolicyRule{{APIGroups: []string{"numa.numapref.io"}, Resources: []string{"numapreferences"},
+				Verbs: []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}}}
+			wantClusterRoles[fullname+"-view"] = []rbacv1.PolicyRule{{APIGroups: []string{"numa.numapref.io"}, Resources: []string{"numapreferences"},
+				Verbs: []string{"get", "list", "watch"}}}
 			checkBinding(t, r.clusterRoleBindings, summarizer, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: summarizer}, summarizerSubjects)
 			if tc.metricsAuth {
 				wantClusterRoles[fullname+"-metrics-auth"] = metricsRules
@@ -519,11 +524,11 @@ func TestRender(t *testing.T) {
 			}
 			for name := range wantClusterRoles {
 				_, bound := r.clusterRoleBindings[name]
-				if reader := strings.HasSuffix(name, "-reader"); bound == reader {
-					t.Errorf("ClusterRole %s bound: %t; the chart binds its own roles only, never a reader role", name, bound)
+				if forOthers := unboundRole(name); bound == forOthers {
+					t.Errorf("ClusterRole %s bound: %t; the chart binds its own roles only, never a reader's or a tenant's", name, bound)
 				}
 			}
-			if len(r.clusterRoleBindings) != len(wantClusterRoles)-2*btoi(tc.metricsAuth) {
+			if len(r.clusterRoleBindings) != len(wantClusterRoles)-2*btoi(tc.metricsAuth)-2 {
 				t.Errorf("ClusterRoleBindings %v for ClusterRoles %v", keys(r.clusterRoleBindings), keys(wantClusterRoles))
 			}
 
@@ -743,4 +748,42 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// unboundRole tells the ClusterRoles the chart makes for others to bind, or to aggregate:
+// the readers of /metrics and /inspect, and the tenants' edit and view.
+func unboundRole(name string) bool {
+	return strings.HasSuffix(name, "-reader") || strings.HasSuffix(name, "-edit") || strings.HasSuffix(name, "-view")
+}
+
+// The tenants' roles aggregate into Kubernetes' built-in ones, and tenantRoles=false
+// leaves them out.
+func TestTenantRoles(t *testing.T) {
+	fullname := release + "-numapref"
+	r := render(t, nil)
+	for name, labels := range map[string][]string{
+		fullname + "-edit": {"rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"},
+		fullname + "-view": {"rbac.authorization.k8s.io/aggregate-to-view"},
+	} {
+		cr, ok := r.clusterRoles[name]
+		if !ok {
+			t.Fatalf("no ClusterRole %s; have %v", name, keys(r.clusterRoles))
+		}
+		for _, l := range labels {
+			if cr.Labels[l] != "true" {
+				t.Errorf("ClusterRole %s: label %s = %q, want \"true\"", name, l, cr.Labels[l])
+			}
+		}
+		for _, rule := range cr.Rules {
+			if slices.Contains(rule.Resources, "numapreferences/status") || slices.Contains(rule.Resources, "numanodereports") {
+				t.Errorf("ClusterRole %s grants %v: the status is the summarizer's, the reports the agents'", name, rule.Resources)
+			}
+		}
+	}
+	off := render(t, map[string]any{"tenantRoles": false})
+	for _, name := range []string{fullname + "-edit", fullname + "-view"} {
+		if _, ok := off.clusterRoles[name]; ok {
+			t.Errorf("tenantRoles=false: ClusterRole %s still rendered", name)
+		}
+	}
 }

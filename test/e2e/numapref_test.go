@@ -279,6 +279,36 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		}
 	})
 
+	It("lets a namespace's editors write NumaPreferences and its viewers read them, through the built-in roles", func(ctx SpecContext) {
+		// The chart's tenant roles aggregate into edit/admin and view: the cluster's
+		// kube-controller-manager folds their rules in, so a RoleBinding to the built-in
+		// role is all a tenant needs.
+		for _, role := range []string{"edit", "view"} {
+			_, err := kubectl(ctx, "-n", ns, "create", "rolebinding", "e2e-tenant-"+role, "--clusterrole="+role, "--user=e2e-tenant-"+role)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) { _, _ = kubectl(ctx, "-n", ns, "delete", "rolebinding", "e2e-tenant-"+role, "--ignore-not-found") })
+		}
+		can := func(user, verb, resource string) func(g Gomega) string {
+			return func(g Gomega) string {
+				// "no" exits 1; a warning (a cluster-scoped resource) comes first.
+				out, _ := kubectl(ctx, "auth", "can-i", verb, resource, "-n", ns, "--as", user)
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				return lines[len(lines)-1]
+			}
+		}
+		for _, c := range []struct{ user, verb, resource, want string }{
+			{"e2e-tenant-edit", "create", "numapreferences.numa.numapref.io", "yes"},
+			{"e2e-tenant-edit", "delete", "numapreferences.numa.numapref.io", "yes"},
+			{"e2e-tenant-edit", "update", "numapreferences.numa.numapref.io/status", "no"},
+			{"e2e-tenant-view", "list", "numapreferences.numa.numapref.io", "yes"},
+			{"e2e-tenant-view", "create", "numapreferences.numa.numapref.io", "no"},
+			{"e2e-tenant-edit", "list", "numanodereports.numa.numapref.io", "no"},
+		} {
+			Eventually(can(c.user, c.verb, c.resource)).WithContext(ctx).WithTimeout(30*time.Second).
+				Should(Equal(c.want), "%s may %s %s", c.user, c.verb, c.resource)
+		}
+	})
+
 	It("gives every task of a selected multi-threaded pod its preferred node", func(ctx SpecContext) {
 		Expect(cl.Create(ctx, workloadPod("work", map[string]string{"app": "e2e-work"}, nil, "work", "helper"))).To(Succeed())
 		ids = podIDs(ctx, "work")
