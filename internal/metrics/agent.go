@@ -54,7 +54,7 @@ const (
 	helpForkStages = "The parts of numapref_fork_apply_lag_seconds, for tasks set by their own fork event's pass: deliver (in the " +
 		"proc connector's socket until the engine read the event; 0 without a kernel timestamp), wait (behind other " +
 		"passes), retry (until a pass listed the task in its cgroup: the kernel sends the event before it moves the " +
-		"child there), plan (listing the container, reading its new tasks), writeahead (the ledger's fsync'd record), " +
+		"child there), plan (listing the container, reading its new tasks), writeahead (the ledger's record, appended to its journal), " +
 		"set (the bracketed SET). A fork's stages add up to its lag since the event."
 	helpStartToPlaced = "Time from a container's start to its first preferred-node SET by this agent, observed once per " +
 		"container (again if it is undone and placed anew, or restarts). at=Start: set by a start pass (the " +

@@ -408,7 +408,7 @@ func TestEngineCrashInLedgerWrites(t *testing.T) {
 		at   string
 		torn int
 	}
-	crashes := []crash{{"append", 1}, {"append", 7}, {"append", 9}, {"append", 40}, {"append", 1 << 20}, {"sync", 0}, {"snapshot", 0}}
+	crashes := []crash{{"append", 1}, {"append", 7}, {"append", 9}, {"append", 40}, {"append", 1 << 20}, {"written", 0}, {"snapshot", 0}}
 	i := 0
 	for _, c := range crashes {
 		for _, n := range []int{1, 2, 5} {

@@ -29,7 +29,7 @@ const (
 	stageWait       = "wait"       // from its arrival to the start of its first pass (behind other passes)
 	stageRetry      = "retry"      // from the first pass to the one that listed the task (DefaultForkRetryDelays)
 	stagePlan       = "plan"       // that pass: listing the container, reading the new tasks
-	stageWriteAhead = "writeahead" // the ledger's record, appended and fsync'd
+	stageWriteAhead = "writeahead" // the ledger's record, appended to its journal
 	stageSet        = "set"        // the bracketed SET, until it returned
 )
 

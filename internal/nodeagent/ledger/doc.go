@@ -10,12 +10,19 @@
 // Task ids and start times name tasks of one boot only, so the file records the boot it
 // was written in; a ledger from an earlier boot names no living task and is dropped.
 //
+// The durability contract: the ledger survives the agent's death (kill -9, OOM, a panic),
+// not the host's. A record reaches the page cache (its write returns) before the SETs it
+// describes; only a compaction's snapshot and journal header are fsync'd (written
+// atomically); the boot id is checked before the journal is read, so a journal a host
+// crash may have left half on disk is never read. A host crash ends every task the ledger
+// names, so nothing it held needs undoing after it. (On a host whose boot id cannot be
+// read, the check is skipped, and a journal damaged by a host crash reads as damaged.)
+//
 // A Store owns the ledger: its entries in memory (package known's data), the snapshot
 // file and its journal, their bound and the boot id. Every change is one of its methods
 // (Record, Forget, and the outcomes of SETs and undos), each of which notes what it
-// touches, so that Write, which appends one fsync'd record of what changed since the last
-// write, can never miss a change. Planning reads the ledger through View and cannot
-// change it.
+// touches, so that Write, which appends one record of what changed since the last write,
+// can never miss a change. Planning reads the ledger through View and cannot change it.
 //
 //	store.go   the Store: Open (stale temporary files, the boot check before the
 //	           journal is trusted, compaction at start), its changes, Write

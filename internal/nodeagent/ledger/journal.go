@@ -19,10 +19,10 @@ import (
 
 // The ledger's journal: the ledger file (ledger.json) is a snapshot, and beside it the
 // journal (ledger.json.journal) holds what changed since, one record per write, appended
-// with one write and one fsync. A fork pass that SETs thus writes ahead one small record,
-// not the whole ledger. The journal is compacted (a new snapshot, then an empty journal)
-// at start, when it grows past the snapshot's size, and when the bound requires it
-// (write.go).
+// with one write (no fsync: doc.go's durability contract). A fork pass that SETs thus
+// writes ahead one small record, not the whole ledger. The journal is compacted (a new
+// snapshot, then an empty journal) at start, when it grows past the snapshot's size, and
+// when the bound requires it (write.go).
 //
 // A record on disk is a frame: the payload's length (4 bytes, little endian), the CRC-32C
 // of the length's bytes and the payload (4 bytes), and the payload, a JSON journalRecord.
@@ -31,9 +31,10 @@ import (
 // generation (left by a compaction killed between its two renames) is stale: the snapshot
 // already holds what it says, and it is ignored.
 //
-// Every record is fsync'd before the next is written, so only the last can be torn by a
-// crash: a record that fails its check with no valid record after it is that torn last
-// record, and is dropped (its SETs were never issued: they wait for the fsync). A record
+// Records are written one after the other by one process, so the agent's death can tear
+// only the last (a write cut short by SIGKILL): a record that fails its check with no
+// valid record after it is that torn last record, and is dropped (its SETs were never
+// issued: they wait for the write to return). A record
 // that fails its check and is followed by a valid one was damaged after it was written:
 // the ledger is damaged (ErrDamaged), and what the records before it say is kept.
 // A record is never misread: its bytes are used only when its checksum matches.

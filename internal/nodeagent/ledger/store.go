@@ -27,8 +27,9 @@ type Options struct {
 	BootID string
 	Log    logr.Logger
 	// Step, when not nil, runs at the steps of a write, for the crash tests: "append"
-	// before a record's write to the journal f, "sync" before its fsync, "snapshot" when a
-	// compaction's new snapshot is in place and its journal not yet.
+	// before a record's write to the journal f, "written" after it (before the SETs it
+	// allows), "snapshot" when a compaction's new snapshot is in place and its journal
+	// not yet.
 	Step func(step string, f *os.File, frame []byte)
 }
 
@@ -105,7 +106,7 @@ func (s *Store) removeStaleTemps() {
 // logJournal says what the start found in the journal.
 func (s *Store) logJournal(note journalNote) {
 	if note.torn > 0 {
-		s.opts.Log.Info("Dropped the ledger journal's torn last record: a write killed before its fsync, whose SETs were never issued",
+		s.opts.Log.Info("Dropped the ledger journal's torn last record: a write cut short by the agent's death, whose SETs were never issued",
 			"bytes", note.torn)
 	}
 	if note.stale {
@@ -214,8 +215,8 @@ func (s *Store) task(key desire.ContainerKey, tid int) *known.Task {
 }
 
 // Write writes what changed in the ledger since its last write, if it has a file: one
-// record appended to the journal and fsync'd, or a compaction when the journal cannot be
-// appended to (none open, the files replaced, the bound reached). It is the write ahead
+// record appended to the journal, or a compaction when the journal cannot be appended to
+// (none open, the files replaced, the bound reached). It is the write ahead
 // of the SETs of a pass, and the write of their outcomes.
 func (s *Store) Write() error {
 	if s.path == "" {

@@ -388,7 +388,7 @@ func TestStoreCrashAtEveryStep(t *testing.T) {
 	for _, c := range []struct {
 		step string
 		torn int
-	}{{"append", 0}, {"append", 1}, {"append", 9}, {"append", 1 << 20}, {"sync", 0}, {"snapshot", 0}} {
+	}{{"append", 0}, {"append", 1}, {"append", 9}, {"append", 1 << 20}, {"written", 0}, {"snapshot", 0}} {
 		for _, n := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s-%d-torn%d", c.step, n, c.torn), func(t *testing.T) {
 				crashInWrites(t, c.step, n, c.torn)
