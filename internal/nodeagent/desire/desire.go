@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -251,13 +252,31 @@ func ParseNodeAnnotation(v string) (int, error) {
 		strings.Trim(v, "0123456789") == ""
 	n, err := strconv.Atoi(v)
 	if !canonical || err != nil {
-		return 0, fmt.Errorf("%q is not a NUMA node id (want a decimal integer 0-%d without sign or leading zeros) nor a mode (%s)",
-			v, numav1.MaxNUMANodeID, modeNames())
+		return 0, fmt.Errorf("%s is not a NUMA node id (want a decimal integer 0-%d without sign or leading zeros) nor a mode (%s)",
+			quoteBounded(v), numav1.MaxNUMANodeID, modeNames())
 	}
 	if n > numav1.MaxNUMANodeID {
 		return 0, fmt.Errorf("NUMA node %d is out of range 0-%d", n, numav1.MaxNUMANodeID)
 	}
 	return n, nil
+}
+
+// quotedMax bounds how much of an annotation's value a message quotes: the value can be
+// as large as the pod's annotations (256 KiB), and the message reaches the container's
+// status, an Event and inspect.
+const quotedMax = 64
+
+// quoteBounded quotes v, or its first quotedMax bytes (cut at a character's start) and
+// how long it is.
+func quoteBounded(v string) string {
+	if len(v) <= quotedMax {
+		return strconv.Quote(v)
+	}
+	cut := quotedMax
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:cut]), len(v))
 }
 
 func modeNames() string {

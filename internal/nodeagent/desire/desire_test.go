@@ -4,10 +4,12 @@
 package desire
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -258,6 +260,35 @@ func TestParseNodeAnnotation(t *testing.T) {
 				t.Errorf("ParseNodeAnnotation(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// A value as large as the pod's annotations may be (256 KiB) is not echoed whole: the
+// message reaches the container's status, an Event and inspect. Its start and its length
+// are, and a cut never splits a character.
+func TestParseNodeAnnotationQuotesLittle(t *testing.T) {
+	for name, v := range map[string]string{
+		"ascii":     strings.Repeat("x", 256<<10),
+		"multibyte": strings.Repeat("é", 128<<10),
+		"short":     "not-a-node",
+	} {
+		_, err := ParseNodeAnnotation(v)
+		if err == nil {
+			t.Fatalf("%s: accepted", name)
+		}
+		msg := err.Error()
+		if len(msg) > 400 {
+			t.Errorf("%s: the message is %d bytes, want at most 400: %.120s…", name, len(msg), msg)
+		}
+		if !utf8.ValidString(msg) {
+			t.Errorf("%s: the message is not valid UTF-8", name)
+		}
+		if len(v) > quotedMax && !strings.Contains(msg, fmt.Sprintf("(%d bytes)", len(v))) {
+			t.Errorf("%s: the message does not say how long the value is: %s", name, msg)
+		}
+		if len(v) <= quotedMax && !strings.Contains(msg, strconv.Quote(v)) {
+			t.Errorf("%s: a short value is not quoted whole: %s", name, msg)
+		}
 	}
 }
 
