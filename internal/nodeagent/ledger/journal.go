@@ -132,18 +132,17 @@ func parseJournal(data []byte) (recs []journalRecord, torn int, err error) {
 	return recs, 0, nil
 }
 
-// followedByARecord says whether a valid frame starts after the invalid one at the start
-// of data, where its length says it ends: proof that it is not the last record.
+// followedByARecord says whether a valid frame starts anywhere after the invalid one at
+// the start of data: proof that it is not the last record. Its own length is not trusted
+// to say where it ends: a damaged length would hide the records after it. Only a damaged
+// journal, or the few bytes of a torn last record, are scanned.
 func followedByARecord(data []byte) bool {
-	if len(data) < frameHeader {
-		return false
+	for i := 1; i+frameHeader <= len(data); i++ {
+		if _, _, ok := nextFrame(data[i:]); ok {
+			return true
+		}
 	}
-	end := frameHeader + int(binary.LittleEndian.Uint32(data))
-	if end <= frameHeader || end >= len(data) {
-		return false
-	}
-	_, _, ok := nextFrame(data[end:])
-	return ok
+	return false
 }
 
 // replayJournal applies the records of a journal to l, the snapshot's ledger of
