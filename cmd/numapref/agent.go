@@ -197,6 +197,8 @@ func addAgentRunnables(mgr ctrl.Manager, f *agentFlags, h *agentHost, ae agentEn
 	}
 	opts := agent.NodeAgentOptions{
 		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ae.ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
+		// The node's UID, which tells the kubelet's mirror pods, as the reconciler reads it.
+		Node: cgroups.NewNodeIdentity(f.nodeName),
 	}
 	if err := addStartPlacing(mgr, f, engine, &opts); err != nil {
 		return err
@@ -207,7 +209,7 @@ func addAgentRunnables(mgr ctrl.Manager, f *agentFlags, h *agentHost, ae agentEn
 	if err := setupDrain(mgr, f, engine); err != nil {
 		return err
 	}
-	if err := addSecureServer(mgr, f, engine); err != nil {
+	if err := addSecureServer(mgr, f, engine, opts.Node); err != nil {
 		return err
 	}
 	if f.summarize {
@@ -228,7 +230,7 @@ func addStartPlacing(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine, 
 	// What the API last said, for the starts an agent restarted during an outage sees.
 	opts.Preferences = nri.NewPreferenceStore(statedir.New(f.stateDir).Preferences(), ctrl.Log.WithName("preferences"))
 	plugin, err := nri.New(nri.Config{Socket: f.nriSocket, Log: ctrl.Log.WithName("nri"),
-		Placer: nri.NewStartPlacer(mgr.GetClient(), engine, opts.Preferences, ctrl.Log.WithName("start"))})
+		Placer: nri.NewStartPlacer(mgr.GetClient(), opts.Node, engine, opts.Preferences, ctrl.Log.WithName("start"))})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

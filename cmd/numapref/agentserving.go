@@ -19,6 +19,7 @@ import (
 	"github.com/numapref/numapref/controllers/agentcert"
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/serving"
 )
 
@@ -33,7 +34,7 @@ import (
 // server. Without -metrics-secure the manager serves plain metrics and inspect is not
 // served: it would show this node's pods to anyone who can reach the port. Pods are read
 // from the manager's cache, which holds this node's only.
-func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) error {
+func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine, node *cgroups.NodeIdentity) error {
 	log := ctrl.Log.WithName("agent")
 	if !f.secureMetrics {
 		log.Info("Inspect endpoint disabled: it is only served with -metrics-secure")
@@ -70,7 +71,7 @@ func addSecureServer(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) 
 		BindAddress: f.metricsAddr, CertDir: f.tlsCertDir, GetCertificate: getCert, Auth: auth, Limits: serving.DefaultLimits(), Log: ctrl.Log.WithName("serving"),
 		Routes: serving.AgentRoutes(
 			promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}),
-			inspect.PathPrefix, inspect.NewHandler(nodeagent.NewPodInspector(f.nodeName, pods, engine), auth),
+			inspect.PathPrefix, inspect.NewHandler(nodeagent.NewPodInspector(node, pods, engine), auth),
 			f.metricsAgentOnly),
 	})
 	if err != nil {

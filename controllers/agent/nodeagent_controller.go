@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
@@ -85,6 +86,10 @@ type NodeAgentOptions struct {
 	// node on disk at each reconcile, for nri.StartPlacer in an agent restarted while the
 	// API is unreachable.
 	Preferences *nri.PreferenceStore
+	// Node is the agent's Node as the API names it, which judges mirror pods; the
+	// reconciler reads its UID before it plans and sets it here for the other readers
+	// (placing at start, inspect). nil: the reconciler's own.
+	Node *cgroups.NodeIdentity
 }
 
 // NRIState is what the node agent controller reads of the NRI plugin.
@@ -112,6 +117,9 @@ var _ reconcile.Reconciler = (*NodeAgentReconciler)(nil)
 // reader reads the API directly.
 func NewNodeAgentReconciler(c client.Client, reader client.Reader, nodeName string, engine desiredStateSink, recorder events.EventRecorder, opts NodeAgentOptions) *NodeAgentReconciler {
 	opts.defaults()
+	if opts.Node == nil {
+		opts.Node = cgroups.NewNodeIdentity(nodeName)
+	}
 	return &NodeAgentReconciler{
 		client: c, reader: reader, nodeName: nodeName, engine: engine, recorder: recorder, opts: opts,
 		reported:    map[desire.ContainerKey]string{},
@@ -135,11 +143,15 @@ func NewNodeAgentReconciler(c client.Client, reader client.Reader, nodeName stri
 // Reconcile computes the node's desired state from the cache, hands it to the engine and
 // reports the engine's last results.
 func (r *NodeAgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	node, err := r.node(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	pods, prefs, err := r.read(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	plans := planPods(pods, prefs)
+	plans := planPods(node, pods, prefs)
 	if r.opts.Preferences != nil {
 		r.opts.Preferences.Save(podNamespacePreferences(pods, prefs))
 	}
@@ -199,7 +211,7 @@ func podNamespacePreferences(pods []corev1.Pod, prefs []numav1.NumaPreference) [
 	return out
 }
 
-func planPods(pods []corev1.Pod, prefs []numav1.NumaPreference) []podPlan {
+func planPods(node cgroups.Node, pods []corev1.Pod, prefs []numav1.NumaPreference) []podPlan {
 	byNamespace := map[string][]numav1.NumaPreference{}
 	for _, p := range prefs {
 		byNamespace[p.Namespace] = append(byNamespace[p.Namespace], p)
@@ -210,7 +222,7 @@ func planPods(pods []corev1.Pod, prefs []numav1.NumaPreference) []podPlan {
 		if pod.DeletionTimestamp != nil && len(pod.Status.ContainerStatuses) == 0 {
 			continue
 		}
-		pp := desire.PlanPod(pod, byNamespace[pod.Namespace])
+		pp := desire.PlanPod(node, pod, byNamespace[pod.Namespace])
 		if len(pp.Desires) > 0 || len(pp.Selected) > 0 {
 			out = append(out, podPlan{pod: pod, plan: pp})
 		}

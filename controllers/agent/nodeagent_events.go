@@ -128,10 +128,10 @@ func (r *NodeAgentReconciler) forgetEvents(seen map[desire.ContainerKey]bool, se
 }
 
 // warnIgnoredMirror says once per pod that its mirror-pod annotation is ignored: the pod is
-// not a mirror pod its node's kubelet made (cgroups.IsMirrorPod), so the agent acts on the
+// not a mirror pod its node's kubelet made (cgroups.Node.IsMirrorPod), so the agent acts on the
 // pod's own cgroup and not on the static pod's that the annotation names.
 func (r *NodeAgentReconciler) warnIgnoredMirror(pod *corev1.Pod) {
-	if r.mirrorIgnored[pod.UID] || !cgroups.IgnoresMirrorAnnotation(pod) {
+	if r.mirrorIgnored[pod.UID] || !(cgroups.Node{Name: r.nodeName, UID: r.nodeUID}).IgnoresMirrorAnnotation(pod) {
 		return
 	}
 	r.mirrorIgnored[pod.UID] = true

@@ -23,6 +23,7 @@ import (
 	"github.com/numapref/numapref/controllers/internal/status"
 	"github.com/numapref/numapref/internal/metrics"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
@@ -100,12 +101,8 @@ func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaP
 // applyReport server-side-applies the whole report under the agent's field manager, owned
 // by the Node so that it goes when the Node goes.
 func (r *NodeAgentReconciler) applyReport(ctx context.Context, st numav1.NumaNodeReportStatus) error {
-	if r.nodeUID == "" {
-		var node corev1.Node
-		if err := r.reader.Get(ctx, client.ObjectKey{Name: r.nodeName}, &node); err != nil {
-			return fmt.Errorf("reading node %s to own its report: %w", r.nodeName, err)
-		}
-		r.nodeUID = node.UID
+	if _, err := r.node(ctx); err != nil {
+		return err
 	}
 	applied, err := status.ApplyConfigOf[numaac.NumaNodeReportStatusApplyConfiguration](st)
 	if err != nil {
@@ -136,4 +133,22 @@ func nriConditions(conds []metav1.Condition, nri string, now time.Time) []metav1
 	}
 	meta.SetStatusCondition(&conds, c)
 	return conds
+}
+
+// node is the agent's Node, its UID read from the API once (and again after a report
+// write failed or the report was gone: perhaps a new Node of the same name). The UID owns
+// the report and tells the kubelet's mirror pods from pods that claim to be one; it is
+// shared with the other readers through NodeAgentOptions.Node.
+func (r *NodeAgentReconciler) node(ctx context.Context) (cgroups.Node, error) {
+	if r.nodeUID == "" {
+		var node corev1.Node
+		if err := r.reader.Get(ctx, client.ObjectKey{Name: r.nodeName}, &node); err != nil {
+			return cgroups.Node{}, fmt.Errorf("reading node %s: %w", r.nodeName, err)
+		}
+		r.nodeUID = node.UID
+		if r.opts.Node != nil {
+			r.opts.Node.SetUID(node.UID)
+		}
+	}
+	return cgroups.Node{Name: r.nodeName, UID: r.nodeUID}, nil
 }

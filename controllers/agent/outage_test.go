@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/ctrltest"
@@ -188,7 +189,7 @@ var _ = Describe("Node agent during an apiserver outage", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		init, err := c.StartWorkload(0)
 		Expect(err).NotTo(HaveOccurred())
-		runtime := connectPlugin(nri.NewStartPlacer(agent.mgr.GetClient(), host.engine, host.prefs, log.Log.WithName("start")))
+		runtime := connectPlugin(nri.NewStartPlacer(agent.mgr.GetClient(), cgroups.NewNodeIdentity("node-outage"), host.engine, host.prefs, log.Log.WithName("start")))
 		startContainer(runtime, pod, id, init.Pid())
 		node, err := host.emu.Get(init.Pid())
 		Expect(err).NotTo(HaveOccurred())

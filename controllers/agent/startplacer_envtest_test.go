@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/numa/prctl"
@@ -89,7 +90,7 @@ var _ = Describe("Placing a container at its start (NRI)", func() {
 		// The runtime, and the agent's plugin connected to it. StartContainer comes between
 		// runc create and runc start; when the runtime has the plugin's answer, the init is
 		// placed: no waiting here.
-		runtime := connectPlugin(nri.NewStartPlacer(a.mgr.GetClient(), host.engine, nil, log.Log.WithName("start")))
+		runtime := connectPlugin(nri.NewStartPlacer(a.mgr.GetClient(), cgroups.NewNodeIdentity("node-nri"), host.engine, nil, log.Log.WithName("start")))
 		startContainer(runtime, pod, id, init.Pid())
 		node, err := host.emu.Get(init.Pid())
 		Expect(err).NotTo(HaveOccurred())

@@ -35,7 +35,7 @@ type PodGetter func(ctx context.Context, namespace, name string) (*corev1.Pod, e
 // a pod deleted from the API is not described even while its containers still run or
 // their undo is pending.
 type PodInspector struct {
-	node   string
+	node   *cgroups.NodeIdentity
 	pods   PodGetter
 	engine *Engine
 }
@@ -44,31 +44,32 @@ var _ inspect.Describer = (*PodInspector)(nil)
 
 // NewPodInspector makes the inspector of node, which reads pods with pods and the host
 // through engine's resolver and kernel backend.
-func NewPodInspector(node string, pods PodGetter, engine *Engine) *PodInspector {
+func NewPodInspector(node *cgroups.NodeIdentity, pods PodGetter, engine *Engine) *PodInspector {
 	return &PodInspector{node: node, pods: pods, engine: engine}
 }
 
 // Describe implements inspect.Describer. A pod that does not exist or runs on another
 // node yields an error wrapping inspect.ErrNotFound.
 func (p *PodInspector) Describe(ctx context.Context, namespace, name string) (*inspect.Pod, error) {
+	node := p.node.Node()
 	pod, err := p.pods(ctx, namespace, name)
 	if apierrors.IsNotFound(err) || err == nil && pod == nil {
-		return nil, fmt.Errorf("pod %s/%s is not known on node %s: %w", namespace, name, p.node, inspect.ErrNotFound)
+		return nil, fmt.Errorf("pod %s/%s is not known on node %s: %w", namespace, name, node.Name, inspect.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
 	}
-	if pod.Spec.NodeName != p.node {
-		return nil, fmt.Errorf("pod %s/%s runs on node %q, not %s: %w", namespace, name, pod.Spec.NodeName, p.node, inspect.ErrNotFound)
+	if pod.Spec.NodeName != node.Name {
+		return nil, fmt.Errorf("pod %s/%s runs on node %q, not %s: %w", namespace, name, pod.Spec.NodeName, node.Name, inspect.ErrNotFound)
 	}
-	out := p.engine.InspectPod(pod)
-	out.Node = p.node
+	out := p.engine.InspectPod(node, pod)
+	out.Node = node.Name
 	return &out, nil
 }
 
-// InspectPod describes pod on this host as the engine sees it: in detail when a container
-// of it is selected, else only as not selected. It never sets anything.
-func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
+// InspectPod describes pod on this host, node, as the engine sees it: in detail when a
+// container of it is selected, else only as not selected. It never sets anything.
+func (e *Engine) InspectPod(node cgroups.Node, pod *corev1.Pod) inspect.Pod {
 	support := e.cfg.Support
 	out := inspect.Pod{
 		APIVersion: inspect.APIVersion, Kind: inspect.Kind,
@@ -76,7 +77,7 @@ func (e *Engine) InspectPod(pod *corev1.Pod) inspect.Pod {
 		Kernel:     inspect.Kernel{Backend: support.Backend, Supported: support.Supported, Reason: support.Reason},
 		Containers: []inspect.Container{},
 	}
-	uid := types.UID(cgroups.PodUID(pod))
+	uid := types.UID(node.PodUID(pod))
 	desires := e.desires.of(uid)
 	if len(desires) == 0 {
 		// Not the agent's business: no container ids, cgroups or tasks of it.

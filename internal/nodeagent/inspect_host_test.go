@@ -18,6 +18,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
@@ -73,7 +74,7 @@ func TestInspectPodOnRealHost(t *testing.T) {
 		now, err := db.TIDs()
 		return err == nil && len(now) > len(seen)
 	})
-	h := inspect.NewHandler(NewPodInspector("node-a", podMap(pod), e), allowAll{})
+	h := inspect.NewHandler(NewPodInspector(cgroups.NewNodeIdentity("node-a"), podMap(pod), e), allowAll{})
 	// The Go runtime of a workload may start a thread at any time: the answer must hold
 	// every thread that ran before the request, and only threads that ran after it.
 	before := map[int][]int{}

@@ -21,6 +21,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 )
 
@@ -66,7 +67,7 @@ func TestInspectErrors(t *testing.T) {
 		}
 		return pods(ctx, ns, name)
 	}
-	h := inspect.NewHandler(NewPodInspector("node-a", failing, e), allowAll{})
+	h := inspect.NewHandler(NewPodInspector(cgroups.NewNodeIdentity("node-a"), failing, e), allowAll{})
 	tests := map[string]struct {
 		method, path string
 		status       int
@@ -116,7 +117,7 @@ func TestInspectDescribesOnlySelectedPods(t *testing.T) {
 				{Name: "main", ContainerID: "containerd://x", State: running}, {Name: "side", ContainerID: "containerd://y", State: running}}},
 		}
 	}
-	handler := inspect.NewHandler(NewPodInspector("node-a", podMap(pod("selected", "pod"), pod("bystander", "other")), e), allowAll{})
+	handler := inspect.NewHandler(NewPodInspector(cgroups.NewNodeIdentity("node-a"), podMap(pod("selected", "pod"), pod("bystander", "other")), e), allowAll{})
 	answer := func(name string) inspect.Pod {
 		t.Helper()
 		rec, body := getInspect(t, handler, http.MethodGet, "/inspect/ns/"+name)

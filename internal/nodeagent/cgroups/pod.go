@@ -4,6 +4,8 @@
 package cgroups
 
 import (
+	"sync/atomic"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,25 +52,23 @@ func (n Node) IgnoresMirrorAnnotation(pod *corev1.Pod) bool {
 	return pod.Annotations[mirrorPodAnnotation] != "" && !n.IsMirrorPod(pod)
 }
 
-// PodUID is Node.PodUID for the node pod names, by name alone: it cannot tell a mirror pod
-// from a pod whose author wrote the Node's name in its owner reference. Code that chooses
-// which cgroup to act on uses Node.PodUID with the Node's UID.
-func PodUID(pod *corev1.Pod) string {
-	if uid := pod.Annotations[mirrorPodAnnotation]; uid != "" && IsMirrorPod(pod) {
-		return uid
-	}
-	return string(pod.UID)
+// NodeIdentity is the agent's Node as the API last named it: its name from the start, its
+// UID once the node agent's reconciler has read it (SetUID). Until then no pod is a mirror
+// pod of it, and a static pod is placed once the UID is known. Safe for concurrent use.
+type NodeIdentity struct {
+	name string
+	uid  atomic.Value // types.UID
 }
 
-// IsMirrorPod is Node.IsMirrorPod by the Node's name alone (see PodUID).
-func IsMirrorPod(pod *corev1.Pod) bool {
-	owner := metav1.GetControllerOfNoCopy(pod)
-	return owner != nil && pod.Spec.NodeName != "" &&
-		owner.APIVersion == "v1" && owner.Kind == "Node" && owner.Name == pod.Spec.NodeName
+// NewNodeIdentity is the identity of the Node named name, its UID not known yet.
+func NewNodeIdentity(name string) *NodeIdentity {
+	n := &NodeIdentity{name: name}
+	n.uid.Store(types.UID(""))
+	return n
 }
 
-// IgnoresMirrorAnnotation is Node.IgnoresMirrorAnnotation by the Node's name alone (see
-// PodUID).
-func IgnoresMirrorAnnotation(pod *corev1.Pod) bool {
-	return pod.Annotations[mirrorPodAnnotation] != "" && !IsMirrorPod(pod)
-}
+// SetUID records the Node's UID as read from the API.
+func (n *NodeIdentity) SetUID(uid types.UID) { n.uid.Store(uid) }
+
+// Node is the Node as known now.
+func (n *NodeIdentity) Node() Node { return Node{Name: n.name, UID: n.uid.Load().(types.UID)} }

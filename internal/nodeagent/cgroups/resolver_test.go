@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/numapref/numapref/internal/cpuset"
 )
@@ -572,52 +571,6 @@ func TestCpusetMalformed(t *testing.T) {
 	}
 	if _, err := r.Cpuset(c); err == nil || !strings.Contains(err.Error(), "cpuset.cpus.effective") {
 		t.Errorf("Cpuset error = %v, want one naming cpuset.cpus.effective", err)
-	}
-}
-
-func TestPodCgroupUID(t *testing.T) {
-	tests := map[string]struct {
-		pod  corev1.Pod
-		want string
-	}{
-		"api pod": {
-			pod:  corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "6f1b7c2e-3d4a-4b5c-8d9e-0a1b2c3d4e5f"}},
-			want: "6f1b7c2e-3d4a-4b5c-8d9e-0a1b2c3d4e5f",
-		},
-		"mirror pod": {
-			pod:  mirrorPod("node-a", metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "n", Controller: ptr.To(true)}),
-			want: fxUIDBurstable,
-		},
-		// Anyone who may create a pod can set the annotation: only the kubelet's own
-		// mirror pods, controlled by their Node, choose a static pod's cgroup.
-		"annotation without an owner": {pod: mirrorPod("node-a"), want: mirrorPodAPIUID},
-		"owned by another node": {
-			pod:  mirrorPod("node-a", metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node-b", UID: "n", Controller: ptr.To(true)}),
-			want: mirrorPodAPIUID,
-		},
-		"owned by its node, not controlled": {
-			pod:  mirrorPod("node-a", metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "n"}),
-			want: mirrorPodAPIUID,
-		},
-		"controlled by something else named as the node": {
-			pod:  mirrorPod("node-a", metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "node-a", UID: "n", Controller: ptr.To(true)}),
-			want: mirrorPodAPIUID,
-		},
-		"not bound to a node": {
-			pod:  mirrorPod("", metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "", UID: "n", Controller: ptr.To(true)}),
-			want: mirrorPodAPIUID,
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, PodUID(&tc.pod)); diff != "" {
-				t.Errorf("PodUID (-want +got):\n%s", diff)
-			}
-			ignored := tc.pod.Annotations[mirrorPodAnnotation] != "" && tc.want == mirrorPodAPIUID
-			if got := IgnoresMirrorAnnotation(&tc.pod); got != ignored {
-				t.Errorf("IgnoresMirrorAnnotation = %v, want %v", got, ignored)
-			}
-		})
 	}
 }
 

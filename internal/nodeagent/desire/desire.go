@@ -24,7 +24,7 @@ import (
 type Desire struct {
 	Pod types.NamespacedName
 	// PodUID is the UID the kubelet runs the pod under, which names its cgroup
-	// (cgroups.PodUID): a static pod's own, not its mirror pod's. The runtime's sandbox
+	// (cgroups.Node.PodUID): a static pod's own, not its mirror pod's. The runtime's sandbox
 	// (PlaceAtStart) and the API (PlanPod) name the container alike.
 	PodUID    types.UID
 	Container string
@@ -94,7 +94,7 @@ type PodPlan struct {
 // Precedence, per container: the container's own annotation, then the pod's annotation
 // (app containers only), then the oldest matching NumaPreference that covers the container
 // (ties broken by name). prefs must be the NumaPreferences of the pod's namespace.
-func PlanPod(pod *corev1.Pod, prefs []numav1.NumaPreference) PodPlan {
+func PlanPod(node cgroups.Node, pod *corev1.Pod, prefs []numav1.NumaPreference) PodPlan {
 	plan := PodPlan{Namespace: pod.Namespace}
 	matching := matchingPreferences(pod, prefs)
 	for _, p := range matching {
@@ -102,13 +102,13 @@ func PlanPod(pod *corev1.Pod, prefs []numav1.NumaPreference) PodPlan {
 	}
 	statuses := ContainerStatuses(pod)
 	for _, c := range PodContainers(pod) {
-		d, conflicts, ok := desireOf(pod, c, matching)
+		d, conflicts, ok := desireOf(node, pod, c, matching)
 		if !ok {
 			continue // nothing asks for this container
 		}
 		plan.Conflicts = append(plan.Conflicts, conflicts...)
 		if d.Refusal == "" {
-			d.Ref, d.Refusal, d.Message = runningRef(pod, statuses[c.Name])
+			d.Ref, d.Refusal, d.Message = runningRef(node, pod, statuses[c.Name])
 		}
 		plan.Desires = append(plan.Desires, d)
 	}
@@ -118,10 +118,10 @@ func PlanPod(pod *corev1.Pod, prefs []numav1.NumaPreference) PodPlan {
 // desireOf decides container c's desire, not yet located, from its annotations and the
 // NumaPreferences matching its pod, and the preferences it overrides; ok is false when
 // nothing asks for it.
-func desireOf(pod *corev1.Pod, c PodContainer, matching []*numav1.NumaPreference) (d Desire, conflicts []Conflict, ok bool) {
+func desireOf(node cgroups.Node, pod *corev1.Pod, c PodContainer, matching []*numav1.NumaPreference) (d Desire, conflicts []Conflict, ok bool) {
 	d = Desire{
 		Pod:       types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
-		PodUID:    types.UID(cgroups.PodUID(pod)),
+		PodUID:    types.UID(node.PodUID(pod)),
 		Container: c.Name,
 	}
 	candidates := coveringPreferences(matching, c)
@@ -348,9 +348,9 @@ func ContainerStatuses(pod *corev1.Pod) map[string]corev1.ContainerStatus {
 
 // runningRef locates a running container; a container that is not running yet (or any
 // more) is skipped, not an error.
-func runningRef(pod *corev1.Pod, s corev1.ContainerStatus) (cgroups.ContainerRef, string, string) {
+func runningRef(node cgroups.Node, pod *corev1.Pod, s corev1.ContainerStatus) (cgroups.ContainerRef, string, string) {
 	if s.ContainerID == "" || s.State.Running == nil {
 		return cgroups.ContainerRef{}, numav1.ReasonContainerNotRunning, "container is not running"
 	}
-	return cgroups.ContainerRef{PodUID: cgroups.PodUID(pod), QOS: pod.Status.QOSClass, ContainerID: s.ContainerID}, "", ""
+	return cgroups.ContainerRef{PodUID: node.PodUID(pod), QOS: pod.Status.QOSClass, ContainerID: s.ContainerID}, "", ""
 }

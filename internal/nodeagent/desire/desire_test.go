@@ -172,7 +172,7 @@ func TestPlanPod(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, conflicts, selected := summarizePlan(PlanPod(testPod(tc.labels, tc.annotations), tc.prefs))
+			got, conflicts, selected := summarizePlan(PlanPod(testNode, testPod(tc.labels, tc.annotations), tc.prefs))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("desires (-want +got):\n%s", diff)
 			}
@@ -187,7 +187,7 @@ func TestPlanPod(t *testing.T) {
 }
 
 func TestPlanPodLocatesRunningContainers(t *testing.T) {
-	p := PlanPod(testPod(nil, map[string]string{numav1.AnnotationPreferredNode: "0"}), nil)
+	p := PlanPod(testNode, testPod(nil, map[string]string{numav1.AnnotationPreferredNode: "0"}), nil)
 	want := Desire{
 		Pod: types.NamespacedName{Namespace: "ns", Name: "p"}, PodUID: "uid-1", Container: "app",
 		Ref:       cgroups.ContainerRef{PodUID: "uid-1", QOS: corev1.PodQOSBurstable, ContainerID: "containerd://a"},
@@ -216,7 +216,7 @@ func TestPlanPodMirrorAnnotation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			pod := testPod(nil, map[string]string{numav1.AnnotationPreferredNode: "0", "kubernetes.io/config.mirror": staticUID})
 			pod.Spec.NodeName, pod.OwnerReferences = "node-a", tc.owners
-			p := PlanPod(pod, nil)
+			p := PlanPod(testNode, pod, nil)
 			if diff := cmp.Diff(tc.want, p.Desires[0].Ref.PodUID); diff != "" {
 				t.Errorf("cgroup's pod UID (-want +got):\n%s", diff)
 			}
@@ -343,7 +343,7 @@ func TestPlanPodPlacement(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p := PlanPod(tc.pod, tc.prefs)
+			p := PlanPod(testNode, tc.pod, tc.prefs)
 			if len(p.Desires) == 0 {
 				t.Fatal("no desire")
 			}
@@ -354,8 +354,11 @@ func TestPlanPodPlacement(t *testing.T) {
 		})
 	}
 	// A mode name in the wrong case is no mode, and no node id: the container is skipped.
-	p := PlanPod(pod(map[string]string{numav1.AnnotationPreferredNode: "spread"}, ""), nil)
+	p := PlanPod(testNode, pod(map[string]string{numav1.AnnotationPreferredNode: "spread"}, ""), nil)
 	if d := p.Desires[0]; d.Refusal != numav1.ReasonInvalidAnnotation || !strings.Contains(d.Message, "Spread, FollowCPUs, MostFreeMemory") {
 		t.Errorf("annotation \"spread\": %s %q, want InvalidAnnotation naming the modes", d.Refusal, d.Message)
 	}
 }
+
+// testNode is the node the tests' pods run on, as the reconciler knows it (its UID read).
+var testNode = cgroups.Node{Name: "node-a", UID: "node-uid"}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 )
 
 // PlanStart decides for one container that the runtime is about to start, before the
@@ -19,7 +20,7 @@ import (
 // requests a Spread weighs; a pod the cache does not hold yet is made from the runtime's
 // sandbox (its metadata and labels only), where the container counts as an app container.
 // ok is false when nothing asks for the container.
-func PlanStart(pod *corev1.Pod, prefs []numav1.NumaPreference, container, containerID string) (d Desire, ok bool) {
+func PlanStart(node cgroups.Node, pod *corev1.Pod, prefs []numav1.NumaPreference, container, containerID string) (d Desire, ok bool) {
 	pod = pod.DeepCopy()
 	if !slices.ContainsFunc(PodContainers(pod), func(c PodContainer) bool { return c.Name == container }) {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: container})
@@ -32,7 +33,7 @@ func PlanStart(pod *corev1.Pod, prefs []numav1.NumaPreference, container, contai
 	}
 	*statuses = slices.DeleteFunc(*statuses, func(s corev1.ContainerStatus) bool { return s.Name == container })
 	*statuses = append(*statuses, started)
-	for _, d := range PlanPod(pod, prefs).Desires {
+	for _, d := range PlanPod(node, pod, prefs).Desires {
 		if d.Container == container {
 			return d, true
 		}

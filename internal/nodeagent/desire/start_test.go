@@ -57,7 +57,7 @@ func TestPlanStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.pod.DeepCopy()
-			got, ok := PlanStart(tc.pod, prefs, tc.container, "containerd://abc")
+			got, ok := PlanStart(testNode, tc.pod, prefs, tc.container, "containerd://abc")
 			if ok != tc.ok {
 				t.Fatalf("ok = %v, want %v (%+v)", ok, tc.ok, got)
 			}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/testutil/builders"
 )
 
@@ -84,12 +85,12 @@ func TestStartPlacerWithoutCache(t *testing.T) {
 	store := NewPreferenceStore(filepath.Join(t.TempDir(), "preferences.json"), logr.Discard())
 
 	var engine startRecorder
-	NewStartPlacer(unsynced{}, &engine, store, logr.Discard()).PlaceAtStart(context.Background(), start)
+	NewStartPlacer(unsynced{}, cgroups.NewNodeIdentity("node-a"), &engine, store, logr.Discard()).PlaceAtStart(context.Background(), start)
 	if len(engine) != 0 {
 		t.Fatalf("nothing persisted: placed %+v", engine)
 	}
 	store.Save([]numav1.NumaPreference{*builders.MakePreference("ns", "db").Selector("app", "db").Node(1).Obj()})
-	NewStartPlacer(unsynced{}, &engine, store, logr.Discard()).PlaceAtStart(context.Background(), start)
+	NewStartPlacer(unsynced{}, cgroups.NewNodeIdentity("node-a"), &engine, store, logr.Discard()).PlaceAtStart(context.Background(), start)
 	if len(engine) != 1 || engine[0].Node != 1 || engine[0].Preference != "db" || string(engine[0].PodUID) != "uid-new" {
 		t.Fatalf("placed %+v; want db-1 at node 1 from the persisted db", engine)
 	}

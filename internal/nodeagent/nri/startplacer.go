@@ -31,7 +31,8 @@ type StartEngine interface {
 // when the cache does not hold it yet, one made of the runtime's sandbox) and the cached
 // NumaPreferences of its namespace; the engine's PlaceAtStart acts at once.
 type StartPlacer struct {
-	reader    client.Reader // the agent's cache
+	reader    client.Reader         // the agent's cache
+	node      *cgroups.NodeIdentity // judges mirror pods: a static pod is placed once its UID is known
 	engine    StartEngine
 	persisted *PreferenceStore // nil: none
 	log       logr.Logger
@@ -46,8 +47,8 @@ const cacheWait = 200 * time.Millisecond
 // the NumaPreferences (controllers/agent's NodeCacheOptions). persisted, when not nil, is
 // what it decides from while that cache has not synced: the NumaPreferences the agent last
 // saw (the node agent controller's NodeAgentOptions.Preferences).
-func NewStartPlacer(reader client.Reader, engine StartEngine, persisted *PreferenceStore, log logr.Logger) *StartPlacer {
-	return &StartPlacer{reader: reader, engine: engine, persisted: persisted, log: log}
+func NewStartPlacer(reader client.Reader, node *cgroups.NodeIdentity, engine StartEngine, persisted *PreferenceStore, log logr.Logger) *StartPlacer {
+	return &StartPlacer{reader: reader, node: node, engine: engine, persisted: persisted, log: log}
 }
 
 // PlaceAtStart decides for the container s and has the engine place it (Placer). It
@@ -74,7 +75,7 @@ func (p *StartPlacer) PlaceAtStart(ctx context.Context, s Start) {
 		log.V(1).Info("Deciding from the persisted NumaPreferences: the cache has not synced", "error", err.Error())
 		pod = sandboxPod(s)
 	}
-	d, ok := desire.PlanStart(pod, prefs.Items, s.Container, s.ContainerID)
+	d, ok := desire.PlanStart(p.node.Node(), pod, prefs.Items, s.Container, s.ContainerID)
 	if !ok {
 		return // nothing asks for it
 	}
@@ -95,7 +96,7 @@ func (p *StartPlacer) pod(ctx context.Context, s Start) (*corev1.Pod, bool) {
 	err := p.reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.PodName}, &pod)
 	switch {
 	case err == nil:
-		return &pod, cgroups.PodUID(&pod) == s.PodUID
+		return &pod, p.node.Node().PodUID(&pod) == s.PodUID
 	case !apierrors.IsNotFound(err):
 		p.log.Error(err, "Reading the cached pod; the container is placed once the API reports it running", "pod", s.Namespace+"/"+s.PodName)
 		return nil, false

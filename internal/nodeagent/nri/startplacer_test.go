@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/testutil/builders"
@@ -46,19 +47,34 @@ func TestStartPlacerWhichPod(t *testing.T) {
 	mirror.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "node-a", UID: "node-uid", Controller: ptr.To(true)}}
 	pref := builders.MakePreference("ns", "db").Selector("app", "db").Node(1).Obj()
 	for name, tc := range map[string]struct {
-		start Start
-		want  int // desires placed
+		start   Start
+		want    int  // desires placed
+		noUID   bool // the node's UID not read yet
+		forgery bool // the mirror's owner names the node with another UID
 	}{
-		"the cached pod":                  {Start{PodUID: "uid-cached", Namespace: "ns", PodName: "db-0", Container: "main", ContainerID: id}, 1},
-		"not cached yet":                  {Start{PodUID: "uid-new", Namespace: "ns", PodName: "db-1", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 1},
-		"another db-0":                    {Start{PodUID: "uid-mirror", Namespace: "ns", PodName: "db-0", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 0},
-		"a static pod, its mirror cached": {Start{PodUID: staticUID, Namespace: "ns", PodName: "etcd-node-a", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, 1},
-		"an unselected pod":               {Start{PodUID: "uid-web", Namespace: "ns", PodName: "web-0", Labels: map[string]string{"app": "web"}, Container: "main", ContainerID: id}, 0},
+		"the cached pod":                  {start: Start{PodUID: "uid-cached", Namespace: "ns", PodName: "db-0", Container: "main", ContainerID: id}, want: 1},
+		"not cached yet":                  {start: Start{PodUID: "uid-new", Namespace: "ns", PodName: "db-1", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, want: 1},
+		"another db-0":                    {start: Start{PodUID: "uid-mirror", Namespace: "ns", PodName: "db-0", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, want: 0},
+		"a static pod, its mirror cached": {start: Start{PodUID: staticUID, Namespace: "ns", PodName: "etcd-node-a", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, want: 1},
+		// Until the reconciler has read the Node's UID, no pod is a mirror pod: the static
+		// pod is placed once it has.
+		"a static pod, the node's UID unknown": {start: Start{PodUID: staticUID, Namespace: "ns", PodName: "etcd-node-a", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, noUID: true},
+		// An owner reference naming the node, with any UID but the Node's, makes no mirror.
+		"a forged mirror, the node's name": {start: Start{PodUID: staticUID, Namespace: "ns", PodName: "etcd-node-a", Labels: map[string]string{"app": "db"}, Container: "main", ContainerID: id}, forgery: true},
+		"an unselected pod":                {start: Start{PodUID: "uid-web", Namespace: "ns", PodName: "web-0", Labels: map[string]string{"app": "web"}, Container: "main", ContainerID: id}, want: 0},
 	} {
 		t.Run(name, func(t *testing.T) {
-			reader := ctrltest.FakeAPI(t, cached.DeepCopy(), mirror.DeepCopy(), pref.DeepCopy())
+			m := mirror.DeepCopy()
+			if tc.forgery {
+				m.OwnerReferences[0].UID = "forged"
+			}
+			reader := ctrltest.FakeAPI(t, cached.DeepCopy(), m, pref.DeepCopy())
+			node := cgroups.NewNodeIdentity("node-a")
+			if !tc.noUID {
+				node.SetUID("node-uid")
+			}
 			var engine startRecorder
-			NewStartPlacer(reader, &engine, nil, logr.Discard()).PlaceAtStart(context.Background(), tc.start)
+			NewStartPlacer(reader, node, &engine, nil, logr.Discard()).PlaceAtStart(context.Background(), tc.start)
 			if len(engine) != tc.want {
 				t.Fatalf("placed %+v, want %d", engine, tc.want)
 			}
