@@ -42,6 +42,10 @@ const (
 	// ReasonNodeRestrictionEnforced: the API refused the agent's dry-run writes that the
 	// policy refuses (ConditionNodeRestricted True on the node's report).
 	ReasonNodeRestrictionEnforced = "NodeRestrictionEnforced"
+	// ReasonNodeRestrictionUnproven: the API's answers to the agent's dry-run writes prove
+	// neither that the policy refuses them nor that it accepts them (ConditionNodeRestricted
+	// Unknown; the metric numapref_node_restriction_missing is -1).
+	ReasonNodeRestrictionUnproven = "NodeRestrictionUnproven"
 	// ReasonNRIConnected and ReasonNRINotConnected: the agent, configured for NRI
 	// (--nri-socket), is or is not registered with the container runtime
 	// (ConditionNRIConnected on the node's report, and the node label numapref.io/nri).
@@ -122,7 +126,9 @@ var reasonTable = map[string]ReasonInfo{
 	ReasonNodeRestrictionMissing: {Problem: true, Warning: true,
 		Meaning: "the API accepted a write of another node's report or of a foreign label that the node restriction policy refuses: an agent could write other nodes' reports and labels (a Warning Event on the Node)"},
 	ReasonNodeRestrictionEnforced: {Meaning: "NodeRestricted is True on the node's report: the API refused the agent's writes outside its own node"},
-	ReasonNRIConnected:            {Meaning: "NRIConnected is True on the node's report: the agent is registered with the container runtime and places containers at their start"},
+	ReasonNodeRestrictionUnproven: {Problem: true,
+		Meaning: "NodeRestricted is Unknown on the node's report: the API answered the agent's dry-run writes with something other than the node restriction policy's denial or an acceptance (RBAC, another admission plugin, a webhook that cannot dry-run, an error), so whether the policy holds is not known"},
+	ReasonNRIConnected: {Meaning: "NRIConnected is True on the node's report: the agent is registered with the container runtime and places containers at their start"},
 	ReasonNRINotConnected: {Problem: true, Warning: true,
 		Meaning: "the agent is configured for NRI (--nri-socket) but not registered with the container runtime (no socket, a runtime without NRI, or a lost connection): new containers are placed only after they start (NRIConnected False on the node's report, the node label numapref.io/nri=disconnected)"},
 	ReasonTooManyTasks: {Problem: true, Warning: true,

@@ -92,20 +92,27 @@ func probeRestriction(ctx context.Context, c client.Client, node string) (restri
 		"the API refused the agent's dry-run writes of NumaNodeReport %s and of label %s", other, restrictionProbeLabel)}, nil
 }
 
-// refused tells a refusal by admission or authorization (Forbidden; Invalid from a
-// ValidatingAdmissionPolicy) from an acceptance (success, or a report that exists already,
-// which is checked after admission). Any other answer is returned as the error.
+// refused tells the node restriction policy's refusal from an acceptance (success, or a
+// report that exists already, which is checked after admission). Only the policy's own
+// denial proves the restriction: a ValidatingAdmissionPolicy's, Invalid by default or
+// Forbidden with its reason set. Any other answer, a 403 from RBAC or another admission
+// plugin, or a webhook that cannot dry-run, is returned as the error: it proves neither.
 func refused(err error) (bool, error) {
 	switch {
-	case apierrors.IsForbidden(err):
-		return true, nil
-	case apierrors.IsInvalid(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"):
+	case (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && policyDenial(err):
 		return true, nil
 	case err == nil, apierrors.IsAlreadyExists(err):
 		return false, nil
 	default:
 		return false, err
 	}
+}
+
+// policyDenial says whether err is a ValidatingAdmissionPolicy's denial, as the API server
+// words it: "ValidatingAdmissionPolicy '<policy>' with binding '<binding>' denied request".
+func policyDenial(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "ValidatingAdmissionPolicy '") && strings.Contains(msg, "denied request")
 }
 
 // restrictionCheck runs probeRestriction at start and every interval (jittered by a tenth,
@@ -140,8 +147,10 @@ func (c *restrictionCheck) Start(ctx context.Context) error {
 		next := wait.Jitter(c.interval, 0.1)
 		v, err := probeRestriction(ctx, c.client, c.node)
 		if err != nil {
-			log.Error(err, "Checking the node restriction; trying again", "in", min(next, restrictionRetry))
+			log.Error(err, "Checking the node restriction: the API's answer proves neither that it holds nor that it is missing; trying again", "in", min(next, restrictionRetry))
 			next = min(next, restrictionRetry)
+			// Unknown is loud: the report's condition, the gauge (-1) and an alert say so.
+			c.record(ctx, restrictionVerdict{Status: metav1.ConditionUnknown, Message: "the check got no answer that proves the restriction either way: " + err.Error()})
 		} else {
 			c.record(ctx, v)
 			if v.Status == metav1.ConditionFalse {
@@ -161,7 +170,7 @@ func (c *restrictionCheck) Start(ctx context.Context) error {
 
 // record keeps v, sets the metric and, when the verdict changed, wakes the controller.
 func (c *restrictionCheck) record(ctx context.Context, v restrictionVerdict) {
-	reportRestrictionMissing(v.Status == metav1.ConditionFalse)
+	reportRestriction(v.Status)
 	c.mu.Lock()
 	changed := c.verdict != v
 	c.verdict = v
@@ -186,13 +195,16 @@ func (*restrictionCheck) NeedLeaderElection() bool { return false }
 func restrictionConditions(have []metav1.Condition, v restrictionVerdict, now time.Time) []metav1.Condition {
 	conds := make([]metav1.Condition, len(have))
 	copy(conds, have)
-	if v.Status == metav1.ConditionUnknown {
-		return nilIfEmpty(conds)
+	if v.Status == metav1.ConditionUnknown && v.Message == "" {
+		return nilIfEmpty(conds) // no answer yet
 	}
 	c := metav1.Condition{Type: numav1.ConditionNodeRestricted, Status: v.Status, Message: v.Message,
 		Reason: numav1.ReasonNodeRestrictionEnforced, LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))}
-	if v.Status == metav1.ConditionFalse {
+	switch v.Status {
+	case metav1.ConditionFalse:
 		c.Reason = numav1.ReasonNodeRestrictionMissing
+	case metav1.ConditionUnknown:
+		c.Reason = numav1.ReasonNodeRestrictionUnproven
 	}
 	meta.SetStatusCondition(&conds, c)
 	return conds
@@ -225,11 +237,15 @@ func (r *NodeAgentReconciler) warnRestrictionMissing(ctx context.Context, v rest
 	r.restrictionWarned = true
 }
 
-// reportRestrictionMissing sets numapref_node_restriction_missing from the check's verdict.
-func reportRestrictionMissing(missing bool) {
+// reportRestriction sets numapref_node_restriction_missing from the check's verdict: 1
+// missing, 0 holding, -1 while the answers prove neither.
+func reportRestriction(status metav1.ConditionStatus) {
 	v := 0.0
-	if missing {
+	switch status {
+	case metav1.ConditionFalse:
 		v = 1
+	case metav1.ConditionUnknown:
+		v = -1
 	}
 	metrics.NodeRestrictionMissing.Set(v)
 }

@@ -32,12 +32,17 @@ func TestRefused(t *testing.T) {
 		wantRefused bool
 		wantErr     bool
 	}{
-		"accepted":               {err: nil},
-		"exists already":         {err: apierrors.NewAlreadyExists(gr, "x")},
-		"forbidden":              {err: apierrors.NewForbidden(gr, "x", errors.New("ValidatingAdmissionPolicy 'p' denied request")), wantRefused: true},
-		"invalid, by the schema": {err: apierrors.NewInvalid(numav1.GroupVersion.WithKind("NumaNodeReport").GroupKind(), "x", nil), wantErr: true},
-		"unreachable":            {err: errors.New("dial tcp: connection refused"), wantErr: true},
-		"server error":           {err: apierrors.NewInternalError(errors.New("etcd")), wantErr: true},
+		"accepted":                {err: nil},
+		"exists already":          {err: apierrors.NewAlreadyExists(gr, "x")},
+		"forbidden by the policy": {err: apierrors.NewForbidden(gr, "x", errors.New("ValidatingAdmissionPolicy 'p' with binding 'p' denied request: no")), wantRefused: true},
+		// Only the policy's denial proves the restriction: RBAC's, another admission
+		// plugin's or a webhook's refusal says nothing of it.
+		"forbidden by RBAC":             {err: apierrors.NewForbidden(gr, "x", errors.New(`User "system:serviceaccount:ns:agent" cannot create resource "numanodereports"`)), wantErr: true},
+		"forbidden by a webhook":        {err: apierrors.NewForbidden(gr, "x", errors.New(`admission webhook "deny.example.com" denied the request`)), wantErr: true},
+		"a webhook that cannot dry-run": {err: apierrors.NewBadRequest(`admission webhook "w.example.com" does not support dry run`), wantErr: true},
+		"invalid, by the schema":        {err: apierrors.NewInvalid(numav1.GroupVersion.WithKind("NumaNodeReport").GroupKind(), "x", nil), wantErr: true},
+		"unreachable":                   {err: errors.New("dial tcp: connection refused"), wantErr: true},
+		"server error":                  {err: apierrors.NewInternalError(errors.New("etcd")), wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -59,6 +64,7 @@ func TestRestrictionConditions(t *testing.T) {
 	later := t0.Add(time.Hour + 500*time.Millisecond)
 	missing := restrictionVerdict{Status: metav1.ConditionFalse, Message: "accepted"}
 	held := restrictionVerdict{Status: metav1.ConditionTrue, Message: "refused"}
+	unproven := restrictionVerdict{Status: metav1.ConditionUnknown, Message: "the check got no answer that proves the restriction either way: 403"}
 	cond := func(v restrictionVerdict, reason string, at time.Time) metav1.Condition {
 		return metav1.Condition{Type: numav1.ConditionNodeRestricted, Status: v.Status, Reason: reason, Message: v.Message, LastTransitionTime: metav1.NewTime(at)}
 	}
@@ -72,6 +78,8 @@ func TestRestrictionConditions(t *testing.T) {
 		"first answer":               {v: held, want: []metav1.Condition{cond(held, numav1.ReasonNodeRestrictionEnforced, later.Truncate(time.Second))}},
 		"holds still: time kept":     {have: []metav1.Condition{cond(held, numav1.ReasonNodeRestrictionEnforced, t0)}, v: held, want: []metav1.Condition{cond(held, numav1.ReasonNodeRestrictionEnforced, t0)}},
 		"lost":                       {have: []metav1.Condition{cond(held, numav1.ReasonNodeRestrictionEnforced, t0)}, v: missing, want: []metav1.Condition{cond(missing, numav1.ReasonNodeRestrictionMissing, later.Truncate(time.Second))}},
+		// Answers that prove neither are a condition of their own, not silence.
+		"unproven": {have: []metav1.Condition{cond(held, numav1.ReasonNodeRestrictionEnforced, t0)}, v: unproven, want: []metav1.Condition{cond(unproven, numav1.ReasonNodeRestrictionUnproven, later.Truncate(time.Second))}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -161,11 +161,13 @@ var (
 	ReportWrites = counterVec("report_writes_total", "Writes of this node's NumaNodeReport, by result (ok, error).", "result")
 
 	// NodeRestrictionMissing is 1 while the node restriction check finds that the API
-	// accepts this agent's writes outside its own node, 0 once it found them refused. The
-	// alert NumaprefNodeRestrictionMissing fires on it.
+	// accepts this agent's writes outside its own node, 0 once the policy refused them, -1
+	// while the API's answers prove neither. The alerts NumaprefNodeRestrictionMissing and
+	// NumaprefNodeRestrictionUnknown fire on it.
 	NodeRestrictionMissing = gauge("node_restriction_missing",
 		"1 when the API accepted this agent's dry-run writes of another node's report or of a foreign label on its own Node, "+
-			"which the node restriction policy refuses; 0 when it refused them.")
+			"which the node restriction policy refuses; 0 when the policy refused them; -1 when the answers proved neither "+
+			"(a refusal by something other than the policy, an error, a webhook that cannot dry-run).")
 )
 
 // RegisterControllers registers the agent's controllers' metrics and the API requests in
