@@ -134,7 +134,7 @@ func (e Effect) All() []*prometheus.Desc {
 
 // NRI describes the NRI plugin's metrics (internal/nodeagent/nri reads them at scrape time).
 type NRI struct {
-	Connected, Connects, Disconnects, Starts, Late *prometheus.Desc
+	Connected, Connects, Disconnects, Starts, Late, Panics *prometheus.Desc
 }
 
 // NewNRI describes the NRI plugin's metrics.
@@ -145,12 +145,13 @@ func NewNRI() NRI {
 		Disconnects: desc("nri_disconnects_total", "NRI connections lost after registration (a runtime restart, or a plugin the runtime dropped)."),
 		Starts:      desc("nri_container_starts_total", "Containers the runtime handed to the agent as it started them (StartContainer)."),
 		Late:        desc("nri_late_placements_total", "Placements at a container's start that had not returned by their deadline: the runtime got its answer without them."),
+		Panics:      desc("nri_placer_panics_total", "Placements at a container's start that panicked: the runtime got its answer, the agent kept running, and the container is placed once the API reports it running."),
 	}
 }
 
 // All lists the NRI metrics' descriptions.
 func (n NRI) All() []*prometheus.Desc {
-	return []*prometheus.Desc{n.Connected, n.Connects, n.Disconnects, n.Starts, n.Late}
+	return []*prometheus.Desc{n.Connected, n.Connects, n.Disconnects, n.Starts, n.Late, n.Panics}
 }
 
 // The node agent's controllers' metrics (controllers/agent observes them). They are

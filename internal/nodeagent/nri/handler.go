@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -109,6 +110,14 @@ func (p *Plugin) place(ctx context.Context, s Start) {
 	go func() {
 		defer close(done)
 		defer cancel()
+		// A placer's panic must not take the agent down, nor leave the runtime waiting.
+		defer func() {
+			if r := recover(); r != nil {
+				p.stats.panics.Add(1)
+				p.cfg.Log.Error(fmt.Errorf("%v", r), "placer panicked; answered the runtime without it",
+					"pod", s.Namespace+"/"+s.PodName, "container", s.Container, "stack", string(debug.Stack()))
+			}
+		}()
 		p.cfg.Placer.PlaceAtStart(pctx, s)
 		if !state.CompareAndSwap(running, returned) {
 			p.stats.lateRunning.Add(^uint64(0)) // it was abandoned and counted

@@ -43,6 +43,9 @@ numapref_nri_disconnects_total ` + disconnects + `
 # HELP numapref_nri_late_placements_total Placements at a container's start that had not returned by their deadline: the runtime got its answer without them.
 # TYPE numapref_nri_late_placements_total counter
 numapref_nri_late_placements_total 0
+# HELP numapref_nri_placer_panics_total Placements at a container's start that panicked: the runtime got its answer, the agent kept running, and the container is placed once the API reports it running.
+# TYPE numapref_nri_placer_panics_total counter
+numapref_nri_placer_panics_total 0
 `
 	}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want("1", "0"))); err != nil {

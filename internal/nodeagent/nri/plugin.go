@@ -127,11 +127,14 @@ type Stats struct {
 	Late, LateRunning uint64
 	// Abandoned counts connections whose library stub did not stop (defaultStuckGrace).
 	Abandoned uint64
+	// Panics counts placer calls that panicked: the runtime got its answer, the agent
+	// kept running, and the container is placed once the API reports it running.
+	Panics uint64
 }
 
 // counters are Stats, updated atomically.
 type counters struct {
-	connects, dialFailures, disconnects, starts, synced, late, lateRunning, abandoned atomic.Uint64
+	connects, dialFailures, disconnects, starts, synced, late, lateRunning, abandoned, panics atomic.Uint64
 }
 
 // Plugin is the agent's NRI plugin. Start runs it.
@@ -210,7 +213,7 @@ func (p *Plugin) Stats() Stats {
 		Connects: s.connects.Load(), DialFailures: s.dialFailures.Load(), Disconnects: s.disconnects.Load(),
 		Starts: s.starts.Load(), Synced: s.synced.Load(),
 		Late: s.late.Load(), LateRunning: s.lateRunning.Load(),
-		Abandoned: s.abandoned.Load(),
+		Abandoned: s.abandoned.Load(), Panics: s.panics.Load(),
 	}
 }
 

@@ -5,6 +5,7 @@ package nri
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os/exec"
 	"sync/atomic"
@@ -249,6 +250,32 @@ func TestSlowPlacerDoesNotHoldRuntime(t *testing.T) {
 		t.Fatal("the placer did not return")
 	}
 	poll.True(t, wait, "LateRunning drops to 0", func() bool { return p.Stats().LateRunning == 0 })
+}
+
+// 3b. A placer that panics takes neither the agent down nor the runtime's answer: the
+// plugin answers success, counts the panic, stays connected and handles the next start.
+func TestPanickingPlacerIsContained(t *testing.T) {
+	r := nriruntime.Start(t)
+	calls := make(chan struct{}, 2)
+	p := startPlugin(t, r.Socket, placerFunc(func(context.Context, Start) {
+		calls <- struct{}{}
+		panic("a bug in the placer")
+	}))
+	r.WaitPlugin()
+	for i := range 2 {
+		if err := r.StartContainer(testPod(), testContainer(fmt.Sprintf("app-%d", i), 1, api.ContainerState_CONTAINER_CREATED)); err != nil {
+			t.Fatalf("start %d: the runtime's StartContainer: %v", i, err)
+		}
+		<-calls
+	}
+	answers := r.Answers(api.Event_START_CONTAINER.PrettyName())
+	if len(answers) != 2 || answers[0].Err != nil || answers[1].Err != nil {
+		t.Fatalf("the runtime's record of StartContainer = %+v, want two successes", answers)
+	}
+	poll.True(t, wait, "both panics counted", func() bool { return p.Stats().Panics == 2 })
+	if !p.Connected() || r.Plugins() != 1 {
+		t.Errorf("after the panics: Connected %v, runtime's plugins %d; want true, 1", p.Connected(), r.Plugins())
+	}
 }
 
 // 4. The runtime restarts: the plugin sees the connection go, connects to the new runtime

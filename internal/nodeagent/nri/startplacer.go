@@ -5,7 +5,6 @@ package nri
 
 import (
 	"context"
-	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -38,10 +37,12 @@ type StartPlacer struct {
 	log       logr.Logger
 }
 
-// cacheWait bounds how long a start waits for a cache that has not synced (an agent
-// started while the API is unreachable) before it decides from the persisted
-// NumaPreferences instead: a synced cache answers at once.
-const cacheWait = 200 * time.Millisecond
+// A start never waits for the agent's cache: every container start on the node waits for
+// the agent's answer (the runtime serializes its NRI events), selected or not. The cache
+// is read with a context that is already done, which a synced cache answers at once (it
+// checks whether it has synced before it looks at the context); one that has not synced
+// (an agent started while the API is unreachable) fails at once, and the start is decided
+// from the persisted NumaPreferences instead.
 
 // NewStartPlacer returns the placer of the node agent whose cache reader holds its pods and
 // the NumaPreferences (controllers/agent's NodeCacheOptions). persisted, when not nil, is
@@ -57,13 +58,13 @@ func NewStartPlacer(reader client.Reader, node *cgroups.NodeIdentity, engine Sta
 func (p *StartPlacer) PlaceAtStart(ctx context.Context, s Start) {
 	log := p.log.WithValues("pod", s.Namespace+"/"+s.PodName, "container", s.Container)
 	var prefs numav1.NumaPreferenceList
-	cctx, cancel := context.WithTimeout(ctx, cacheWait)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel() // no wait: see above
 	err := p.reader.List(cctx, &prefs, client.InNamespace(s.Namespace))
-	cancel()
 	var pod *corev1.Pod
 	var ok bool
 	if err == nil {
-		if pod, ok = p.pod(ctx, s); !ok {
+		if pod, ok = p.pod(cctx, s); !ok {
 			return
 		}
 	} else {

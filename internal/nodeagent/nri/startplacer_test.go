@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
@@ -87,4 +88,32 @@ func TestStartPlacerWhichPod(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A start never waits for the agent's cache, selected or not: the cache is read with a
+// context already done, which an unsynced cache fails at once (a synced one answers: the
+// envtest specs in controllers/agent place at start through the real cache).
+func TestStartDoesNotWaitForTheCache(t *testing.T) {
+	r := &waitingReader{}
+	var engine startRecorder
+	start := Start{PodUID: "uid-web", Namespace: "ns", PodName: "web-0", Labels: map[string]string{"app": "web"}, Container: "main", ContainerID: "containerd://abc"}
+	NewStartPlacer(r, cgroups.NewNodeIdentity("node-a"), &engine, nil, logr.Discard()).PlaceAtStart(context.Background(), start)
+	if !r.doneAtEntry {
+		t.Error("the cache was read with a context that was not done: an unsynced cache would hold the start")
+	}
+	if len(engine) != 0 {
+		t.Errorf("placed %+v with no cache and nothing persisted", engine)
+	}
+}
+
+// waitingReader is a cache that has not synced: its reads wait for their context.
+type waitingReader struct {
+	client.Reader
+	doneAtEntry bool
+}
+
+func (r *waitingReader) List(ctx context.Context, _ client.ObjectList, _ ...client.ListOption) error {
+	r.doneAtEntry = ctx.Err() != nil
+	<-ctx.Done()
+	return ctx.Err()
 }
