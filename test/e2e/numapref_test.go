@@ -290,8 +290,13 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		}
 		can := func(user, verb, resource string) func(g Gomega) string {
 			return func(g Gomega) string {
+				// kubectl reads "resource/x" as the object named x: a subresource is a flag.
+				args := []string{"auth", "can-i", verb, resource, "-n", ns, "--as", user}
+				if r, sub, ok := strings.Cut(resource, "/"); ok {
+					args = []string{"auth", "can-i", verb, r, "--subresource", sub, "-n", ns, "--as", user}
+				}
 				// "no" exits 1; a warning (a cluster-scoped resource) comes first.
-				out, _ := kubectl(ctx, "auth", "can-i", verb, resource, "-n", ns, "--as", user)
+				out, _ := kubectl(ctx, args...)
 				lines := strings.Split(strings.TrimSpace(out), "\n")
 				return lines[len(lines)-1]
 			}
