@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -62,6 +63,51 @@ func TestPreferenceStore(t *testing.T) {
 			t.Errorf("%s file: the store says it knows", name)
 		}
 	}
+}
+
+// One namespace's objects past its share leave that namespace out, named, and nothing else:
+// the file is still written for the others (not stale, with a preference deleted since
+// still in it), and a start in the left-out namespace waits for the API.
+func TestPreferenceStoreNamespaceShare(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "preferences.json")
+	s := NewPreferenceStore(path, logr.Discard())
+	old := builders.MakePreference("small", "old").Selector("app", "db").Node(1).Obj()
+	s.Save([]numav1.NumaPreference{*old})
+
+	// A tenant's large objects: 40 preferences of ~30 KiB of selector each, past a
+	// namespace's share of the file (preferencesShare) and within the CRD's bounds.
+	var prefs []numav1.NumaPreference
+	for i := range 40 {
+		b := builders.MakePreference("big", fmt.Sprintf("p-%02d", i)).Node(0)
+		for j := range 100 {
+			b = b.Selector(fmt.Sprintf("k-%03d", j), strings.Repeat("v", 300))
+		}
+		prefs = append(prefs, *b.Obj())
+	}
+	kept := builders.MakePreference("small", "new").Selector("app", "db").Node(0).Obj()
+	prefs = append(prefs, *kept)
+	s.Save(prefs)
+
+	for name, store := range map[string]*PreferenceStore{"in memory": s, "read back": NewPreferenceStore(path, logr.Discard())} {
+		got, ok := store.InNamespace("small")
+		if !ok || len(got) != 1 || got[0].Name != "new" {
+			t.Errorf("%s: namespace small = %v, %v; want only new (old was deleted), known", name, names(got), ok)
+		}
+		if got, ok := store.InNamespace("big"); ok {
+			t.Errorf("%s: namespace big = %d preferences, known; want it left out, unknown", name, len(got))
+		}
+	}
+	if info, err := os.Stat(path); err != nil || info.Size() > preferencesShare {
+		t.Errorf("the file: %v, %v; want one within a namespace's share", info, err)
+	}
+}
+
+func names(prefs []numav1.NumaPreference) []string {
+	var out []string
+	for _, p := range prefs {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 // unsynced is a cache that has not synced: every read fails, as controller-runtime's does
