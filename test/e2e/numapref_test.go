@@ -286,7 +286,9 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 		for _, role := range []string{"edit", "view"} {
 			_, err := kubectl(ctx, "-n", ns, "create", "rolebinding", "e2e-tenant-"+role, "--clusterrole="+role, "--user=e2e-tenant-"+role)
 			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func(ctx SpecContext) { _, _ = kubectl(ctx, "-n", ns, "delete", "rolebinding", "e2e-tenant-"+role, "--ignore-not-found") })
+			DeferCleanup(func(ctx SpecContext) {
+				_, _ = kubectl(ctx, "-n", ns, "delete", "rolebinding", "e2e-tenant-"+role, "--ignore-not-found")
+			})
 		}
 		can := func(user, verb, resource string) func(g Gomega) string {
 			return func(g Gomega) string {
