@@ -10,6 +10,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/ledger"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
@@ -129,7 +130,7 @@ func (e *Engine) planInput(p *pass) plan.Input {
 	in := plan.Input{
 		Desired: p.desired, Known: e.ledger.View(), Kernel: kernelReader{e.cfg.Kernel}, Cgroups: e.cfg.Resolver,
 		ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support, MemFree: e.cfg.MemFree, Log: e.cfg.Log,
-		MaxTasks: e.cfg.MaxTasksPerContainer, VerifyStarts: e.verifyStarts(p), IDs: p.ids,
+		MaxTasks: e.cfg.MaxTasksPerContainer, LedgerTasks: ledger.TaskCapacity(e.cfg.ledgerLimit), VerifyStarts: e.verifyStarts(p), IDs: p.ids,
 	}
 	e.placements.intoInput(&in)
 	if p.fork != nil {

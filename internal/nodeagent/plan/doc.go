@@ -20,4 +20,5 @@
 //	             and the sticky choices
 //	topology.go  the online nodes and the node of each CPU
 //	identify.go  identifying the tasks to SET: pidfds and start times
+//	share.go     a full pass's share of the ledger by namespace (TooManyTasks)
 package plan

@@ -50,6 +50,9 @@ type Input struct {
 	// MaxTasks is one container's share of the ledger and the pidfds: a container with
 	// more tasks gets TooManyTasks.
 	MaxTasks int
+	// LedgerTasks is how many task entries the ledger holds; a full pass shares them by
+	// namespace (share.go). 0: no bound.
+	LedgerTasks int
 	// VerifyStarts says known tasks holding the agent's value have their start time read
 	// (a reused tid that inherited the value otherwise keeps a stale ledger entry).
 	VerifyStarts bool
@@ -140,6 +143,7 @@ func Full(in Input) Plan {
 	for key, d := range in.Desired {
 		out.Containers = append(out.Containers, pl.planContainer(key, d, nil))
 	}
+	pl.shareLedger(&out)
 	for key := range in.Known.Keys() {
 		if _, ok := in.Desired[key]; !ok {
 			out.Orphans = append(out.Orphans, key)
