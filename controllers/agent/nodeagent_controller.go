@@ -40,9 +40,11 @@ type NodeAgentReconciler struct {
 	recorder events.EventRecorder
 	opts     NodeAgentOptions
 
-	// nodeUID owns the report (garbage collection with the Node); lastReport is when the
-	// report was last written and labels the node labels last applied.
-	nodeUID    types.UID
+	// nodeStale says the Node's UID (in opts.Node, which owns the report: garbage
+	// collection with the Node) is read again before the next report write: a write failed
+	// or the report was gone, perhaps with a new Node of the same name. lastReport is when
+	// the report was last written and labels the node labels last applied.
+	nodeStale  bool
 	lastReport time.Time
 	labels     NodeFacts
 
@@ -143,7 +145,7 @@ func NewNodeAgentReconciler(c client.Client, reader client.Reader, nodeName stri
 // Reconcile computes the node's desired state from the cache, hands it to the engine and
 // reports the engine's last results.
 func (r *NodeAgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	node, err := r.node(ctx)
+	node, err := r.node(ctx, false)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

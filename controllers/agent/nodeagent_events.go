@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
-	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
@@ -131,7 +130,7 @@ func (r *NodeAgentReconciler) forgetEvents(seen map[desire.ContainerKey]bool, se
 // not a mirror pod its node's kubelet made (cgroups.Node.IsMirrorPod), so the agent acts on the
 // pod's own cgroup and not on the static pod's that the annotation names.
 func (r *NodeAgentReconciler) warnIgnoredMirror(pod *corev1.Pod) {
-	if r.mirrorIgnored[pod.UID] || !(cgroups.Node{Name: r.nodeName, UID: r.nodeUID}).IgnoresMirrorAnnotation(pod) {
+	if r.mirrorIgnored[pod.UID] || !r.opts.Node.Node().IgnoresMirrorAnnotation(pod) {
 		return
 	}
 	r.mirrorIgnored[pod.UID] = true

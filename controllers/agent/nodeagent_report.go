@@ -41,7 +41,7 @@ func (r *NodeAgentReconciler) report(ctx context.Context, plans []podPlan, prefs
 	case err == nil && equality.Semantic.DeepEqual(want, have.Status):
 		return reconcile.Result{}, nil
 	case apierrors.IsNotFound(err):
-		r.nodeUID = "" // created anew: the Node may be new too
+		r.nodeStale = true // created anew: the Node may be new too
 	case err != nil:
 		return reconcile.Result{}, fmt.Errorf("reading the report of node %s: %w", r.nodeName, err)
 	}
@@ -101,18 +101,20 @@ func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaP
 // applyReport server-side-applies the whole report under the agent's field manager, owned
 // by the Node so that it goes when the Node goes.
 func (r *NodeAgentReconciler) applyReport(ctx context.Context, st numav1.NumaNodeReportStatus) error {
-	if _, err := r.node(ctx); err != nil {
+	node, err := r.node(ctx, r.nodeStale)
+	if err != nil {
 		return err
 	}
+	r.nodeStale = false
 	applied, err := status.ApplyConfigOf[numaac.NumaNodeReportStatusApplyConfiguration](st)
 	if err != nil {
 		return err
 	}
 	ac := numaac.NumaNodeReport(r.nodeName).WithStatus(applied).
 		WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").
-			WithName(r.nodeName).WithUID(r.nodeUID))
+			WithName(node.Name).WithUID(node.UID))
 	if err := r.client.Apply(ctx, ac, client.FieldOwner(AgentFieldManager(r.nodeName)), client.ForceOwnership); err != nil {
-		r.nodeUID = "" // perhaps a new Node: read it again next time
+		r.nodeStale = true // perhaps a new Node: read it again next time
 		return fmt.Errorf("applying the report of node %s: %w", r.nodeName, err)
 	}
 	return nil
@@ -135,20 +137,18 @@ func nriConditions(conds []metav1.Condition, nri string, now time.Time) []metav1
 	return conds
 }
 
-// node is the agent's Node, its UID read from the API once (and again after a report
-// write failed or the report was gone: perhaps a new Node of the same name). The UID owns
-// the report and tells the kubelet's mirror pods from pods that claim to be one; it is
-// shared with the other readers through NodeAgentOptions.Node.
-func (r *NodeAgentReconciler) node(ctx context.Context) (cgroups.Node, error) {
-	if r.nodeUID == "" {
-		var node corev1.Node
-		if err := r.reader.Get(ctx, client.ObjectKey{Name: r.nodeName}, &node); err != nil {
-			return cgroups.Node{}, fmt.Errorf("reading node %s: %w", r.nodeName, err)
-		}
-		r.nodeUID = node.UID
-		if r.opts.Node != nil {
-			r.opts.Node.SetUID(node.UID)
-		}
+// node is the agent's Node as NodeAgentOptions.Node knows it, its UID read from the API
+// when it has none yet, or again when refresh. The UID owns the report and tells the
+// kubelet's mirror pods from pods that claim to be one; placing at start and inspect share
+// it. A UID once read is kept while a refresh fails: planning goes on with it.
+func (r *NodeAgentReconciler) node(ctx context.Context, refresh bool) (cgroups.Node, error) {
+	if n := r.opts.Node.Node(); n.UID != "" && !refresh {
+		return n, nil
 	}
-	return cgroups.Node{Name: r.nodeName, UID: r.nodeUID}, nil
+	var node corev1.Node
+	if err := r.reader.Get(ctx, client.ObjectKey{Name: r.nodeName}, &node); err != nil {
+		return cgroups.Node{}, fmt.Errorf("reading node %s: %w", r.nodeName, err)
+	}
+	r.opts.Node.SetUID(node.UID)
+	return r.opts.Node.Node(), nil
 }

@@ -25,7 +25,7 @@ var _ = Describe("A node report past the CRD's bound", func() {
 		ctx := context.Background()
 		const node = "report-bound-node"
 		env.EnsureNode(node)
-		r := &NodeAgentReconciler{client: env.Client, reader: env.Client, nodeName: node, opts: testAgentOptions}
+		r := NewNodeAgentReconciler(env.Client, env.Client, node, nil, nil, testAgentOptions)
 		// One namespace selects the pod with 1,030 preferences, another with one.
 		big := podPlan{plan: desire.PodPlan{Namespace: "big"}}
 		for i := range 1030 {
@@ -54,7 +54,7 @@ var _ = Describe("A node report past the CRD's bound", func() {
 		ctx := context.Background()
 		const node = "report-bound-longest"
 		env.EnsureNode(node)
-		r := &NodeAgentReconciler{client: env.Client, reader: env.Client, nodeName: node, opts: testAgentOptions}
+		r := NewNodeAgentReconciler(env.Client, env.Client, node, nil, nil, testAgentOptions)
 		big := podPlan{plan: desire.PodPlan{Namespace: strings.Repeat("n", 63)}}
 		for i := range 1030 {
 			big.plan.Selected = append(big.plan.Selected, fmt.Sprintf("%s-%04d", strings.Repeat("p", 248), i))
