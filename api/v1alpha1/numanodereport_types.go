@@ -76,6 +76,16 @@ type NumaNodeReportStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	LedgerDamaged int32 `json:"ledgerDamaged,omitempty"`
 
+	// mechanisms are what can give a container its home on this node: prctl (the kernel's
+	// preferred-node prctl, or the emulator) and memoryPolicy (a memory policy given at a
+	// container's creation: the agent is connected to the runtime through NRI and the
+	// kernel takes a soft memory policy).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:Enum=prctl;memoryPolicy;migrate
+	Mechanisms []string `json:"mechanisms,omitempty"`
+
 	// nri says whether the agent is registered with the node's container runtime as an NRI
 	// plugin, to place containers at their start: Connected or Disconnected; absent when
 	// the agent is not configured for NRI (--nri-socket).
@@ -201,6 +211,11 @@ type PreferenceReport struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	PlacedAtStart int32 `json:"placedAtStart,omitempty"`
+	// memoryPolicy counts, of containers, those whose init holds the memory policy of their
+	// home, which the runtime gave at their creation (mechanism memoryPolicy).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MemoryPolicy int32 `json:"memoryPolicy,omitempty"`
 }
 
 // NodeCount counts pods for one NUMA node.

@@ -17,6 +17,26 @@ const (
 	// AnnotationPreferredNodePrefix + "<container name>" applies to one container (init
 	// containers included) and wins over AnnotationPreferredNode.
 	AnnotationPreferredNodePrefix = AnnotationPreferredNode + "."
+	// AnnotationMemoryPolicy says, for every container the pod's annotations place, whether
+	// a memory policy is given at creation: Auto, AtCreation or Off (spec.memoryPolicy).
+	AnnotationMemoryPolicy = "numapref.io/memory-policy"
+)
+
+// MemoryPolicy says whether a selected container gets a memory policy (set_mempolicy(2))
+// on its home when the runtime creates it.
+// +kubebuilder:validation:Enum=Auto;AtCreation;Off
+type MemoryPolicy string
+
+const (
+	// MemoryPolicyAuto gives the policy at creation on the nodes whose kernel cannot set a
+	// preferred node (no PR_PREFERRED_NID): there it is what can take effect. On a node with
+	// the prctl the prctl alone acts.
+	MemoryPolicyAuto MemoryPolicy = "Auto"
+	// MemoryPolicyAtCreation gives the policy at creation on every node, beside the prctl
+	// where there is one.
+	MemoryPolicyAtCreation MemoryPolicy = "AtCreation"
+	// MemoryPolicyOff never gives a memory policy.
+	MemoryPolicyOff MemoryPolicy = "Off"
 )
 
 // PlacementMode says how the preferred node is chosen on each host.
@@ -86,6 +106,18 @@ type NumaPreferenceSpec struct {
 	// +kubebuilder:validation:items:Minimum=0
 	// +kubebuilder:validation:items:Maximum=1023
 	Nodes []int32 `json:"nodes,omitempty"`
+
+	// memoryPolicy says whether the runtime gives each selected container a memory policy
+	// on its home when it creates the container (through NRI: MPOL_PREFERRED_MANY with
+	// MPOL_F_NUMA_BALANCING where the kernel takes it, which keeps NUMA balancing scanning
+	// the task, else MPOL_PREFERRED). Never MPOL_BIND, never cpuset.mems: nothing hard.
+	// Auto (the default) gives it on the nodes whose kernel lacks the preferred-node
+	// prctl, AtCreation on every node, Off on none. A container that runs already keeps the
+	// policy it was created with (reason PolicyAtCreationOnly): no policy can be set on a
+	// running process from outside.
+	// +optional
+	// +kubebuilder:default=Auto
+	MemoryPolicy MemoryPolicy `json:"memoryPolicy,omitempty"`
 }
 
 // Bounds of a NumaPreference's selector, as its markers state them. A label key is at most

@@ -54,6 +54,14 @@ const (
 	// ReasonTooManyTasks: the container has more tasks than its share of what the node's
 	// agent keeps per task (ledger entries, pidfds): it alone is not placed.
 	ReasonTooManyTasks = "TooManyTasks"
+	// ReasonPolicyAtCreationOnly: the container ran before it was selected (or before the
+	// agent was the runtime's NRI plugin), so it has no memory policy on its home: a policy
+	// can only be given when the runtime creates a container.
+	ReasonPolicyAtCreationOnly = "PolicyAtCreationOnly"
+	// ReasonMemoryPolicyUnsupported: the container should hold a memory policy, but this
+	// node cannot give one (the agent is not the runtime's NRI plugin, or the kernel takes
+	// no soft policy), or the runtime was asked and did not apply it.
+	ReasonMemoryPolicyUnsupported = "MemoryPolicyUnsupported"
 	// ReasonInvalidReport: the summarizer did not add up a node's entry for a preference
 	// (a reason this table does not know, or a count outside 0..MaxEntryCount); the node is
 	// named in the preference's status.problemNodes with this reason.
@@ -133,6 +141,10 @@ var reasonTable = map[string]ReasonInfo{
 		Meaning: "the agent is configured for NRI (--nri-socket) but not registered with the container runtime (no socket, a runtime without NRI, or a lost connection): new containers are placed only after they start (NRIConnected False on the node's report, the node label numapref.io/nri=disconnected)"},
 	ReasonTooManyTasks: {Problem: true, Warning: true,
 		Meaning: "the container has more tasks than one container may have placed on a node (the agent's --max-tasks-per-container): it alone is not placed, and the node's other containers keep the ledger and pidfds they share"},
+	ReasonPolicyAtCreationOnly: {Problem: true,
+		Meaning: "the container should have a memory policy on its home, but it was created before that was asked (or before the agent was the runtime's NRI plugin), and no policy can be set on a running process: it gets one when it is created again"},
+	ReasonMemoryPolicyUnsupported: {Problem: true, Warning: true,
+		Meaning: "the container should have a memory policy on its home, but this node cannot give one (the agent is not connected to the runtime through NRI, or the kernel takes no soft policy), or the runtime was asked at the container's creation and did not apply it (a runc before 1.4, a runtime that ignores linux.memoryPolicy)"},
 	ReasonInvalidReport: {Problem: true,
 		Meaning: "the node's report entry for the preference has a reason this summarizer does not know or a count outside 0..MaxEntryCount (a buggy or compromised agent, or one newer than the summarizer): none of its counts is added up, and the node is named in problemNodes"},
 }

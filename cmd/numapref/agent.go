@@ -21,6 +21,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/statedir"
 )
@@ -85,6 +86,9 @@ type agentHost struct {
 	procRoot, sysRoot string
 	topo              *numa.Topology
 	resolver          *cgroups.Resolver
+	// policies is what the kernel's set_mempolicy takes: the memory policy a container gets
+	// at creation.
+	policies mempolicy.Support
 }
 
 // openHost opens the kernel backend and reads the node's NUMA topology and cgroup layout.
@@ -98,6 +102,9 @@ func openHost(f *agentFlags) (*agentHost, error) {
 	if h.topo, err = numa.DiscoverTopology(h.sysRoot); err != nil {
 		return nil, fmt.Errorf("agent: reading NUMA topology: %w", err)
 	}
+	if h.policies, err = mempolicy.Probe(); err != nil {
+		log.Error(err, "Probing the kernel's memory policies; no container gets one at creation")
+	}
 	balancing, err := numa.ReadBalancing(h.procRoot)
 	if err != nil {
 		log.Error(err, "Reading kernel.numa_balancing; the preference only acts while it is enabled")
@@ -110,7 +117,7 @@ func openHost(f *agentFlags) (*agentHost, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	log.Info("Starting", "node", f.nodeName, "kernel", h.support, "numaNodes", h.topo.Online, "cgroups", h.resolver.Layout())
+	log.Info("Starting", "node", f.nodeName, "kernel", h.support, "memoryPolicies", h.policies, "numaNodes", h.topo.Online, "cgroups", h.resolver.Layout())
 	return h, nil
 }
 
@@ -155,7 +162,7 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 	stateDir := statedir.New(f.stateDir)
 	sysRoot := h.sysRoot
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
-		Resolver: h.resolver, Kernel: h.kernel, Support: h.support, ProcRoot: h.procRoot, OnlineNodes: h.topo.Online,
+		Resolver: h.resolver, Kernel: h.kernel, Support: h.support, Policies: h.policies, ProcRoot: h.procRoot, OnlineNodes: h.topo.Online,
 		LedgerPath:  stateDir.Ledger(),
 		ChoicesPath: stateDir.Choices(),
 		DesiredPath: stateDir.Desired(),
@@ -193,7 +200,8 @@ func addAgentRunnables(mgr ctrl.Manager, f *agentFlags, h *agentHost, ae agentEn
 		if err != nil {
 			label = "unknown"
 		}
-		return agent.NodeFacts{KernelSupport: kernelLabel(h.support), NUMABalancing: label, NUMANodes: len(h.topo.Online)}
+		return agent.NodeFacts{KernelSupport: kernelLabel(h.support), NUMABalancing: label, NUMANodes: len(h.topo.Online),
+			MemoryPolicies: h.policies.Preferred || h.policies.PreferredMany}
 	}
 	opts := agent.NodeAgentOptions{
 		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ae.ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
@@ -241,6 +249,7 @@ func addStartPlacing(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine, 
 		return fmt.Errorf("agent: registering NRI metrics: %w", err)
 	}
 	opts.NRI = plugin
+	engine.SetPolicyRuntime(plugin.Connected)
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -19,6 +21,7 @@ const (
 	LabelNUMABalancing = "numapref.io/numa-balancing" // disabled, normal, memory-tiering, normal-memory-tiering
 	LabelNUMANodes     = "numapref.io/numa-nodes"     // online NUMA node count
 	LabelNRI           = "numapref.io/nri"            // connected or disconnected; absent without --nri-socket
+	LabelMemoryPolicy  = "numapref.io/memory-policy"  // available or unavailable: mechanism memoryPolicy
 )
 
 // NodeFacts are this host's kernel facts, as node labels and in the node's report.
@@ -29,7 +32,26 @@ type NodeFacts struct {
 	// NRI is numav1.NRIConnected or NRIDisconnected for an agent with an NRI plugin, ""
 	// without one.
 	NRI string
+	// MemoryPolicies says the kernel takes a soft memory policy (MPOL_PREFERRED).
+	MemoryPolicies bool
 }
+
+// Mechanisms are what can give a container its home on this node, as the report names
+// them: prctl where the kernel backend sets a preferred node, memoryPolicy where the
+// runtime is reachable through NRI and the kernel takes a soft memory policy.
+func (f NodeFacts) Mechanisms() []string {
+	var m []string
+	if f.KernelSupport == "prctl" || f.KernelSupport == "emulator" {
+		m = append(m, plan.MechanismPrctl)
+	}
+	if f.MemoryPolicy() {
+		m = append(m, plan.MechanismMemoryPolicy)
+	}
+	return m
+}
+
+// MemoryPolicy says whether mechanism memoryPolicy is offered.
+func (f NodeFacts) MemoryPolicy() bool { return f.MemoryPolicies && f.NRI == numav1.NRIConnected }
 
 // BalancingEnabled is false when kernel.numa_balancing is known to be disabled: the kernel
 // then ignores every preferred node.
@@ -44,6 +66,7 @@ func (r *NodeAgentReconciler) publishLabels(ctx context.Context, facts NodeFacts
 		LabelKernelSupport: facts.KernelSupport,
 		LabelNUMABalancing: facts.NUMABalancing,
 		LabelNUMANodes:     strconv.Itoa(facts.NUMANodes),
+		LabelMemoryPolicy:  map[bool]string{true: "available", false: "unavailable"}[facts.MemoryPolicy()],
 	}
 	if facts.NRI != "" {
 		// Left out without NRI: server-side apply then removes a label this manager set.

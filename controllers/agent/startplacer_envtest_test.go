@@ -25,6 +25,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/nriruntime"
@@ -157,6 +158,8 @@ var _ = Describe("Placing a container at its start (NRI)", func() {
 type noPlacer struct{}
 
 func (noPlacer) PlaceAtStart(context.Context, nri.Start) {}
+
+func (noPlacer) PolicyAtCreation(context.Context, nri.Start) *mempolicy.OCIPolicy { return nil }
 
 // connectPlugin starts a runtime (nri's adaptation, in this process) and the agent's NRI
 // plugin with placer, connected to it until the spec ends.

@@ -134,7 +134,7 @@ func (e Effect) All() []*prometheus.Desc {
 
 // NRI describes the NRI plugin's metrics (internal/nodeagent/nri reads them at scrape time).
 type NRI struct {
-	Connected, Connects, Disconnects, Starts, Late, Panics *prometheus.Desc
+	Connected, Connects, Disconnects, Starts, Creates, Policies, Late, Panics *prometheus.Desc
 }
 
 // NewNRI describes the NRI plugin's metrics.
@@ -144,6 +144,8 @@ func NewNRI() NRI {
 		Connects:    desc("nri_connects_total", "Registrations with the container runtime's NRI that completed (the first, and one after each runtime restart)."),
 		Disconnects: desc("nri_disconnects_total", "NRI connections lost after registration (a runtime restart, or a plugin the runtime dropped)."),
 		Starts:      desc("nri_container_starts_total", "Containers the runtime handed to the agent as it started them (StartContainer)."),
+		Creates:     desc("nri_container_creates_total", "Containers the runtime handed to the agent as it created them (CreateContainer)."),
+		Policies:    desc("nri_memory_policies_total", "Containers the agent asked the runtime to create with a memory policy on their home (CreateContainer's linux.memoryPolicy)."),
 		Late:        desc("nri_late_placements_total", "Placements at a container's start that had not returned by their deadline: the runtime got its answer without them."),
 		Panics:      desc("nri_placer_panics_total", "Placements at a container's start that panicked: the runtime got its answer, the agent kept running, and the container is placed once the API reports it running."),
 	}
@@ -151,7 +153,7 @@ func NewNRI() NRI {
 
 // All lists the NRI metrics' descriptions.
 func (n NRI) All() []*prometheus.Desc {
-	return []*prometheus.Desc{n.Connected, n.Connects, n.Disconnects, n.Starts, n.Late, n.Panics}
+	return []*prometheus.Desc{n.Connected, n.Connects, n.Disconnects, n.Starts, n.Creates, n.Policies, n.Late, n.Panics}
 }
 
 // The node agent's controllers' metrics (controllers/agent observes them). They are

@@ -18,6 +18,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/ledger"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 	"github.com/numapref/numapref/internal/numa/prctl"
 )
 
@@ -51,6 +52,13 @@ type EngineConfig struct {
 	LedgerPath, ChoicesPath, DesiredPath string
 	// MemFree reads a node's free memory in bytes (MostFreeMemory; nil counts none).
 	MemFree func(node int) (uint64, error)
+	// Policies is what the kernel's set_mempolicy takes (mempolicy.Probe): the memory
+	// policy a container gets at creation (PolicyAtCreation).
+	Policies mempolicy.Support
+	// PolicyRuntime, when not nil, says whether the runtime can be asked for a memory
+	// policy at creation (the agent's NRI plugin is connected); nil means it cannot. It
+	// can also be set after NewEngine, before Start (SetPolicyRuntime).
+	PolicyRuntime func() bool
 	// RescanInterval is how often every container is checked again (forks reset the
 	// preference of the child, so new processes must be caught).
 	RescanInterval time.Duration
@@ -167,6 +175,8 @@ type Engine struct {
 	ledger *ledger.Store
 	// ledgerRetry is set while a pass is scheduled to retry a failed ledger write.
 	ledgerRetry atomic.Bool
+	// asked are the memory policies the runtime was asked for at creation (create.go).
+	asked *askedPolicies
 }
 
 // NewEngine makes an engine and loads its ledger, its sticky choices and the persisted
@@ -180,7 +190,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	placements, cerr := newPlacementMemory(cfg, store.View())
 	e := &Engine{
 		cfg: cfg, kick: make(chan struct{}, 1), ledger: store, placements: placements,
-		desires: newDesires(cfg), forks: newForkTracker(cfg), published: newPublished(),
+		desires: newDesires(cfg), forks: newForkTracker(cfg), published: newPublished(), asked: newAskedPolicies(),
 	}
 	return e, errors.Join(lerr, cerr, e.loadDesired())
 }
@@ -206,6 +216,9 @@ func (e *Engine) SetDesired(ds []desire.Desire) {
 		signal(e.kick)
 	}
 }
+
+// SetPolicyRuntime sets EngineConfig.PolicyRuntime; call it before Start.
+func (e *Engine) SetPolicyRuntime(connected func() bool) { e.cfg.PolicyRuntime = connected }
 
 // Results returns a copy of the last pass's results.
 func (e *Engine) Results() map[desire.ContainerKey]plan.Result { return e.published.results() }

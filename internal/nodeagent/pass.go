@@ -131,6 +131,7 @@ func (e *Engine) planInput(p *pass) plan.Input {
 		Desired: p.desired, Known: e.ledger.View(), Kernel: kernelReader{e.cfg.Kernel}, Cgroups: e.cfg.Resolver,
 		ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support, MemFree: e.cfg.MemFree, Log: e.cfg.Log,
 		MaxTasks: e.cfg.MaxTasksPerContainer, LedgerTasks: ledger.TaskCapacity(e.cfg.ledgerLimit), VerifyStarts: e.verifyStarts(p), IDs: p.ids,
+		Policies: e.cfg.Policies, PolicyRuntime: e.cfg.PolicyRuntime != nil && e.cfg.PolicyRuntime(), Asked: e.asked.get,
 	}
 	e.placements.intoInput(&in)
 	if p.fork != nil {

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strings"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
@@ -61,6 +62,7 @@ type reportAcc struct {
 	podNode                    map[string]int
 	containers, tasks          int32
 	placedAtStart              int32 // of containers: placed by a start pass
+	memoryPolicy               int32 // of containers: holding their home's memory policy
 	skipped, failed, noEffects map[string]int32
 }
 
@@ -77,8 +79,11 @@ func (a *reportAcc) add(d desire.Desire, results map[desire.ContainerKey]plan.Re
 		if r.PlacedAt == PlacedAtStart {
 			a.placedAtStart++
 		}
-		if !balancing {
-			a.noEffects[numav1.ReasonNumaBalancingDisabled]++
+		if strings.Contains(r.Mechanism, plan.MechanismMemoryPolicy) {
+			a.memoryPolicy++
+		}
+		if !balancing && r.Mechanism != plan.MechanismMemoryPolicy {
+			a.noEffects[numav1.ReasonNumaBalancingDisabled]++ // a memory policy acts without it
 		}
 	} else {
 		a.skipped[r.Reason]++
@@ -107,6 +112,7 @@ func (a *reportAcc) report(k reportKey) numav1.PreferenceReport {
 		Failed:        reasonCounts(a.failed),
 		Ineffective:   reasonCounts(a.noEffects),
 		PlacedAtStart: a.placedAtStart,
+		MemoryPolicy:  a.memoryPolicy,
 	}
 }
 

@@ -35,6 +35,11 @@ type Desire struct {
 	Node int
 	// Placement says how the node is chosen.
 	Placement Placement
+	// MemoryPolicy says whether the container gets a memory policy on its home at
+	// creation: the NumaPreference's spec.memoryPolicy, or the pod's
+	// numapref.io/memory-policy annotation for a container its annotations place. Empty is
+	// Auto.
+	MemoryPolicy numav1.MemoryPolicy `json:",omitempty"`
 	// Preference names the NumaPreference the node comes from; empty for an annotation.
 	Preference string
 	// Refusal is a reason not to act at all (InvalidAnnotation, ContainerNotRunning), and
@@ -61,6 +66,19 @@ type Placement struct {
 
 // Automatic reports whether the engine chooses the node.
 func (p Placement) Automatic() bool { return p.Mode != "" && p.Mode != numav1.PlacementModeStatic }
+
+// WantsPolicy says whether the container gets a memory policy on its home at creation on
+// a host whose kernel can (prctl) or cannot set a preferred node: AtCreation everywhere,
+// Off nowhere, Auto (or none said) where the prctl is not.
+func (d Desire) WantsPolicy(prctl bool) bool {
+	switch d.MemoryPolicy {
+	case numav1.MemoryPolicyAtCreation:
+		return true
+	case numav1.MemoryPolicyOff:
+		return false
+	}
+	return !prctl
+}
 
 // Key identifies the container on this host across passes and restarts.
 func (d Desire) Key() ContainerKey { return ContainerKey{PodUID: d.PodUID, Container: d.Container} }
@@ -131,6 +149,9 @@ func desireOf(node cgroups.Node, pod *corev1.Pod, c PodContainer, matching []*nu
 		d.Refusal, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
 	case annotated:
 		d.Node, d.Placement = value.node, Placement{Mode: value.mode}
+		if d.MemoryPolicy, err = memoryPolicyAnnotation(pod); err != nil {
+			d.Refusal, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
+		}
 		if value.mode != numav1.PlacementModeStatic {
 			d.Placement.Group = "annotation " + pod.Namespace + "/" + string(value.mode)
 			d.Placement.Weight = podWeight(pod)
@@ -142,6 +163,7 @@ func desireOf(node cgroups.Node, pod *corev1.Pod, c PodContainer, matching []*nu
 	case len(candidates) > 0:
 		winner := candidates[0]
 		d.Node, d.Placement, d.Preference = preferenceNode(winner), preferencePlacement(winner, pod), winner.Name
+		d.MemoryPolicy = winner.Spec.MemoryPolicy
 		for _, p := range candidates[1:] {
 			conflicts = append(conflicts, Conflict{Preference: p.Name, Container: c.Name,
 				Reason: numav1.ReasonOverriddenByPreference, Winner: winner.Name})
@@ -240,6 +262,21 @@ func annotationFor(pod *corev1.Pod, c PodContainer) (key string, value annotatio
 		return key, annotationValue{}, fmt.Errorf("annotation %s: %w", key, err), true
 	}
 	return key, annotationValue{node: node, mode: numav1.PlacementModeStatic}, nil, true
+}
+
+// memoryPolicyAnnotation is the pod's numapref.io/memory-policy annotation: "" (Auto) when
+// it has none, an error for a value that is not a MemoryPolicy.
+func memoryPolicyAnnotation(pod *corev1.Pod) (numav1.MemoryPolicy, error) {
+	v, ok := pod.Annotations[numav1.AnnotationMemoryPolicy]
+	if !ok {
+		return "", nil
+	}
+	switch p := numav1.MemoryPolicy(v); p {
+	case numav1.MemoryPolicyAuto, numav1.MemoryPolicyAtCreation, numav1.MemoryPolicyOff:
+		return p, nil
+	}
+	return "", fmt.Errorf("annotation %s: %s is not %s, %s or %s", numav1.AnnotationMemoryPolicy, quoteBounded(v),
+		numav1.MemoryPolicyAuto, numav1.MemoryPolicyAtCreation, numav1.MemoryPolicyOff)
 }
 
 // automaticModes are the modes an annotation may name instead of a node id.

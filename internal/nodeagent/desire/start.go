@@ -44,11 +44,13 @@ func PlanStart(node cgroups.Node, pod *corev1.Pod, prefs []numav1.NumaPreference
 // SameContainer says whether two container IDs name one container: the API's has the
 // runtime's scheme ("containerd://<id>"), the runtime's own, at a start, may not.
 func SameContainer(a, b string) bool {
-	bare := func(id string) string {
-		if _, rest, ok := strings.Cut(id, "://"); ok {
-			return rest
-		}
-		return id
+	return a != "" && BareContainerID(a) == BareContainerID(b)
+}
+
+// BareContainerID is a container ID without the runtime's scheme ("containerd://").
+func BareContainerID(id string) string {
+	if _, rest, ok := strings.Cut(id, "://"); ok {
+		return rest
 	}
-	return a != "" && bare(a) == bare(b)
+	return id
 }

@@ -14,14 +14,65 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/go-logr/logr"
+
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 )
 
-// The stub subscribes the plugin to the events whose handlers conn has: StartContainer
-// only. Synchronize is not an event; the runtime always calls it at registration.
+// The stub subscribes the plugin to the events whose handlers conn has: CreateContainer
+// and StartContainer. Synchronize is not an event; the runtime always calls it at
+// registration.
 var (
-	_ stub.StartContainerInterface = (*conn)(nil)
-	_ stub.SynchronizeInterface    = (*conn)(nil)
+	_ stub.CreateContainerInterface = (*conn)(nil)
+	_ stub.StartContainerInterface  = (*conn)(nil)
+	_ stub.SynchronizeInterface     = (*conn)(nil)
 )
+
+// CreateContainer asks the placer for the memory policy of the container the runtime is
+// creating, and answers with it as the container's adjustment (linux.memoryPolicy, which
+// the OCI runtime sets in the container's init before exec), or with no adjustment: for an
+// unselected container, one without a home, or when the placer misses its deadline. It
+// never fails the creation.
+func (c *conn) CreateContainer(ctx context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	c.p.stats.creates.Add(1)
+	s := startOf(pod, ctr, false)
+	answer := make(chan *mempolicy.OCIPolicy, 1) // a late placer's answer is dropped
+	c.p.bounded(ctx, s, func(pctx context.Context) { answer <- c.p.cfg.Placer.PolicyAtCreation(pctx, s) })
+	var pol *mempolicy.OCIPolicy
+	select {
+	case pol = <-answer:
+	default:
+	}
+	if pol == nil {
+		return nil, nil, nil
+	}
+	adj, err := memoryPolicyAdjustment(*pol)
+	if err != nil {
+		c.p.cfg.Log.Error(err, "Not giving the memory policy: NRI cannot spell it", "pod", s.Namespace+"/"+s.PodName, "container", s.Container)
+		return nil, nil, nil
+	}
+	c.p.stats.policies.Add(1)
+	return adj, nil, nil
+}
+
+// memoryPolicyAdjustment is the adjustment that gives a container memory policy o,
+// converted to NRI's enums by name (mempolicy.OCIPolicy).
+func memoryPolicyAdjustment(o mempolicy.OCIPolicy) (*api.ContainerAdjustment, error) {
+	mode, ok := api.MpolMode_value[o.Mode]
+	if !ok {
+		return nil, fmt.Errorf("memory policy mode %s: not an NRI mode", o.Mode)
+	}
+	flags := make([]api.MpolFlag, 0, len(o.Flags))
+	for _, f := range o.Flags {
+		v, ok := api.MpolFlag_value[f]
+		if !ok {
+			return nil, fmt.Errorf("memory policy flag %s: not an NRI flag", f)
+		}
+		flags = append(flags, api.MpolFlag(v))
+	}
+	adj := &api.ContainerAdjustment{}
+	adj.SetLinuxMemoryPolicy(api.MpolMode(mode), o.Nodes, flags...)
+	return adj, nil
+}
 
 // StartContainer hands the starting container to the placer and answers the runtime by the
 // placer's deadline. It never fails the start.
@@ -85,6 +136,7 @@ func startOf(pod *api.PodSandbox, ctr *api.Container, running bool) Start {
 		Pid:         int(ctr.GetPid()),
 		CgroupsPath: ctr.GetLinux().GetCgroupsPath(),
 		CpusetMems:  ctr.GetLinux().GetResources().GetCpu().GetMems(),
+		CpusetCPUs:  ctr.GetLinux().GetResources().GetCpu().GetCpus(),
 		Running:     running,
 	}
 }
@@ -95,6 +147,11 @@ func startOf(pod *api.PodSandbox, ctr *api.Container, running bool) Start {
 // runtime must have its answer, and the next request must not queue behind it. Its ctx
 // is done; Stats counts it in Late and, until it returns, in LateRunning.
 func (p *Plugin) place(ctx context.Context, s Start) {
+	p.bounded(ctx, s, func(pctx context.Context) { p.cfg.Placer.PlaceAtStart(pctx, s) })
+}
+
+// bounded runs call, the placer's work for container s, as place describes.
+func (p *Plugin) bounded(ctx context.Context, s Start, call func(context.Context)) {
 	deadline := time.Now().Add(p.cfg.RequestTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Add(-replyMargin).Before(deadline) {
 		deadline = d.Add(-replyMargin)
@@ -118,7 +175,7 @@ func (p *Plugin) place(ctx context.Context, s Start) {
 					"pod", s.Namespace+"/"+s.PodName, "container", s.Container, "stack", string(debug.Stack()))
 			}
 		}()
-		p.cfg.Placer.PlaceAtStart(pctx, s)
+		call(pctx)
 		if !state.CompareAndSwap(running, returned) {
 			p.stats.lateRunning.Add(^uint64(0)) // it was abandoned and counted
 		}

@@ -36,7 +36,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range []struct {
 		d *prometheus.Desc
 		v uint64
-	}{{c.Connects, s.Connects}, {c.Disconnects, s.Disconnects}, {c.Starts, s.Starts}, {c.Late, s.Late}, {c.Panics, s.Panics}} {
+	}{{c.Connects, s.Connects}, {c.Disconnects, s.Disconnects}, {c.Starts, s.Starts}, {c.Creates, s.Creates}, {c.Policies, s.Policies}, {c.Late, s.Late}, {c.Panics, s.Panics}} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}
 }

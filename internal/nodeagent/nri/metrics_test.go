@@ -34,6 +34,9 @@ numapref_nri_connected ` + connected + `
 # HELP numapref_nri_connects_total Registrations with the container runtime's NRI that completed (the first, and one after each runtime restart).
 # TYPE numapref_nri_connects_total counter
 numapref_nri_connects_total 1
+# HELP numapref_nri_container_creates_total Containers the runtime handed to the agent as it created them (CreateContainer).
+# TYPE numapref_nri_container_creates_total counter
+numapref_nri_container_creates_total 0
 # HELP numapref_nri_container_starts_total Containers the runtime handed to the agent as it started them (StartContainer).
 # TYPE numapref_nri_container_starts_total counter
 numapref_nri_container_starts_total 1
@@ -43,6 +46,9 @@ numapref_nri_disconnects_total ` + disconnects + `
 # HELP numapref_nri_late_placements_total Placements at a container's start that had not returned by their deadline: the runtime got its answer without them.
 # TYPE numapref_nri_late_placements_total counter
 numapref_nri_late_placements_total 0
+# HELP numapref_nri_memory_policies_total Containers the agent asked the runtime to create with a memory policy on their home (CreateContainer's linux.memoryPolicy).
+# TYPE numapref_nri_memory_policies_total counter
+numapref_nri_memory_policies_total 0
 # HELP numapref_nri_placer_panics_total Placements at a container's start that panicked: the runtime got its answer, the agent kept running, and the container is placed once the API reports it running.
 # TYPE numapref_nri_placer_panics_total counter
 numapref_nri_placer_panics_total 0

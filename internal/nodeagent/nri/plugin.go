@@ -35,6 +35,8 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
+
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 )
 
 // Defaults of Config's fields.
@@ -76,6 +78,8 @@ type Start struct {
 	// Running is true for a container the runtime reported at Synchronize: it was running
 	// when the plugin connected, and its tasks may already run the container's program.
 	Running bool
+	// CpusetCPUs is the container's cpuset.cpus as the runtime sets it, "" if it sets none.
+	CpusetCPUs string
 }
 
 // Placer places containers as they start.
@@ -85,6 +89,11 @@ type Placer interface {
 	// abandoned (it keeps running; its ctx is done; Stats counts it as late). Nothing it
 	// does can fail the start.
 	PlaceAtStart(ctx context.Context, s Start)
+	// PolicyAtCreation is the memory policy the runtime should give container s, which it
+	// is creating (no task, no cgroup yet), or nil for none. It should return by ctx's
+	// deadline, as PlaceAtStart; a late answer is dropped and the container is created
+	// without a policy.
+	PolicyAtCreation(ctx context.Context, s Start) *mempolicy.OCIPolicy
 }
 
 // Config configures a Plugin. Zero fields take the defaults above.
@@ -120,8 +129,9 @@ type Stats struct {
 	// refused); Disconnects the synchronized connections that were lost.
 	Connects, DialFailures, Disconnects uint64
 	// Starts counts StartContainer requests handed to the placer; Synced the running
-	// containers handed to it after Synchronize.
-	Starts, Synced uint64
+	// containers handed to it after Synchronize; Creates the CreateContainer requests, and
+	// Policies those answered with a memory policy.
+	Starts, Synced, Creates, Policies uint64
 	// Late counts placer calls that had not returned by their deadline; LateRunning is how
 	// many of those still have not.
 	Late, LateRunning uint64
@@ -134,7 +144,7 @@ type Stats struct {
 
 // counters are Stats, updated atomically.
 type counters struct {
-	connects, dialFailures, disconnects, starts, synced, late, lateRunning, abandoned, panics atomic.Uint64
+	connects, dialFailures, disconnects, starts, synced, creates, policies, late, lateRunning, abandoned, panics atomic.Uint64
 }
 
 // Plugin is the agent's NRI plugin. Start runs it.
@@ -211,7 +221,7 @@ func (p *Plugin) Stats() Stats {
 	s := &p.stats
 	return Stats{
 		Connects: s.connects.Load(), DialFailures: s.dialFailures.Load(), Disconnects: s.disconnects.Load(),
-		Starts: s.starts.Load(), Synced: s.synced.Load(),
+		Starts: s.starts.Load(), Synced: s.synced.Load(), Creates: s.creates.Load(), Policies: s.policies.Load(),
 		Late: s.late.Load(), LateRunning: s.lateRunning.Load(),
 		Abandoned: s.abandoned.Load(), Panics: s.panics.Load(),
 	}

@@ -50,7 +50,7 @@ func wantStart(name string, pid int, running bool) Start {
 		Annotations: map[string]string{"numapref.io/node": "1"},
 		Container:   name, ContainerID: "id-" + name, Pid: pid,
 		CgroupsPath: "kubepods-pod1.slice:cri-containerd:id-" + name,
-		CpusetMems:  "0-1", Running: running,
+		CpusetMems:  "0-1", CpusetCPUs: "0-3", Running: running,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 )
 
 // The tests drive the runtime side containerd and CRI-O embed in the test's process
@@ -76,6 +77,8 @@ type placements chan Start
 
 func (p placements) PlaceAtStart(_ context.Context, s Start) { p <- s }
 
+func (placements) PolicyAtCreation(context.Context, Start) *mempolicy.OCIPolicy { return nil }
+
 // next is the next placement, or fails the test.
 func (p placements) next(t testing.TB) Start {
 	t.Helper()
@@ -92,3 +95,5 @@ func (p placements) next(t testing.TB) Start {
 type placerFunc func(context.Context, Start)
 
 func (f placerFunc) PlaceAtStart(ctx context.Context, s Start) { f(ctx, s) }
+
+func (placerFunc) PolicyAtCreation(context.Context, Start) *mempolicy.OCIPolicy { return nil }

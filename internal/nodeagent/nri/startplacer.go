@@ -14,14 +14,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
+	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 )
 
 // StartEngine is what StartPlacer needs of the apply engine.
 type StartEngine interface {
 	PlaceAtStart(desire.Desire) (plan.Result, bool)
+	PolicyAtCreation(desire.Desire, cpuset.Cpuset) (plan.Result, mempolicy.Policy, bool)
 }
 
 // StartPlacer is the Placer of the agent's plugin: it places containers as the runtime
@@ -56,6 +60,58 @@ func NewStartPlacer(reader client.Reader, node *cgroups.NodeIdentity, engine Sta
 // reads only the cache, or the persisted NumaPreferences while the cache has not synced:
 // the runtime waits for its answer.
 func (p *StartPlacer) PlaceAtStart(ctx context.Context, s Start) {
+	d, ok := p.decide(ctx, s)
+	if !ok {
+		return
+	}
+	if r, ok := p.engine.PlaceAtStart(d); ok {
+		p.log.V(1).Info("Placed at start", "pod", s.Namespace+"/"+s.PodName, "container", s.Container, "reason", r.Reason, "node", r.Node, "tasks", r.Tasks)
+	}
+}
+
+// PolicyAtCreation decides for the container s the runtime is creating as PlaceAtStart
+// does, and returns the memory policy the engine gives it, in the runtime's names, or nil
+// (Placer).
+func (p *StartPlacer) PolicyAtCreation(ctx context.Context, s Start) *mempolicy.OCIPolicy {
+	log := p.log.WithValues("pod", s.Namespace+"/"+s.PodName, "container", s.Container)
+	cpus, err := numa.ParseList(s.CpusetCPUs)
+	if err == nil {
+		var mems []int
+		mems, err = numa.ParseList(s.CpusetMems)
+		if err == nil {
+			d, ok := p.decide(ctx, s)
+			if !ok {
+				return nil
+			}
+			return p.policyOf(log, d, cpuset.Cpuset{CPUs: cpus, Mems: mems})
+		}
+	}
+	log.Error(err, "Reading the created container's cpuset; it gets no memory policy", "cpus", s.CpusetCPUs, "mems", s.CpusetMems)
+	return nil
+}
+
+// policyOf is the engine's memory policy for desire d of a container created with cpuset
+// cs, in the runtime's names, or nil.
+func (p *StartPlacer) policyOf(log logr.Logger, d desire.Desire, cs cpuset.Cpuset) *mempolicy.OCIPolicy {
+	r, pol, ok := p.engine.PolicyAtCreation(d, cs)
+	if !ok {
+		if r.Reason != "" {
+			log.V(1).Info("No memory policy at creation", "reason", r.Reason, "message", r.Message)
+		}
+		return nil
+	}
+	o, err := pol.OCI()
+	if err != nil { // HomePolicy makes only soft policies: cannot happen
+		log.Error(err, "Not giving the memory policy")
+		return nil
+	}
+	log.V(1).Info("Memory policy at creation", "policy", pol.String(), "node", r.Node)
+	return &o
+}
+
+// decide is the desire of container s, from the agent's cache or, while it has not
+// synced, the persisted NumaPreferences; ok is false when nothing asks for it.
+func (p *StartPlacer) decide(ctx context.Context, s Start) (desire.Desire, bool) {
 	log := p.log.WithValues("pod", s.Namespace+"/"+s.PodName, "container", s.Container)
 	var prefs numav1.NumaPreferenceList
 	cctx, cancel := context.WithCancel(ctx)
@@ -65,26 +121,23 @@ func (p *StartPlacer) PlaceAtStart(ctx context.Context, s Start) {
 	var ok bool
 	if err == nil {
 		if pod, ok = p.pod(cctx, s); !ok {
-			return
+			return desire.Desire{}, false
 		}
 	} else {
 		// No cache yet: the sandbox's pod, and what the API last said.
 		if prefs.Items, ok = p.stored(s.Namespace); !ok {
 			log.Error(err, "Listing the cached NumaPreferences; the container is placed once the API reports it running")
-			return
+			return desire.Desire{}, false
 		}
 		log.V(1).Info("Deciding from the persisted NumaPreferences: the cache has not synced", "error", err.Error())
 		pod = sandboxPod(s)
 	}
 	d, ok := desire.PlanStart(p.node.Node(), pod, prefs.Items, s.Container, s.ContainerID)
 	if !ok {
-		return // nothing asks for it
+		return desire.Desire{}, false // nothing asks for it
 	}
 	d.Ref.CgroupsPath = s.CgroupsPath // the runtime's own word on where the container is
-	r, ok := p.engine.PlaceAtStart(d)
-	if ok {
-		log.V(1).Info("Placed at start", "reason", r.Reason, "node", r.Node, "tasks", r.Tasks)
-	}
+	return d, true
 }
 
 // pod is s's pod as the cache holds it (a static pod's mirror pod too: its cgroup's UID is

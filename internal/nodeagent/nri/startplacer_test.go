@@ -13,15 +13,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/ctrltest"
 )
 
 // startRecorder is an engine that records what it is asked to place at a start.
 type startRecorder []desire.Desire
+
+func (r *startRecorder) PolicyAtCreation(d desire.Desire, _ cpuset.Cpuset) (plan.Result, mempolicy.Policy, bool) {
+	*r = append(*r, d)
+	return plan.Result{Desire: d, Reason: numav1.ReasonApplied, Node: d.Node}, mempolicy.Preferred(d.Node), true
+}
 
 func (r *startRecorder) PlaceAtStart(d desire.Desire) (plan.Result, bool) {
 	*r = append(*r, d)

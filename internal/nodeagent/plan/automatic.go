@@ -136,7 +136,7 @@ func (pl *planner) resolve(desired map[desire.ContainerKey]desire.Desire) bool {
 func (pl *planner) groupPods(desired map[desire.ContainerKey]desire.Desire) map[ChoiceKey]*podMembers {
 	groups := map[ChoiceKey]*podMembers{}
 	for key, d := range desired {
-		if d.Refusal != "" || !d.Placement.Automatic() || !pl.in.Support.Supported {
+		if d.Refusal != "" || !d.Placement.Automatic() || !pl.in.Support.Supported && !d.WantsPolicy(false) {
 			continue
 		}
 		if d.Placement.Mode == numav1.PlacementModeFollowCPUs {

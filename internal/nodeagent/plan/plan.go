@@ -16,6 +16,7 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/known"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 )
 
 // Cgroups finds a container's cgroup, lists its tasks and reads its cpuset. It only reads.
@@ -61,6 +62,15 @@ type Input struct {
 	ForkTID int
 	// IDs identifies the tasks to SET and holds their pidfds until the pass ends.
 	IDs *Identifier
+	// Policies is what this kernel's set_mempolicy takes (mempolicy.Probe): the memory
+	// policy a container gets at creation, and what its tasks are checked against.
+	Policies mempolicy.Support
+	// PolicyRuntime says the runtime can be asked for a memory policy at creation: the
+	// agent is connected to it through NRI.
+	PolicyRuntime bool
+	// Asked says which memory policy the runtime was asked for at the creation of a
+	// container, by its ID (policy.go); nil for none.
+	Asked func(containerID string) (mempolicy.Policy, bool)
 }
 
 // Plan is what a pass decided: the SETs to issue and the containers to undo, with the
@@ -129,6 +139,12 @@ type Result struct {
 	// skipped after its tasks were listed (MemoryPinnedElsewhere); 0 for the other reasons,
 	// whose containers are skipped before any task is read. Only metrics use it.
 	SkippedTasks int
+	// Mechanism says what gave the container its home: MechanismPrctl, MechanismMemoryPolicy
+	// or both ("prctl+memoryPolicy"); "" while nothing did.
+	Mechanism string
+	// Policy is the memory policy the container's init holds, as numa_maps prints it
+	// ("prefer:1"); "" when it was not read (the container is not meant to have one).
+	Policy string
 	// PlacedAt says how the agent first placed the container (the engine's PlacedAtStart,
 	// PlacedAtAfterStart or PlacedBeforeRestart); "" until a SET of it is confirmed.
 	PlacedAt string
@@ -210,29 +226,25 @@ func (pl *planner) planContainer(key desire.ContainerKey, d desire.Desire, trust
 		return cp
 	}
 	cp.Listing = &Listing{Cgroup: cg, Tasks: tids}
-	pl.planTasks(&cp, d, cg, tids, trust)
 	cp.Result.Reason = numav1.ReasonApplied
+	if d.WantsPolicy(pl.in.Support.Supported) {
+		pl.checkPolicy(&cp.Result, tids)
+	}
+	if !pl.in.Support.Supported {
+		return cp // the memory policy alone: nothing to set, nothing to undo
+	}
+	pl.planTasks(&cp, d, cg, tids, trust)
+	cp.Result.Mechanism = joinMechanisms(MechanismPrctl, cp.Result.Mechanism)
 	return cp
 }
 
 // admit decides the container's node (into r) and reads its cgroup and tasks, or returns
 // the reason (and message) the container gets nothing.
 func (pl *planner) admit(key desire.ContainerKey, d desire.Desire, r *Result) (*cgroups.Container, []cgroups.TaskRef, string, string) {
-	res := pl.resolved.of(key) // the automatic modes' choice (automatic.go)
-	switch {
-	case d.Refusal != "":
-		return nil, nil, d.Refusal, d.Message
-	case !pl.in.Support.Supported:
-		return nil, nil, numav1.ReasonKernelUnsupported, "this kernel cannot set a preferred NUMA node: " + pl.in.Support.Reason
-	case d.Placement.Automatic() && res.skip != "":
-		return nil, nil, res.skip, res.message
-	case d.Placement.Automatic():
-		r.Node, r.Why = res.node, res.why
+	if reason, msg := pl.home(key, d, r); reason != "" {
+		return nil, nil, reason, msg
 	}
-	node, topo := r.Node, pl.in.Topology
-	if !topo.online[node] {
-		return nil, nil, numav1.ReasonNodeNotPresent, fmt.Sprintf("NUMA node %d is not online on this host (online: %s)", node, numa.FormatList(topo.nodes))
-	}
+	node := r.Node
 	cg, cs, err := pl.cgroupOf(key, d)
 	if err != nil {
 		return nil, nil, cgroupReason(err), err.Error()
@@ -252,6 +264,26 @@ func (pl *planner) admit(key desire.ContainerKey, d desire.Desire, r *Result) (*
 		return nil, nil, numav1.ReasonTooManyTasks, tooManyTasks(pl.in.MaxTasks)
 	}
 	return cg, tids, "", ""
+}
+
+// home decides the container's node (into r), or returns the reason (and message) it has
+// none on this host: the first half of admit, and all of a creation's decision.
+func (pl *planner) home(key desire.ContainerKey, d desire.Desire, r *Result) (string, string) {
+	res := pl.resolved.of(key) // the automatic modes' choice (automatic.go)
+	switch {
+	case d.Refusal != "":
+		return d.Refusal, d.Message
+	case !pl.in.Support.Supported && !d.WantsPolicy(false):
+		return numav1.ReasonKernelUnsupported, "this kernel cannot set a preferred NUMA node: " + pl.in.Support.Reason
+	case d.Placement.Automatic() && res.skip != "":
+		return res.skip, res.message
+	case d.Placement.Automatic():
+		r.Node, r.Why = res.node, res.why
+	}
+	if topo := pl.in.Topology; !topo.online[r.Node] {
+		return numav1.ReasonNodeNotPresent, fmt.Sprintf("NUMA node %d is not online on this host (online: %s)", r.Node, numa.FormatList(topo.nodes))
+	}
+	return "", ""
 }
 
 // planTasks decides, for each listed task of a container, whether it needs a SET, and

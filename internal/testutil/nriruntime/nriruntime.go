@@ -136,6 +136,19 @@ func (r *Runtime) StartContainer(pod *api.PodSandbox, ctr *api.Container) error 
 	return a.StartContainer(context.Background(), &api.StartContainerRequest{Pod: pod, Container: ctr})
 }
 
+// CreateContainer relays a CreateContainer to the plugins, as the runtime does before it
+// writes the container's OCI spec, and returns their combined adjustment.
+func (r *Runtime) CreateContainer(pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, error) {
+	r.mu.Lock()
+	a := r.a
+	r.mu.Unlock()
+	rsp, err := a.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: ctr})
+	if err != nil {
+		return nil, err
+	}
+	return rsp.GetAdjust(), nil
+}
+
 // WaitPlugin waits until the runtime has the plugin registered and synchronized: the
 // requests it relays from then on reach the plugin.
 func (r *Runtime) WaitPlugin() {

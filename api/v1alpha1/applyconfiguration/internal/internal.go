@@ -56,6 +56,8 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: atomic
+- name: com.github.numapref.numapref.api.v1alpha1.MemoryPolicy
+  scalar: string
 - name: com.github.numapref.numapref.api.v1alpha1.NodeCount
   map:
     fields:
@@ -109,6 +111,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: ledgerDamaged
       type:
         scalar: numeric
+    - name: mechanisms
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
     - name: nri
       type:
         scalar: string
@@ -160,6 +168,10 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: associative
+    - name: memoryPolicy
+      type:
+        namedType: com.github.numapref.numapref.api.v1alpha1.MemoryPolicy
+      default: Auto
     - name: mode
       type:
         namedType: com.github.numapref.numapref.api.v1alpha1.PlacementMode
@@ -228,6 +240,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - reason
+    - name: memoryPolicy
+      type:
+        scalar: numeric
     - name: name
       type:
         scalar: string

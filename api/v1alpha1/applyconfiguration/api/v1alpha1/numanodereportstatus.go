@@ -27,6 +27,11 @@ type NumaNodeReportStatusApplyConfiguration struct {
 	// LedgerDamaged): 1 means the values the agent had recorded before are lost, and may
 	// never be undone. 0 again after an agent starts with an intact ledger.
 	LedgerDamaged *int32 `json:"ledgerDamaged,omitempty"`
+	// mechanisms are what can give a container its home on this node: prctl (the kernel's
+	// preferred-node prctl, or the emulator) and memoryPolicy (a memory policy given at a
+	// container's creation: the agent is connected to the runtime through NRI and the
+	// kernel takes a soft memory policy).
+	Mechanisms []string `json:"mechanisms,omitempty"`
 	// nri says whether the agent is registered with the node's container runtime as an NRI
 	// plugin, to place containers at their start: Connected or Disconnected; absent when
 	// the agent is not configured for NRI (--nri-socket).
@@ -85,6 +90,16 @@ func (b *NumaNodeReportStatusApplyConfiguration) WithNumaNodes(value int32) *Num
 // If called multiple times, the LedgerDamaged field is set to the value of the last call.
 func (b *NumaNodeReportStatusApplyConfiguration) WithLedgerDamaged(value int32) *NumaNodeReportStatusApplyConfiguration {
 	b.LedgerDamaged = &value
+	return b
+}
+
+// WithMechanisms adds the given value to the Mechanisms field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Mechanisms field.
+func (b *NumaNodeReportStatusApplyConfiguration) WithMechanisms(values ...string) *NumaNodeReportStatusApplyConfiguration {
+	for i := range values {
+		b.Mechanisms = append(b.Mechanisms, values[i])
+	}
 	return b
 }
 

@@ -30,6 +30,15 @@ type NumaPreferenceSpecApplyConfiguration struct {
 	Node *int32 `json:"node,omitempty"`
 	// nodes restricts the automatic modes to these NUMA node ids; unset allows every node.
 	Nodes []int32 `json:"nodes,omitempty"`
+	// memoryPolicy says whether the runtime gives each selected container a memory policy
+	// on its home when it creates the container (through NRI: MPOL_PREFERRED_MANY with
+	// MPOL_F_NUMA_BALANCING where the kernel takes it, which keeps NUMA balancing scanning
+	// the task, else MPOL_PREFERRED). Never MPOL_BIND, never cpuset.mems: nothing hard.
+	// Auto (the default) gives it on the nodes whose kernel lacks the preferred-node
+	// prctl, AtCreation on every node, Off on none. A container that runs already keeps the
+	// policy it was created with (reason PolicyAtCreationOnly): no policy can be set on a
+	// running process from outside.
+	MemoryPolicy *apiv1alpha1.MemoryPolicy `json:"memoryPolicy,omitempty"`
 }
 
 // NumaPreferenceSpecApplyConfiguration constructs a declarative configuration of the NumaPreferenceSpec type for use with
@@ -79,5 +88,13 @@ func (b *NumaPreferenceSpecApplyConfiguration) WithNodes(values ...int32) *NumaP
 	for i := range values {
 		b.Nodes = append(b.Nodes, values[i])
 	}
+	return b
+}
+
+// WithMemoryPolicy sets the MemoryPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MemoryPolicy field is set to the value of the last call.
+func (b *NumaPreferenceSpecApplyConfiguration) WithMemoryPolicy(value apiv1alpha1.MemoryPolicy) *NumaPreferenceSpecApplyConfiguration {
+	b.MemoryPolicy = &value
 	return b
 }

@@ -36,6 +36,9 @@ type PreferenceReportApplyConfiguration struct {
 	// they started (through the API's pod status, a fork event or a rescan), or before this
 	// agent started.
 	PlacedAtStart *int32 `json:"placedAtStart,omitempty"`
+	// memoryPolicy counts, of containers, those whose init holds the memory policy of their
+	// home, which the runtime gave at their creation (mechanism memoryPolicy).
+	MemoryPolicy *int32 `json:"memoryPolicy,omitempty"`
 }
 
 // PreferenceReportApplyConfiguration constructs a declarative configuration of the PreferenceReport type for use with
@@ -149,5 +152,13 @@ func (b *PreferenceReportApplyConfiguration) WithIneffective(values ...*ReasonCo
 // If called multiple times, the PlacedAtStart field is set to the value of the last call.
 func (b *PreferenceReportApplyConfiguration) WithPlacedAtStart(value int32) *PreferenceReportApplyConfiguration {
 	b.PlacedAtStart = &value
+	return b
+}
+
+// WithMemoryPolicy sets the MemoryPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MemoryPolicy field is set to the value of the last call.
+func (b *PreferenceReportApplyConfiguration) WithMemoryPolicy(value int32) *PreferenceReportApplyConfiguration {
+	b.MemoryPolicy = &value
 	return b
 }
