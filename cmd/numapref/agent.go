@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/go-logr/logr"
 	"github.com/numapref/numapref/controllers/agent"
 	"github.com/numapref/numapref/internal/metrics"
 	"github.com/numapref/numapref/internal/nodeagent"
@@ -103,7 +105,7 @@ func openHost(f *agentFlags) (*agentHost, error) {
 		return nil, fmt.Errorf("agent: reading NUMA topology: %w", err)
 	}
 	if h.policies, err = mempolicy.Probe(); err != nil {
-		log.Error(err, "Probing the kernel's memory policies; no container gets one at creation")
+		h.policies = policiesOfRelease(log, err, h.topo.Online)
 	}
 	balancing, err := numa.ReadBalancing(h.procRoot)
 	if err != nil {
@@ -119,6 +121,27 @@ func openHost(f *agentFlags) (*agentHost, error) {
 	}
 	log.Info("Starting", "node", f.nodeName, "kernel", h.support, "memoryPolicies", h.policies, "numaNodes", h.topo.Online, "cgroups", h.resolver.Layout())
 	return h, nil
+}
+
+// policiesOfRelease is what the kernel takes of the memory policies, by its release, when
+// the agent may not probe them (probeErr: a seccomp profile that allows get_mempolicy only
+// with CAP_SYS_NICE); none when the release says nothing either.
+func policiesOfRelease(log logr.Logger, probeErr error, online []int) mempolicy.Support {
+	var uts unix.Utsname
+	node := 0
+	if len(online) > 0 {
+		node = online[0]
+	}
+	err := unix.Uname(&uts)
+	if err == nil {
+		var s mempolicy.Support
+		if s, err = mempolicy.SupportOfRelease(unix.ByteSliceToString(uts.Release[:]), node); err == nil {
+			log.Info("Memory policies known by the kernel's release: this agent may not probe them", "probe", probeErr.Error(), "policies", s)
+			return s
+		}
+	}
+	log.Error(errors.Join(probeErr, err), "Reading the kernel's memory policies; no container gets one at creation")
+	return mempolicy.Support{Node: -1}
 }
 
 // forkSource is the proc connector's fork events and the kernel-side filter on them; both
