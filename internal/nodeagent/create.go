@@ -7,6 +7,7 @@ import (
 	"maps"
 	"sync"
 
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
@@ -37,8 +38,9 @@ func (e *Engine) PolicyAtCreation(d desire.Desire, cs cpuset.Cpuset) (r plan.Res
 	desired[key] = d
 	ps := &pass{kind: passStart, desired: desired, ids: plan.NewIdentifier(e.cfg.ProcRoot, e.cfg.handles, 0)}
 	pl, p := plan.AtCreation(e.planInput(ps), plan.Creation{Key: key, Cpuset: cs})
-	if pl.Resolved && pl.ChoicesChanged {
-		e.placements.adopt(plan.Plan{Resolved: true, ChoicesChanged: true, Resolutions: pl.Resolutions, Choices: pl.Choices})
+	e.placements.adopt(pl) // a choice made here is kept, for the container's start
+	if d.Placement.Automatic() && d.Placement.Mode != numav1.PlacementModeFollowCPUs {
+		e.placements.hold(plan.ChoiceKey{PodUID: d.PodUID, Group: d.Placement.Group}, e.cfg.Clock.Now().Add(e.cfg.StartGrace))
 	}
 	r = pl.Containers[0].Result
 	if r.Mechanism != plan.MechanismMemoryPolicy {

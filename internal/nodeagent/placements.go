@@ -26,6 +26,9 @@ type placementMemory struct {
 	choicesPath string // "" keeps the choices in memory only
 	choices     plan.Choices
 	resolved    plan.Resolutions
+	// held are the choices made at a container's creation, until when they are kept
+	// though their pods are not desired yet (plan.Input.Held).
+	held map[plan.ChoiceKey]time.Time
 
 	// topo is the host's online nodes and CPUs as a full pass last read them, at topoRead
 	// for desire generation topoGen; readTopo reads them (nil: never again).
@@ -52,6 +55,7 @@ func newPlacementMemory(cfg EngineConfig, known known.View) (*placementMemory, e
 	m := &placementMemory{
 		choicesPath: cfg.ChoicesPath, topo: plan.NewTopology(cfg.OnlineNodes, cfg.CPUNode), readTopo: cfg.Topology,
 		placedAt: placedBeforeRestart(known), boottime: cfg.Boottime, clock: cfg.Clock, log: cfg.Log,
+		held: map[plan.ChoiceKey]time.Time{},
 	}
 	m.bootAtStart, m.bootAtStartOK = cfg.Boottime()
 	if m.choicesPath != "" {
@@ -76,7 +80,22 @@ func removeStaleTemps(path string, log logr.Logger) {
 // resolutions and a copy of the choices.
 func (m *placementMemory) intoInput(in *plan.Input) {
 	in.Topology, in.Resolved, in.Choices = m.topo, m.resolved, maps.Clone(m.choices)
+	now := m.clock.Now()
+	for ck, until := range m.held {
+		if now.After(until) {
+			delete(m.held, ck) // its container never started, or the API's desire has it
+			continue
+		}
+		if in.Held == nil {
+			in.Held = map[plan.ChoiceKey]bool{}
+		}
+		in.Held[ck] = true
+	}
 }
+
+// hold keeps choice ck until until, though its pod is not desired yet: it was made at a
+// container's creation, which its start follows.
+func (m *placementMemory) hold(ck plan.ChoiceKey, until time.Time) { m.held[ck] = until }
 
 // adopt takes what a plan resolved: the resolutions, and the choices when they changed,
 // which are saved at once (before the plan's SETs act on them).

@@ -107,7 +107,7 @@ func (pl *planner) resolve(desired map[desire.ContainerKey]desire.Desire) bool {
 	groups := pl.groupPods(desired)
 	dirty := false
 	for ck := range pl.choices {
-		if m, ok := groups[ck]; !ok || m.placement.Mode != pl.choices[ck].Mode {
+		if m, ok := groups[ck]; !ok && !pl.in.Held[ck] || ok && m.placement.Mode != pl.choices[ck].Mode {
 			delete(pl.choices, ck) // the pod left, or its preference changed mode: its share is free
 			dirty = true
 		}

@@ -40,6 +40,9 @@ type Input struct {
 	// Resolved are the automatic modes' choices of the last full pass, for a fork or start
 	// pass (a full pass makes its own).
 	Resolved Resolutions
+	// Held are the choices made at containers' creation (AtCreation), kept though their
+	// pods are not desired yet: their start follows.
+	Held map[ChoiceKey]bool
 	// Kernel reads tasks' preferred nodes: planning cannot set one.
 	Kernel   numa.PreferredNodeReader
 	Cgroups  Cgroups

@@ -1,0 +1,67 @@
+// Copyright 2026 The numapref Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package nodeagent
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/cpuset"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
+	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
+)
+
+// The engine gives a container it creates the memory policy of its home only once synced
+// and only when its desire wants one; it remembers what it asked for by container ID; a
+// Spread pod's choice made at creation is kept, so the next pod created is spread to the
+// other node and the first keeps its node at its start.
+func TestPolicyAtCreation(t *testing.T) {
+	h := newFakeHost(t)
+	e := h.engine(EngineConfig{Policies: mempolicy.Support{Preferred: true, PreferredMany: true}})
+	d := fakeDesire(1)
+	d.MemoryPolicy = numav1.MemoryPolicyAtCreation
+	if _, _, ok := e.PolicyAtCreation(d, cpuset.Cpuset{}); ok {
+		t.Fatal("a policy before the engine is synced")
+	}
+	e.SetDesired(nil)
+	r, p, ok := e.PolicyAtCreation(d, cpuset.Cpuset{})
+	if !ok || !p.Equal(mempolicy.Preferred(1)) || r.Mechanism != plan.MechanismMemoryPolicy {
+		t.Fatalf("PolicyAtCreation = %+v, %s, %v; want prefer:1 by memoryPolicy", r, p, ok)
+	}
+	if asked, ok := e.asked.get("x"); !ok || !asked.Equal(p) {
+		t.Errorf("asked for container x: %s, %v; want %s remembered by its bare ID", asked, ok, p)
+	}
+	if _, _, ok := e.PolicyAtCreation(d, cpuset.Cpuset{Mems: []int{0}}); ok {
+		t.Error("a policy on node 1 for a container whose cpuset.mems is 0")
+	}
+	d.MemoryPolicy = numav1.MemoryPolicyAuto // the prctl is here: Auto leaves it alone
+	if _, _, ok := e.PolicyAtCreation(d, cpuset.Cpuset{}); ok {
+		t.Error("a policy for Auto on a node with the prctl")
+	}
+
+	spread := func(name string) desire.Desire {
+		return desire.Desire{Pod: types.NamespacedName{Namespace: "ns", Name: name}, PodUID: types.UID("uid-" + name), Container: "main",
+			Node: numa.NoNode, Ref: cgroups.ContainerRef{PodUID: "uid-" + name, ContainerID: "containerd://" + name},
+			MemoryPolicy: numav1.MemoryPolicyAtCreation,
+			Placement:    desire.Placement{Mode: numav1.PlacementModeSpread, Group: "NumaPreference ns/db", Weight: 1000}}
+	}
+	a, b := spread("a"), spread("b")
+	ra, _, okA := e.PolicyAtCreation(a, cpuset.Cpuset{})
+	if !okA {
+		t.Fatalf("Spread pod a at creation: %+v", ra)
+	}
+	// b is created before a starts: a's choice counts in the group's load all the same.
+	rb, _, okB := e.PolicyAtCreation(b, cpuset.Cpuset{})
+	if !okB || rb.Node == ra.Node {
+		t.Errorf("Spread pod b at creation on node %d (%v), a on %d; want the other node", rb.Node, okB, ra.Node)
+	}
+	if r, ok := e.PlaceAtStart(a); !ok || r.Node != ra.Node {
+		t.Errorf("Spread pod a at its start: node %d (%v), want its node at creation, %d", r.Node, ok, ra.Node)
+	}
+}
