@@ -53,7 +53,7 @@ func printPodHeader(w io.Writer, pod *inspect.Pod) {
 // message and the errors of reading its cgroup, cpuset and tasks).
 func printContainers(w io.Writer, pod *inspect.Pod) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONTAINER\tDESIRED\tSOURCE\tREASON\tPLACED\tTASKS\tCPUSET MEMS\tCGROUP")
+	fmt.Fprintln(tw, "CONTAINER\tDESIRED\tSOURCE\tREASON\tBY\tPLACED\tTASKS\tCPUSET MEMS\tCGROUP")
 	var notes []string
 	for _, c := range pod.Containers {
 		name := c.Name
@@ -64,7 +64,8 @@ func printContainers(w io.Writer, pod *inspect.Pod) error {
 		if c.DesiredNode != nil {
 			tasks = fmt.Sprintf("%d/%d", c.ManagedTasks, len(c.Tasks))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, desired(c.DesiredNode), orDash(c.Source), c.Reason, orDash(c.PlacedAt), tasks, cpusetMems(c), cgroupPath(c))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, desired(c.DesiredNode), orDash(c.Source), c.Reason, orDash(c.Mechanism),
+			orDash(c.PlacedAt), tasks, cpusetMems(c), cgroupPath(c))
 		notes = append(notes, containerNotes(c)...)
 	}
 	if err := tw.Flush(); err != nil {
@@ -105,7 +106,7 @@ func containerNotes(c inspect.Container) []string {
 	}
 	var notes []string
 	for _, n := range []struct{ what, msg string }{
-		{"", mode}, {"", c.Message}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
+		{"", mode}, {"", c.Message}, {"memory policy ", c.MemoryPolicy}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
 	} {
 		if n.msg != "" {
 			notes = append(notes, fmt.Sprintf("  %s: %s%s", c.Name, n.what, n.msg))

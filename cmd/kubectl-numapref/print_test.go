@@ -27,7 +27,7 @@ func samplePod() *inspect.Pod {
 			{Name: "setup", Init: true, Reason: inspect.ReasonNotSelected,
 				CgroupError: "the container has not started: no container ID in pod status", Tasks: []inspect.Task{}},
 			{Name: "main", ContainerID: "containerd://abc", DesiredNode: intp(1), Source: "NumaPreference/db",
-				Reason: "Applied", PlacedAt: "Start", ManagedTasks: 2,
+				Reason: "Applied", PlacedAt: "Start", ManagedTasks: 2, Mechanism: "prctl+memoryPolicy", MemoryPolicy: "prefer:1",
 				Cgroup: &inspect.Cgroup{Path: "/kubepods/burstable/pod0f1e2d3c/abc", TasksDir: "/sys/fs/cgroup/kubepods/burstable/pod0f1e2d3c/abc"},
 				Cpuset: &inspect.Cpuset{Mems: []int{0, 1, 3}, CPUs: []int{0, 1}},
 				Tasks: []inspect.Task{
@@ -56,12 +56,13 @@ func TestPrintTable(t *testing.T) {
 Node:    node-a
 Kernel:  emulator
 
-CONTAINER     DESIRED  SOURCE             REASON                 PLACED  TASKS  CPUSET MEMS                 CGROUP
-setup (init)  -        -                  NotSelected            -       0      -                           -
-main          1        NumaPreference/db  Applied                Start   2/3    0-1,3                       /kubepods/burstable/pod0f1e2d3c/abc
-side          -        -                  NotSelected            -       1      all (no cpuset controller)  /kubepods/burstable/pod0f1e2d3c/def
-pinned        1        annotation         MemoryPinnedElsewhere  -       0/1    -                           /kubepods/burstable/pod0f1e2d3c/fed
+CONTAINER     DESIRED  SOURCE             REASON                 BY                  PLACED  TASKS  CPUSET MEMS                 CGROUP
+setup (init)  -        -                  NotSelected            -                   -       0      -                           -
+main          1        NumaPreference/db  Applied                prctl+memoryPolicy  Start   2/3    0-1,3                       /kubepods/burstable/pod0f1e2d3c/abc
+side          -        -                  NotSelected            -                   -       1      all (no cpuset controller)  /kubepods/burstable/pod0f1e2d3c/def
+pinned        1        annotation         MemoryPinnedElsewhere  -                   -       0/1    -                           /kubepods/burstable/pod0f1e2d3c/fed
   setup: cgroup: the container has not started: no container ID in pod status
+  main: memory policy prefer:1
   pinned: cpuset.mems of the container is 0; NUMA node 1 would fight it
   pinned: cpuset: reading cpuset: gone
 

@@ -135,6 +135,12 @@ type Container struct {
 	// "BeforeAgentStart" (by an earlier run of the agent); empty while the engine has not
 	// set any of its tasks, or when Reason is not the engine's.
 	PlacedAt string `json:"placedAt,omitempty"`
+	// Mechanism says what gave the container its home: "prctl", "memoryPolicy" (a memory
+	// policy the runtime set at its creation) or "prctl+memoryPolicy"; "" while nothing did.
+	Mechanism string `json:"mechanism,omitempty"`
+	// MemoryPolicy is the memory policy the container's init holds, as numa_maps spells it
+	// ("prefer:1"), when the agent read it: the container should hold its home's.
+	MemoryPolicy string `json:"memoryPolicy,omitempty"`
 
 	// Cgroup is the container's cgroup on this node; null when it could not be found
 	// (CgroupError says why: not running, exited, unreadable).

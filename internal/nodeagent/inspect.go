@@ -131,6 +131,7 @@ func (e *Engine) describeDesire(ic *inspect.Container, d *desire.Desire, m Manag
 	switch {
 	case current:
 		ic.Reason, ic.Message, ic.ManagedTasks, ic.PlacedAt = m.Reason, m.Message, m.Tasks, m.PlacedAt
+		ic.Mechanism, ic.MemoryPolicy = m.Mechanism, m.Policy
 	case d.Refusal != "":
 		ic.Reason, ic.Message = d.Refusal, d.Message
 	default:

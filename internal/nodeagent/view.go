@@ -34,6 +34,9 @@ type ManagedContainer struct {
 	Tasks int
 	// PlacedAt says how the agent first placed the container (plan.Result.PlacedAt).
 	PlacedAt string
+	// Mechanism and Policy are plan.Result's: what gave the container its home, and the
+	// memory policy its init holds when it was read.
+	Mechanism, Policy string
 	// CgroupPath is the container's cgroup path relative to a hierarchy root, as
 	// /proc/<pid>/cgroup shows it; CgroupDir is the absolute directory (under the
 	// resolver's cgroup root; on cgroup v1, in the first task hierarchy that holds it)
@@ -62,6 +65,7 @@ func (e *Engine) Managed() []ManagedContainer {
 			PodNamespace: d.Pod.Namespace, PodName: d.Pod.Name, PodUID: string(d.PodUID), Container: d.Container,
 			Node: r.Node, Mode: string(d.Placement.Mode), Why: r.Why,
 			Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks, PlacedAt: r.PlacedAt,
+			Mechanism: r.Mechanism, Policy: r.Policy,
 		}
 		if l := listings[i]; l.Cgroup != nil {
 			mc.CgroupPath, mc.CgroupDir = l.Cgroup.Path, l.Cgroup.TasksDir

@@ -77,6 +77,56 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(6*time.Minute))
 
+	It("creates a selected container with the memory policy of its home, real on this kernel, and leaves an unselected one without", func(ctx SpecContext) {
+		applyPreferenceIn(ctx, nns, "policy", "node: 0\n  memoryPolicy: AtCreation")
+		Expect(cl.Create(ctx, firstNodePod(nns, "policy-0", map[string]string{"app": "policy"}))).To(Succeed())
+		Expect(cl.Create(ctx, firstNodePod(nns, "unselected-0", map[string]string{"app": "unselected"}))).To(Succeed())
+
+		// The policy as the kernel spells it: MPOL_PREFERRED_MANY with balancing where the
+		// kernel takes it (6.10 and later), MPOL_PREFERRED before.
+		const home = `prefer( \(many\)=balancing)?:0`
+		// Its first instruction reads it with get_mempolicy(2), the workload's second line.
+		Eventually(func(g Gomega) {
+			for name, out := range runningLogs(ctx, g, cl, nns, "app=policy", 1) {
+				g.Expect(out).To(MatchRegexp(`(?m)^first-policy `+home+`$`), "pod %s's own memory policy at its first instruction", name)
+			}
+			for name, out := range runningLogs(ctx, g, cl, nns, "app=unselected", 1) {
+				g.Expect(out).To(MatchRegexp(`(?m)^first-policy default$`), "pod %s's own memory policy at its first instruction", name)
+			}
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+
+		// The node's /proc says the same of the init and of a child it forks (fork() resets
+		// the preferred node, never the memory policy).
+		id := containerIDs(ctx, cl, nns, "policy-0")["main"]
+		signalWorkload(ctx, id, "USR1")
+		Eventually(func(g Gomega) {
+			tasks, err := containerTasks(ctx, id)
+			g.Expect(err).NotTo(HaveOccurred())
+			pids := processes(tasks)
+			g.Expect(pids).To(HaveLen(2), "the init and its forked child")
+			for _, pid := range pids {
+				g.Expect(numaMapsPolicy(ctx, pid)).To(MatchRegexp(`^`+home+`$`), "process %d", pid)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		unselected, err := containerTasks(ctx, containerIDs(ctx, cl, nns, "unselected-0")["main"])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(numaMapsPolicy(ctx, slices.Min(processes(unselected)))).To(Equal("default"))
+
+		// The node's report says which mechanisms acted, and its label that it offers one.
+		Eventually(func(g Gomega) {
+			var rep numav1.NumaNodeReport
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, &rep)).To(Succeed())
+			g.Expect(rep.Status.Mechanisms).To(ContainElement("memoryPolicy"))
+			entry := reportEntry(&rep, nns, "policy")
+			g.Expect(entry).NotTo(BeNil(), "the report's entry for NumaPreference policy")
+			g.Expect(entry.Containers).To(BeEquivalentTo(1))
+			g.Expect(entry.MemoryPolicy).To(BeEquivalentTo(1))
+			node := &corev1.Node{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, node)).To(Succeed())
+			g.Expect(node.Labels).To(HaveKeyWithValue("numapref.io/memory-policy", "available"))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(4*time.Minute))
+
 	It("connects again after the runtime restarts, and places the next pod at its start", func(ctx SpecContext) {
 		connects := func() int {
 			out, err := kubectl(ctx, "logs", "-n", agentNamespace, "-l", "app.kubernetes.io/name=numapref,app.kubernetes.io/component=agent",
@@ -269,6 +319,25 @@ func firstNodePod(namespace, name string, labels map[string]string, args ...stri
 	p.Spec.Volumes = []corev1.Volume{{Name: "emulator", VolumeSource: corev1.VolumeSource{
 		HostPath: &corev1.HostPathVolumeSource{Path: strings.TrimSuffix(emulatorView, "/proc")}}}}
 	return p
+}
+
+// numaMapsPolicy is the memory policy of process pid on the primary node, as the first
+// mapping of its numa_maps shows it (a mapping of the program's own file, which has no
+// policy of its own: the task's).
+func numaMapsPolicy(ctx context.Context, pid int) (string, error) {
+	out, err := nodeShell(ctx, fmt.Sprintf("head -n 1 /proc/%d/numa_maps", pid))
+	if err != nil {
+		return "", fmt.Errorf("reading the numa_maps of %d: %w: %s", pid, err, out)
+	}
+	fields := strings.Fields(out)
+	if len(fields) < 2 {
+		return "", fmt.Errorf("numa_maps of %d: %q", pid, out)
+	}
+	// "prefer (many)=balancing:0" is two fields.
+	if fields[1] == "prefer" && len(fields) > 2 && strings.HasPrefix(fields[2], "(many)") {
+		return fields[1] + " " + fields[2], nil
+	}
+	return fields[1], nil
 }
 
 // firstReports checks that n running pods in namespace match the label selector sel and that each one's

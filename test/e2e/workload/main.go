@@ -19,6 +19,8 @@
 //	                            pod needs hostPID, as the view is by host pid), else with a
 //	                            prctl GET on a kernel that proves the patch
 //	                            ("first-node unsupported" otherwise);
+//	                            its second line is its own memory policy, as numa_maps
+//	                            spells it: "first-policy prefer:0" ("default" for none);
 //	                            -await then polls (every 5 ms) until it has a node and prints
 //	                            "placed-after-ms X" (0 when it had one at its first report)
 //
@@ -39,6 +41,7 @@ import (
 
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/rawfork"
 )
@@ -65,6 +68,7 @@ func main() {
 		started := time.Now()
 		first := ownNode(*emulatorDir)
 		fmt.Println("first-node", first)
+		fmt.Println("first-policy", ownPolicy())
 		if *await {
 			awaitNode(*emulatorDir, first, started)
 		}
@@ -142,6 +146,18 @@ func work(threads int) {
 			os.Exit(0)
 		}
 	}
+}
+
+// ownPolicy is the memory policy of the calling thread, which every thread of the process
+// inherited from the task runc exec'ed into this program.
+func ownPolicy() string {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	p, err := mempolicy.Get()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return p.String()
 }
 
 // ownNode is the forced preferred node of the process's main thread, the task runc
