@@ -70,7 +70,7 @@ func (r *NodeAgentReconciler) reportStatus(plans []podPlan, prefs []numav1.NumaP
 	}
 	st := numav1.NumaNodeReportStatus{
 		KernelSupport: facts.KernelSupport, NumaBalancing: facts.NUMABalancing, NumaNodes: int32(facts.NUMANodes), NRI: facts.NRI,
-		Mechanisms: facts.Mechanisms(),
+		Mechanisms:    facts.Mechanisms(),
 		Preferences:   nodeagent.PreferenceReports(pp, results, facts.BalancingEnabled()),
 		LedgerDamaged: ledgerDamagedCount(r.opts.LedgerDamaged),
 	}
