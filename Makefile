@@ -181,9 +181,9 @@ local-down: ## Tear the local node down and put the host back.
 ##@ Demo
 
 .PHONY: demo
-demo: preflight-demo ## The main job: a real local node, helm install, a pod, the sample NumaPreference, kubectl get numapref (KEEP=1 leaves it up).
+demo: preflight-demo ## The main job: a real local node on containerd 2.x with NRI, helm install, a pod, the sample NumaPreference, kubectl get numapref, a pod placed at its start with its memory policy (KEEP=1 leaves it up; RUNTIME=debian: Debian's containerd 1.6, no NRI).
 	hack/tools.sh helm >/dev/null
-	go run ./hack/demo -bin-dir $$(hack/k8s-binaries.sh all) -helm $(HELM) $(if $(filter 1,$(KEEP)),-keep)
+	go run ./hack/demo -bin-dir $$(hack/k8s-binaries.sh all) -helm $(HELM) $(if $(filter 1,$(KEEP)),-keep) $(if $(filter debian,$(RUNTIME)),,-runtime-dir $$(hack/runtime-binaries.sh))
 
 .PHONY: help
 help: ## This list.

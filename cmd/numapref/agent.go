@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -273,6 +274,17 @@ func addStartPlacing(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine, 
 	}
 	opts.NRI = plugin
 	engine.SetPolicyRuntime(plugin.Connected)
+	if f.nriRequired {
+		err := mgr.AddReadyzCheck("nri", func(*http.Request) error {
+			if !plugin.Connected() {
+				return errors.New("not registered with the container runtime's NRI (--nri-required)")
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("agent: adding the NRI readiness check: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -39,6 +39,7 @@ type agentFlags struct {
 	forkEvents        bool
 	nriSocket         string
 	nriStartGrace     time.Duration
+	nriRequired       bool
 	cgroupVersion     int
 	cgroupDriver      string
 	cgroupRoot        string
@@ -72,6 +73,8 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.forkEvents, "fork-events", true, "react to fork events from the proc connector (needs CAP_NET_ADMIN and the host network)")
 	fs.StringVar(&f.nriSocket, "nri-socket", "", "the container runtime's NRI socket (containerd >= 1.7, CRI-O >= 1.26; usually "+nri.DefaultSocket+"): "+
 		"the agent registers as an NRI plugin and places each selected container as the runtime starts it, before its program runs; empty: off, containers are placed once the API reports them running")
+	fs.BoolVar(&f.nriRequired, "nri-required", false, "with -nri-socket, the agent is not ready while it is not registered with the runtime's NRI "+
+		"(without it a node whose runtime serves no NRI only says so in its report)")
 	fs.DurationVar(&f.nriStartGrace, "nri-start-grace", nodeagent.DefaultStartGrace, "how long a container placed at its start keeps its placement while the API does not report it running, "+
 		"counted while the API answers (a slow kubelet posts the status of a burst of new containers late); then only the API's desired state counts")
 	fs.IntVar(&f.cgroupVersion, "cgroup-version", 0, "cgroup version (1 or 2); 0 probes")

@@ -3,11 +3,13 @@
 
 // Command demo runs numapref's main job end to end on a real node on this machine: it
 // brings up a single-node cluster (test/localnode: etcd, the control plane, kubelet,
-// containerd), installs the chart with Helm (emulated kernel: this one lacks the patch),
+// containerd 2.x with NRI from -runtime-dir, or Debian's containerd 1.6 without it),
+// installs the chart with Helm (emulated kernel: this one lacks the patch; NRI on),
 // starts a multi-threaded pod, applies the sample NumaPreference with kubectl, and shows
 // what happened: `kubectl get numapref`, Events, node labels, every task's forced node as
-// the (emulated) kernel sees it, a forked child being placed, and the undo. Then it tears
-// the node down, unless -keep.
+// the (emulated) kernel sees it, a forked child being placed, a pod created after its
+// preference placed at its start and created with the real memory policy of its home (on
+// this machine's own kernel), and the undo. Then it tears the node down, unless -keep.
 //
 //	make demo      (needs root)
 package main
@@ -77,8 +79,9 @@ func main() {
 	binDir := flag.String("bin-dir", "", "Kubernetes binaries (hack/k8s-binaries.sh all)")
 	helmBin := flag.String("helm", "helm", "the helm binary")
 	keep := flag.Bool("keep", false, "leave the node up (tear it down with make local-down)")
+	runtimeDir := flag.String("runtime-dir", "", "containerd 2.x with NRI and runc (hack/runtime-binaries.sh); empty: Debian's containerd 1.6, without NRI")
 	flag.Parse()
-	if err := run(*binDir, *helmBin, *keep); err != nil {
+	if err := run(*binDir, *helmBin, *runtimeDir, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -91,7 +94,7 @@ type demo struct {
 
 func step(heading string) { fmt.Printf("\n==> %s\n", heading) }
 
-func run(binDir, helmBin string, keep bool) (err error) { //nolint:funlen // the demo's steps in the order it prints them, one step() each
+func run(binDir, helmBin, runtimeDir string, keep bool) (err error) { //nolint:funlen // the demo's steps in the order it prints them, one step() each
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: it runs kubelet and containerd")
 	}
@@ -119,7 +122,7 @@ func run(binDir, helmBin string, keep bool) (err error) { //nolint:funlen // the
 	if _, err := kindnode.ReclaimOrphan(ctx, kindnode.DefaultDir, logf); err != nil {
 		return err
 	}
-	node, err := localnode.Up(ctx, localnode.DefaultDir, binDir, images, logf)
+	node, err := localnode.UpRuntime(ctx, localnode.DefaultDir, binDir, runtimeDir, images, logf)
 	if err != nil {
 		return err
 	}
@@ -133,9 +136,13 @@ func run(binDir, helmBin string, keep bool) (err error) { //nolint:funlen // the
 	}()
 	d := &demo{ctx: ctx, kubectl: filepath.Join(binDir, "kubectl"), helm: helmBin, cfg: node.Kubeconfig()}
 
+	values := append(localnode.ChartValues(), "kernel=emulated", "rescanInterval=2s")
+	if runtimeDir != "" {
+		values = append(values, "nri.socket="+node.NRISocket())
+	}
 	step("helm install numapref (kernel=emulated)")
 	install := []string{"install", "numapref", "charts/numapref", "-n", "numapref-system", "--create-namespace", "--wait"}
-	for _, v := range append(localnode.ChartValues(), "kernel=emulated", "rescanInterval=2s") {
+	for _, v := range values {
 		install = append(install, "--set", v)
 	}
 	if err := d.show(d.helm, install...); err != nil {
@@ -163,6 +170,11 @@ func run(binDir, helmBin string, keep bool) (err error) { //nolint:funlen // the
 	if err := d.show(d.kubectl, "wait", "--for=condition=Ready", "numapref/db", "--timeout=60s"); err != nil {
 		return err
 	}
+	// The summary counts the pod once the node's report has it and the summarizer has
+	// added it up: until then the TASKS column is empty.
+	if err := d.show(d.kubectl, "wait", "--for=jsonpath={.status.summary.pods}=1", "numapref/db", "--timeout=60s"); err != nil {
+		return err
+	}
 	step("kubectl get numapref")
 	if err := d.show(d.kubectl, "get", "numapref", "-o", "wide"); err != nil {
 		return err
@@ -172,7 +184,7 @@ func run(binDir, helmBin string, keep bool) (err error) { //nolint:funlen // the
 		"custom-columns=REASON:.reason,OBJECT:.involvedObject.kind,MESSAGE:.message"); err != nil {
 		return err
 	}
-	if err := d.show(d.kubectl, "get", "nodes", "-L", "numapref.io/kernel-support,numapref.io/numa-balancing,numapref.io/numa-nodes"); err != nil {
+	if err := d.show(d.kubectl, "get", "nodes", "-L", "numapref.io/kernel-support,numapref.io/numa-balancing,numapref.io/numa-nodes,numapref.io/nri,numapref.io/memory-policy"); err != nil {
 		return err
 	}
 	step("Every task of the container, as the (emulated) kernel sees it")
@@ -204,6 +216,11 @@ func run(binDir, helmBin string, keep bool) (err error) { //nolint:funlen // the
 	if err := printTasks(id); err != nil {
 		return err
 	}
+	if runtimeDir != "" {
+		if err := d.createdAfter(plugin); err != nil {
+			return err
+		}
+	}
 	step("kubectl delete numapref db: the agent puts every task back")
 	if err := d.show(d.kubectl, "delete", "-f", samplePref, "--wait"); err != nil {
 		return err
@@ -212,6 +229,66 @@ func run(binDir, helmBin string, keep bool) (err error) { //nolint:funlen // the
 		return err
 	}
 	return printTasks(id)
+}
+
+// webManifest is a pod whose annotations give it node 0 and a memory policy at creation.
+const webManifest = `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: default
+  annotations: {numapref.io/preferred-node: "0", numapref.io/memory-policy: AtCreation}
+spec:
+  containers:
+  - name: web
+    image: ` + localnode.WorkloadImage + `
+    imagePullPolicy: Never
+    args: ["work", "-threads", "2"]
+`
+
+// createdAfter shows a pod created after what selects it, on containerd 2.x: the agent,
+// the runtime's NRI plugin, places it at its start (before its first instruction) and has
+// the runtime create it with its home's memory policy, which this machine's own kernel
+// holds (no emulator there: /proc/<pid>/numa_maps).
+func (d *demo) createdAfter(plugin string) error {
+	step("A pod created after what selects it (its annotations: node 0, memory policy AtCreation): placed at its start through NRI, created with its home's memory policy")
+	if err := d.apply(webManifest); err != nil {
+		return err
+	}
+	if err := d.show(d.kubectl, "wait", "--for=condition=Ready", "pod/web", "--timeout=60s"); err != nil {
+		return err
+	}
+	id, err := d.output(d.kubectl, "get", "pod", "web", "-o", "jsonpath={.status.containerStatuses[0].containerID}")
+	if err != nil {
+		return err
+	}
+	_, id, _ = strings.Cut(id, "://")
+	if err := waitTasks(id, 1, 0, 20*time.Second); err != nil {
+		return err
+	}
+	pids, err := containerProcesses(id)
+	if err != nil || len(pids) == 0 {
+		return fmt.Errorf("no processes in container %s: %v", id, err)
+	}
+	first, err := firstLine(filepath.Join("/proc", strconv.Itoa(slices.Min(pids)), "numa_maps"))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("$ head -n 1 /proc/%d/numa_maps   (the kernel's own view: the policy is real, not emulated)\n    %s\n", slices.Min(pids), first)
+	if err := d.show(plugin, "inspect", "default/web", "--agent-url", "https://127.0.0.1:8443", "--token-service-account", "default/inspector"); err != nil {
+		return err
+	}
+	return d.show(d.kubectl, "delete", "pod", "web", "--wait")
+}
+
+// firstLine is the first line of file path.
+func firstLine(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return line, nil
 }
 
 func (d *demo) cmd(bin string, args ...string) *exec.Cmd {

@@ -319,7 +319,7 @@ func TestRender(t *testing.T) {
 			name:        "defaults",
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=[$(HOST_IP)]:8443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -330,7 +330,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"forkEvents": false, "kernel": "emulated"},
 			caps:        []corev1.Capability{"SYS_PTRACE"},
 			hostNetwork: false,
-			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=false", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=false", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -346,7 +346,7 @@ func TestRender(t *testing.T) {
 			},
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--max-tasks-per-container=8", "--fork-events=true", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
+			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--max-tasks-per-container=8", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
 				"--metrics-bind-address=0", "--health-probe-bind-address=:9081",
 				"--zap-log-level=debug"),
 			ports:       []corev1.ContainerPort{{Name: "health", ContainerPort: 9081}},
@@ -357,7 +357,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"cgroupDriver": "cgroupfs", "logLevel": "3", "metrics": map[string]any{"enabled": true, "port": 9443}},
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
 				"--metrics-bind-address=[$(HOST_IP)]:9443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=3"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9443}, {Name: "health", ContainerPort: 8081}},
@@ -455,6 +455,7 @@ func TestRender(t *testing.T) {
 				{Name: "cgroup", MountPath: "/host/sys/fs/cgroup", ReadOnly: true},
 				{Name: "state", MountPath: "/var/lib/numapref"},
 				{Name: "run", MountPath: "/run/numapref"},
+				{Name: "nri", MountPath: "/var/run/nri", ReadOnly: true}, // nri.enabled by default (nri_test.go)
 			}
 			if tc.sharedCert {
 				// The serving certificate, read-only (tls_test.go checks what is in it).
@@ -468,6 +469,7 @@ func TestRender(t *testing.T) {
 				{Name: "cgroup", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/sys/fs/cgroup", Type: &dir}}},
 				{Name: "state", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/numapref", Type: &orCreate}}},
 				{Name: "run", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/numapref", Type: &orCreate}}},
+				{Name: "nri", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/run/nri", Type: &orCreate}}},
 			}
 			if tc.sharedCert {
 				wantVolumes = append(wantVolumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{

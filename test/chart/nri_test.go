@@ -13,18 +13,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// TestNRI: with nri.enabled the agent gets --nri-socket, --nri-start-grace and the socket's
-// directory, read only, from a hostPath that must exist (a runtime without NRI fails the mount, visibly);
-// off, the default, neither.
+// TestNRI: with nri.enabled, the default, the agent gets --nri-socket, --nri-start-grace and
+// the socket's directory, read only, from a hostPath made where the runtime has none (the
+// agent runs and reports NRI disconnected, no FailedMount); --nri-required only when asked;
+// off, neither.
 func TestNRI(t *testing.T) {
 	for name, tc := range map[string]struct {
 		values   map[string]any
 		flags    []string // none when off
 		mountDir string
 	}{
-		"off by default": {},
-		"enabled": {values: map[string]any{"nri": map[string]any{"enabled": true}},
-			flags: []string{"--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m"}, mountDir: "/var/run/nri"},
+		"off":           {values: map[string]any{"nri": map[string]any{"enabled": false}}},
+		"on by default": {flags: []string{"--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m"}, mountDir: "/var/run/nri"},
+		"required": {values: map[string]any{"nri": map[string]any{"required": true}},
+			flags: []string{"--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--nri-required"}, mountDir: "/var/run/nri"},
 		"another socket, another grace": {values: map[string]any{"nri": map[string]any{"enabled": true, "socket": "/run/crio/nri/nri.sock", "startGrace": "90s"}},
 			flags: []string{"--nri-socket=/run/crio/nri/nri.sock", "--nri-start-grace=90s"}, mountDir: "/run/crio/nri"},
 	} {
@@ -51,8 +53,8 @@ func TestNRI(t *testing.T) {
 			if m.MountPath != tc.mountDir || !m.ReadOnly {
 				t.Errorf("mount %+v, want %s read-only", m, tc.mountDir)
 			}
-			if v.HostPath == nil || v.HostPath.Path != tc.mountDir || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectory {
-				t.Errorf("volume %+v, want hostPath %s of type Directory", v.VolumeSource, tc.mountDir)
+			if v.HostPath == nil || v.HostPath.Path != tc.mountDir || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate {
+				t.Errorf("volume %+v, want hostPath %s of type DirectoryOrCreate", v.VolumeSource, tc.mountDir)
 			}
 		})
 	}

@@ -9,12 +9,13 @@
 //
 // The plugin never fails a start and never holds the runtime past its request timeout: the
 // placer gets a deadline shorter than the runtime's, and the plugin answers when it passes
-// whether or not the placer has returned (see PlaceAtStart). It asks the runtime for no
-// change to any container.
+// whether or not the placer has returned (see PlaceAtStart). The one change it asks of the
+// runtime is a selected container's memory policy at creation (CreateContainer's
+// linux.memoryPolicy, which the OCI runtime sets in its init before exec).
 //
 //	plugin.go       Config, Plugin, the connect-serve-reconnect loop (Start), Stats
-//	handler.go      one connection's handlers (StartContainer, Synchronize) and startOf,
-//	                which turns the NRI types into a Start
+//	handler.go      one connection's handlers (CreateContainer, StartContainer,
+//	                Synchronize) and startOf, which turns the NRI types into a Start
 //	startplacer.go  StartPlacer, the agent's Placer: it decides as the API path does, from
 //	                the agent's cache or the persisted NumaPreferences, and the engine places
 //	prefstore.go    PreferenceStore: the NumaPreferences last seen, kept in the state dir
