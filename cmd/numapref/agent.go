@@ -273,7 +273,9 @@ func addStartPlacing(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine, 
 		return fmt.Errorf("agent: registering NRI metrics: %w", err)
 	}
 	opts.NRI = plugin
-	engine.SetPolicyRuntime(plugin.Connected)
+	// The runtime can be asked once it has served NRI: a runtime without NRI (containerd
+	// 1.6) leaves Auto's containers KernelUnsupported, not waiting for a policy.
+	engine.SetPolicyRuntime(func() bool { return plugin.Connected() || plugin.Stats().Connects > 0 })
 	if f.nriRequired {
 		err := mgr.AddReadyzCheck("nri", func(*http.Request) error {
 			if !plugin.Connected() {

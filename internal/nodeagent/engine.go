@@ -56,7 +56,7 @@ type EngineConfig struct {
 	// policy a container gets at creation (PolicyAtCreation).
 	Policies mempolicy.Support
 	// PolicyRuntime, when not nil, says whether the runtime can be asked for a memory
-	// policy at creation (the agent's NRI plugin is connected); nil means it cannot. It
+	// policy at creation (it has served the agent's NRI plugin); nil means it cannot. It
 	// can also be set after NewEngine, before Start (SetPolicyRuntime).
 	PolicyRuntime func() bool
 	// RescanInterval is how often every container is checked again (forks reset the

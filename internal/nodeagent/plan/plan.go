@@ -68,8 +68,8 @@ type Input struct {
 	// Policies is what this kernel's set_mempolicy takes (mempolicy.Probe): the memory
 	// policy a container gets at creation, and what its tasks are checked against.
 	Policies mempolicy.Support
-	// PolicyRuntime says the runtime can be asked for a memory policy at creation: the
-	// agent is connected to it through NRI.
+	// PolicyRuntime says the runtime can be asked for a memory policy at creation: it has
+	// served the agent through NRI since the agent started.
 	PolicyRuntime bool
 	// Asked says which memory policy the runtime was asked for at the creation of a
 	// container, by its ID (policy.go); nil for none.

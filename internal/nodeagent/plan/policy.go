@@ -88,9 +88,13 @@ func (pl *planner) checkPolicy(r *Result, tids []cgroups.TaskRef) {
 	case wasAsked:
 		pl.noPolicy(r, numav1.ReasonMemoryPolicyUnsupported, fmt.Sprintf(
 			"the runtime was asked for memory policy %s at the container's creation, and its init (pid %d) holds %s: the runtime does not apply linux.memoryPolicy (runc 1.4 or later, crun 1.22 or later do)", asked, tgid, got))
+	case !pl.in.PolicyRuntime && r.Desire.MemoryPolicy != numav1.MemoryPolicyAtCreation:
+		// Auto, where neither mechanism is: the kernel's lack comes first.
+		pl.noPolicy(r, numav1.ReasonKernelUnsupported, fmt.Sprintf(
+			"this kernel cannot set a preferred NUMA node: %s; and no memory policy can be given at creation: the agent has not been connected to the runtime through NRI", pl.in.Support.Reason))
 	case !pl.in.PolicyRuntime:
 		pl.noPolicy(r, numav1.ReasonMemoryPolicyUnsupported, fmt.Sprintf(
-			"the container's init (pid %d) holds memory policy %s, not %s, and the agent is not connected to the runtime through NRI, which gives the policy at creation", tgid, got, want))
+			"the container's init (pid %d) holds memory policy %s, not %s, and the agent has not been connected to the runtime through NRI, which gives the policy at creation", tgid, got, want))
 	default:
 		pl.noPolicy(r, numav1.ReasonPolicyAtCreationOnly, fmt.Sprintf(
 			"the container's init (pid %d) holds memory policy %s, not %s: it was created before it was selected, and a memory policy can only be given at creation; it gets %s when it is created again", tgid, got, want, want))

@@ -140,6 +140,7 @@ func TestCheckPolicy(t *testing.T) {
 		name     string
 		maps     string // the init's numa_maps
 		asked    bool
+		auto     bool // memoryPolicy Auto, not AtCreation
 		runtime  bool
 		prctl    bool
 		reason   string
@@ -150,6 +151,7 @@ func TestCheckPolicy(t *testing.T) {
 		{name: "created before", maps: "default", runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "default"},
 		{name: "runtime ignored it", maps: "default", asked: true, runtime: true, reason: numav1.ReasonMemoryPolicyUnsupported, policyIs: "default"},
 		{name: "no runtime", maps: "default", reason: numav1.ReasonMemoryPolicyUnsupported, policyIs: "default"},
+		{name: "no runtime, Auto", auto: true, maps: "default", reason: numav1.ReasonKernelUnsupported, policyIs: "default"},
 		{name: "another node", maps: "prefer:0", runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "prefer:0"},
 		{name: "prctl and policy", maps: "prefer:1", runtime: true, prctl: true, reason: numav1.ReasonApplied, mech: MechanismPrctl + "+" + MechanismMemoryPolicy, policyIs: "prefer:1"},
 		{name: "prctl alone", maps: "default", runtime: true, prctl: true, reason: numav1.ReasonApplied, mech: MechanismPrctl, policyIs: "default"},
@@ -163,6 +165,9 @@ func TestCheckPolicy(t *testing.T) {
 			in := h.input(nil)
 			d := mainWant
 			d.MemoryPolicy = numav1.MemoryPolicyAtCreation
+			if tc.auto {
+				d.MemoryPolicy = numav1.MemoryPolicyAuto
+			}
 			in.Desired[mainKey] = d
 			in.Support = numa.Support{Supported: tc.prctl, Reason: "no patch"}
 			in.Policies, in.PolicyRuntime = olderKernel, tc.runtime
