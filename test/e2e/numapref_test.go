@@ -462,13 +462,19 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 			g.Expect(entry.Containers).To(Equal(int32(2)))
 			g.Expect(entry.PodsByNode).To(Equal([]numav1.NodeCount{{Node: 0, Pods: 1}}))
 			if !prov.nri() {
-				// No NRI: the report says nothing of it, and nothing was placed at its start.
-				g.Expect(rep.Status.NRI).To(BeEmpty())
-				g.Expect(meta.FindStatusCondition(rep.Status.Conditions, numav1.ConditionNRIConnected)).To(BeNil())
+				// A runtime without NRI (Debian's containerd 1.6) under the chart's default,
+				// NRI on: the agent runs (its socket directory made, empty), the report says
+				// so once for the node, and nothing was placed at its start.
+				g.Expect(rep.Status.NRI).To(Equal(numav1.NRIDisconnected))
+				c := meta.FindStatusCondition(rep.Status.Conditions, numav1.ConditionNRIConnected)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(rep.Status.Mechanisms).To(Equal([]string{"prctl"}))
 				g.Expect(entry.PlacedAtStart).To(BeZero())
 				n := &corev1.Node{}
 				g.Expect(cl.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
-				g.Expect(n.Labels).NotTo(HaveKey("numapref.io/nri"))
+				g.Expect(n.Labels).To(HaveKeyWithValue("numapref.io/nri", "disconnected"))
+				g.Expect(n.Labels).To(HaveKeyWithValue("numapref.io/memory-policy", "unavailable"))
 			}
 			if enabled {
 				g.Expect(entry.Ineffective).To(BeEmpty())
