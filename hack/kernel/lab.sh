@@ -29,7 +29,9 @@
 #      seed's four scenarios and a fifth, 4 with the preference set before the
 #      workload's first touch as NRI sets it; 90 s each, sampled every second from
 #      the agent's /metrics); on the control kernel TestAgent (KernelUnsupported in the report,
-#      the conditions and an Event; no prctl 78 in the kernel trace).
+#      the conditions and an Event; no prctl 78 in the kernel trace) and TestCRIPolicy (a
+#      selected container created through CRI holds its home's memory policy at its first
+#      instruction, an unselected one the default).
 #      test/kernellab/effectreport prints the table and writes DIR/effect-locality.svg.
 #      The patched boot also runs TestCRIPod: containerd 2.x with NRI and runc
 #      (hack/runtime-binaries.sh, static) in the VM, the agent as containerd's NRI plugin,
@@ -385,15 +387,22 @@ else
 	fi
 	kernel_log agent-patched
 
-	# Control: the same binary reports KernelUnsupported and issues no prctl 78.
+	# Control: the same binary reports KernelUnsupported and issues no prctl 78; as
+	# containerd's NRI plugin it has the runtime create a selected container with its
+	# home's memory policy (TestCRIPolicy).
 	rc=0
-	agent_vm control --append "trace_event=syscalls:sys_enter_prctl" --args "-test.v -test.run ^TestAgent$" || rc=$?
+	agent_vm control --append "trace_event=syscalls:sys_enter_prctl" "${runtime_files[@]}" --args "-test.v -test.run ^(TestAgent|TestCRIPolicy)$" || rc=$?
 	clog="$out/agent-control/tests/agent.log"
 	((rc != 2)) || step "agent-control: vm" FAIL "$(grep '^vm:' "$out/agent-control/summary" | head -n1)"
 	if grep -q -- '^--- PASS: TestAgent ' "$clog" 2>/dev/null; then
 		step "agent-control: KernelUnsupported" ok "report, conditions and Event say KernelUnsupported"
 	else
 		step "agent-control: KernelUnsupported" FAIL "TestAgent did not pass ($clog)"
+	fi
+	if grep -q -- '^--- PASS: TestCRIPolicy ' "$clog" 2>/dev/null; then
+		step "agent-control: memory policy at creation" ok "$(grep -o '^cripolicy .*' "$clog" | head -n1)"
+	else
+		step "agent-control: memory policy at creation" FAIL "TestCRIPolicy did not pass ($clog)"
 	fi
 	if grep -q '^prctl witness: the kernel traced [0-9]* canary' "$clog" 2>/dev/null; then
 		step "agent-control: no prctl 78" ok "$(grep -o 'traced.*' "$clog" | head -n1)"

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,8 +74,8 @@ func TestCRIPod(t *testing.T) {
 		return nil
 	})
 
-	selected := rt.runPod(t, lab, "cri-selected", map[string]string{"app": "cri-first"})
-	unselected := rt.runPod(t, lab, "cri-unselected", map[string]string{"app": "cri-other"})
+	selected, selectedPolicy := rt.runPod(t, lab, "cri-selected", map[string]string{"app": "cri-first"})
+	unselected, _ := rt.runPod(t, lab, "cri-unselected", map[string]string{"app": "cri-other"})
 	mfs, err := cl.metrics()
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +88,68 @@ func TestCRIPod(t *testing.T) {
 	}
 	if unselected != "-1" {
 		t.Errorf("the pod no preference selects read node %s at its first instruction, want -1", unselected)
+	}
+	// memoryPolicy Auto: where the prctl is, the prctl alone acts.
+	if selectedPolicy != "default" {
+		t.Errorf("the selected pod's memory policy at its first instruction is %s on the patched kernel with memoryPolicy Auto, want default", selectedPolicy)
+	}
+}
+
+// TestCRIPolicy runs containerd and runc on the control kernel (Debian's, without the
+// patch, two NUMA nodes), the agent as containerd's NRI plugin, and starts pods through CRI
+// as TestCRIPod does. The kernel cannot take the prctl, so memoryPolicy Auto gives the
+// selected pod's container the memory policy of its home at creation: its first
+// instruction reads it with get_mempolicy(2), MPOL_PREFERRED_MANY with
+// MPOL_F_NUMA_BALANCING on node 1 (the kernel is 6.12); the pod the preference does not
+// select reads the default policy in the same runtime.
+func TestCRIPolicy(t *testing.T) {
+	labenv.RequireKernel(t, "control")
+	cl := newCluster(t, "control")
+	lab := newHostlab(t)
+	rt := startRuntime(t, cl)
+	cl.applyPreference(t, "cri-policy", map[string]string{"app": "cri-policy"}, criNode)
+	t.Cleanup(func() { cl.deletePreference(t, "cri-policy") })
+	cl.startAgent(t, lab, "--nri-socket="+rt.nriSocket())
+	poll(t, apiWait, "the agent registered with containerd's NRI", func() error {
+		mfs, err := cl.metrics()
+		if err != nil {
+			return err
+		}
+		if v, _ := series(mfs, "numapref_nri_connected", nil); v != 1 {
+			return fmt.Errorf("numapref_nri_connected %v", v)
+		}
+		return nil
+	})
+	// The selected pod is created only once the agent's cache holds the preference: the
+	// report it writes after its first pass has the node's mechanisms.
+	poll(t, apiWait, "the node's report offers memoryPolicy", func() error {
+		var rep numav1.NumaNodeReport
+		if err := cl.c.Get(context.Background(), client.ObjectKey{Name: cl.node}, &rep); err != nil {
+			return err
+		}
+		if !slices.Contains(rep.Status.Mechanisms, "memoryPolicy") || slices.Contains(rep.Status.Mechanisms, "prctl") {
+			return fmt.Errorf("the node's report says mechanisms %v, want memoryPolicy alone", rep.Status.Mechanisms)
+		}
+		return nil
+	})
+	_, selected := rt.runPod(t, lab, "cri-policy-selected", map[string]string{"app": "cri-policy"})
+	_, unselected := rt.runPod(t, lab, "cri-policy-unselected", map[string]string{"app": "cri-other"})
+	mfs, err := cl.metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	creates, _ := series(mfs, "numapref_nri_container_creates_total", nil)
+	policies, _ := series(mfs, "numapref_nri_memory_policies_total", nil)
+	fmt.Printf("cripolicy selected=%q unselected=%q nri_creates=%.0f nri_memory_policies=%.0f\n", selected, unselected, creates, policies)
+	// MPOL_PREFERRED_MANY with balancing where the kernel takes it, MPOL_PREFERRED else.
+	if many, one := fmt.Sprintf("prefer (many)=balancing:%d", criNode), fmt.Sprintf("prefer:%d", criNode); selected != many && selected != one {
+		t.Errorf("the selected pod's first instruction read memory policy %q, want %q or %q", selected, many, one)
+	}
+	if unselected != "default" {
+		t.Errorf("the pod no preference selects read memory policy %q at its first instruction, want default", unselected)
+	}
+	if policies != 1 {
+		t.Errorf("numapref_nri_memory_policies_total %v, want 1 (the selected pod's container)", policies)
 	}
 }
 
@@ -189,8 +252,9 @@ func (rt *criRuntime) crictl(t *testing.T, args ...string) string {
 // runPod starts a pod named name with labels, in the workload namespace and a BestEffort
 // pod cgroup under the hostlab's kubelet root, as crictl runp, create and start do for a
 // kubelet, with one container "main" running `workload first-node`. It returns the node
-// that container's first report names. The pod is stopped and removed at cleanup.
-func (rt *criRuntime) runPod(t *testing.T, lab *hostlab.Lab, name string, labels map[string]string) string {
+// that container's first report names, and the memory policy its second names. The pod is
+// stopped and removed at cleanup.
+func (rt *criRuntime) runPod(t *testing.T, lab *hostlab.Lab, name string, labels map[string]string) (node, policy string) {
 	t.Helper()
 	uid := string(uuid.NewUUID())
 	dir := filepath.Join(rt.node.Dir, "pods", name)
@@ -236,35 +300,43 @@ func (rt *criRuntime) runPod(t *testing.T, lab *hostlab.Lab, name string, labels
 	ctrID := rt.crictl(t, "create", podID, ctrFile, podFile)
 	rt.crictl(t, "start", ctrID)
 	logPath := filepath.Join(dir, container+".log")
-	var first string
-	poll(t, apiWait, "the first line of "+logPath, func() error {
+	var lines []string
+	poll(t, apiWait, "the first two lines of "+logPath, func() error {
 		var err error
-		first, err = firstLogLine(logPath)
+		lines, err = firstLogLines(logPath, 2)
 		return err
 	})
-	t.Logf("pod %s (%s): runp, create, start and the first line in %s: %q", name, labels, time.Since(start).Round(time.Millisecond), first)
-	node, ok := strings.CutPrefix(first, "first-node ")
+	t.Logf("pod %s (%s): runp, create, start and the first lines in %s: %q", name, labels, time.Since(start).Round(time.Millisecond), lines)
+	node, ok := strings.CutPrefix(lines[0], "first-node ")
 	if !ok {
-		t.Fatalf("pod %s: its container's first line is %q, want first-node N", name, first)
+		t.Fatalf("pod %s: its container's first line is %q, want first-node N", name, lines[0])
 	}
-	return node
+	policy, ok = strings.CutPrefix(lines[1], "first-policy ")
+	if !ok {
+		t.Fatalf("pod %s: its container's second line is %q, want first-policy P", name, lines[1])
+	}
+	return node, policy
 }
 
-// firstLogLine reads the first line of a CRI container log ("<time> <stream> <tag>
-// <message>"), which must be on stdout and complete (tag F).
-func firstLogLine(path string) (string, error) {
+// firstLogLines reads the first n lines of a CRI container log ("<time> <stream> <tag>
+// <message>"), each of which must be on stdout and complete (tag F).
+func firstLogLines(path string, n int) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	if !sc.Scan() {
-		return "", fmt.Errorf("%s is empty: %v", path, sc.Err())
+	var out []string
+	for len(out) < n && sc.Scan() {
+		fields := strings.SplitN(sc.Text(), " ", 4)
+		if len(fields) != 4 || fields[1] != "stdout" || fields[2] != "F" {
+			return nil, fmt.Errorf("%s: the line %q is no complete stdout line", path, sc.Text())
+		}
+		out = append(out, fields[3])
 	}
-	fields := strings.SplitN(sc.Text(), " ", 4)
-	if len(fields) != 4 || fields[1] != "stdout" || fields[2] != "F" {
-		return "", fmt.Errorf("%s: the first line %q is no complete stdout line", path, sc.Text())
+	if len(out) < n {
+		return nil, fmt.Errorf("%s has %d of %d lines: %v", path, len(out), n, sc.Err())
 	}
-	return fields[3], nil
+	return out, nil
 }
