@@ -49,6 +49,11 @@ generate: ## Regenerate deepcopy, apply configurations, CRDs and RBAC from the G
 	cp config/rbac/role.yaml charts/numapref/files/role.yaml
 	cp config/rbac/summarizer/role.yaml charts/numapref/files/summarizer-role.yaml
 	cp config/rbac/node_restriction_policy.yaml charts/numapref/files/node_restriction_policy.yaml
+	@# The reference pages, from the binary's flag sets, the reason table and the chart's values.
+	go run ./cmd/numapref flags-markdown > docs/reference/flags.md
+	go run ./hack/gendocs reasons > docs/reference/reasons.md
+	go run ./hack/gendocs values charts/numapref/values.yaml > docs/reference/values.md
+	go run ./hack/gendocs api config/crd/bases/numa.numapref.io_numapreferences.yaml config/crd/bases/numa.numapref.io_numanodereports.yaml > docs/reference/api.md
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale, code is unformatted, or vet or the linters (make lint) complain.
@@ -56,11 +61,11 @@ verify: generate ## Fail when generated files are stale, code is unformatted, or
 	go vet ./...
 	go vet -tags $(TEST_TAGS) ./...
 	go vet -tags e2e ./test/e2e/
-	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- api config charts docs/reference || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@# No build output in the tree: every tracked file is source, under 512 KiB.
 	@big="$$(git ls-files -z | xargs -0 stat -c '%s %n' -- 2>/dev/null | awk '$$1 > 524288 { print $$2 " (" $$1 " bytes)" }')"; \
 		test -z "$$big" || { echo "tracked files over 512 KiB (build output?): $$big"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "generated files are not committed: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts docs/reference)" || { git status --porcelain -- api config charts docs/reference; echo "generated files are not committed: run make generate and commit"; exit 1; }
 	@# The linters last: the checks above take seconds, golangci-lint a minute or more.
 	$(MAKE) --no-print-directory lint
 

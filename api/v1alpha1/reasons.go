@@ -3,6 +3,11 @@
 
 package v1alpha1
 
+import (
+	"maps"
+	"slices"
+)
+
 // Reasons used in conditions, node entries and pod Events. Every one has a row in
 // reasonTable below, which the node's report, the summary and the pod Events all read;
 // reasons_test.go fails when a Reason constant has no row.
@@ -160,6 +165,11 @@ var unknownReason = ReasonInfo{Problem: true, Warning: true, Meaning: "a reason 
 func KnownReason(reason string) bool {
 	_, ok := reasonTable[reason]
 	return ok
+}
+
+// Reasons lists every reason of the table, sorted.
+func Reasons() []string {
+	return slices.Sorted(maps.Keys(reasonTable))
 }
 
 // LookupReason returns what reason means; an unknown reason is a problem with a Warning.

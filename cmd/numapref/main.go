@@ -37,6 +37,8 @@ func main() {
 		err = runTasks(os.Args[2:])
 	case "tune-balancing":
 		err = runTuneBalancing(os.Args[2:])
+	case "flags-markdown": // docs/reference/flags.md (make generate); not in usage
+		err = printFlagsMarkdown(os.Stdout)
 	case "-h", "-help", "--help", "help":
 		usage()
 		return

@@ -71,37 +71,45 @@ func signerSetup(caDir, namespace, agentSA string) ([]func(ctrl.Manager) error, 
 	return []func(ctrl.Manager) error{func(m ctrl.Manager) error { return agentcert.SetupAgentCertSigner(m, opts) }}, nil
 }
 
+// summarizerFlags are the summarizer process's flags: its API client, probes and signer,
+// and the summary's own (summaryFlags).
+type summarizerFlags struct {
+	kubeconfig, probeAddr, metricsAddr string
+	signerCADir, agentSA               string
+	summary                            summaryFlags
+}
+
+func (f *summarizerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty: in-cluster")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8082", "health probe address")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", `plain-HTTP metrics address (the summary controller's queue and the API requests); "0" disables it`)
+	fs.StringVar(&f.signerCADir, "agent-signer-ca-dir", "", "directory with the CA (tls.crt, tls.key) that signs each agent's own node certificate (signer "+agentcert.AgentServingSigner+"); empty: no signing")
+	fs.StringVar(&f.agentSA, "agent-service-account", "", "the agents' ServiceAccount, in the summarizer's namespace: the only requester whose node certificates are signed")
+	f.summary.register(fs)
+}
+
 // runSummarizer is `numapref summarizer`: the summarizer Deployment's process. Its replicas
 // elect one leader, which adds up the NumaNodeReports into each NumaPreference's status.
 // It touches no host: it needs neither root nor any capability.
 func runSummarizer(args []string) error {
-	var (
-		kubeconfig, probeAddr, metricsAddr string
-		signerCADir, agentSA               string
-		f                                  summaryFlags
-	)
+	var f summarizerFlags
 	fs := flag.NewFlagSet("summarizer", flag.ContinueOnError)
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty: in-cluster")
-	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8082", "health probe address")
-	fs.StringVar(&metricsAddr, "metrics-bind-address", "0", `plain-HTTP metrics address (the summary controller's queue and the API requests); "0" disables it`)
-	fs.StringVar(&signerCADir, "agent-signer-ca-dir", "", "directory with the CA (tls.crt, tls.key) that signs each agent's own node certificate (signer "+agentcert.AgentServingSigner+"); empty: no signing")
-	fs.StringVar(&agentSA, "agent-service-account", "", "the agents' ServiceAccount, in the summarizer's namespace: the only requester whose node certificates are signed")
 	f.register(fs)
 	if err := parseWithLogFlags(fs, args); err != nil {
 		return err
 	}
-	if f.namespace == "" {
+	if f.summary.namespace == "" {
 		return fmt.Errorf("summarizer: -leader-election-namespace (or POD_NAMESPACE) is required")
 	}
-	signer, err := signerSetup(signerCADir, f.namespace, agentSA)
+	signer, err := signerSetup(f.signerCADir, f.summary.namespace, f.agentSA)
 	if err != nil {
 		return err
 	}
-	mgr, err := newSummarizerManager(kubeconfig, probeAddr, metricsAddr)
+	mgr, err := newSummarizerManager(f.kubeconfig, f.probeAddr, f.metricsAddr)
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(f.runnable(mgr, signer...)); err != nil {
+	if err := mgr.Add(f.summary.runnable(mgr, signer...)); err != nil {
 		return fmt.Errorf("summarizer: adding the summarizer: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
