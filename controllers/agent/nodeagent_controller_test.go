@@ -114,7 +114,7 @@ func TestNodeAgentReconcile(t *testing.T) {
 			if err := c.Get(ctx, client.ObjectKey{Name: node}, &rep); err != nil {
 				t.Fatalf("reading the node's report: %v", err)
 			}
-			want := numav1.NumaNodeReportStatus{KernelSupport: "emulator", NumaBalancing: tc.balancing, NumaNodes: 2,
+			want := numav1.NumaNodeReportStatus{KernelSupport: "emulator", NumaBalancing: tc.balancing, NumaNodes: 2, Mechanisms: []string{"prctl"},
 				Totals: tc.wantTotals, Preferences: tc.wantEntry}
 			if diff := cmp.Diff(want, rep.Status); diff != "" {
 				t.Errorf("report (-want +got):\n%s", diff)

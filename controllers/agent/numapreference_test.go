@@ -423,7 +423,7 @@ var _ = Describe("Node facts", func() {
 		Eventually(func(g Gomega) {
 			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 			g.Expect(node.Labels).To(Equal(map[string]string{"keep": "me",
-				LabelKernelSupport: "emulator", LabelNUMABalancing: "disabled", LabelNUMANodes: "2"}))
+				LabelKernelSupport: "emulator", LabelNUMABalancing: "disabled", LabelNUMANodes: "2", LabelMemoryPolicy: "unavailable"}))
 			rep := &numav1.NumaNodeReport{}
 			g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: "facts-node"}, rep)).To(Succeed())
 			g.Expect(rep.Status.KernelSupport).To(Equal("emulator"))
