@@ -24,6 +24,10 @@ build: ## Build the numapref binary and the kubectl-numapref plugin into bin/.
 image: ## Build the image from the Dockerfile with docker or podman: IMG=<registry>/numapref:<tag> (required); PUSH=1 pushes it, ARCHIVE=<file> saves it, BASE=<image> picks its base.
 	IMG=$(IMG) hack/image.sh $(if $(filter 1,$(PUSH)),--push) $(if $(ARCHIVE),--archive $(ARCHIVE))
 
+.PHONY: plugin-archive
+plugin-archive: ## kubectl-numapref's krew archives (binary and LICENSE) and manifest into dist/: VERSION=<semver> [PLATFORMS="linux/amd64 ..."] [URL_BASE=...].
+	VERSION=$(VERSION) hack/plugin-archive.sh
+
 .PHONY: tools
 tools: ## Install pinned build tools (controller-gen, helm, kube-score, kind, golangci-lint) into the cache.
 	hack/tools.sh >/dev/null

@@ -51,6 +51,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	commands := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"inspect": runInspect,
 		"status":  runStatus,
+		"version": func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+			_, err := fmt.Fprintln(stdout, version)
+			return err
+		},
 	}
 	switch cmd := commands[args[0]]; {
 	case cmd != nil:
@@ -80,9 +84,14 @@ const usage = `usage: kubectl numapref <command> [flags]
 commands:
   inspect <namespace>/<pod>    show a pod as the numapref agent on its node sees it
   status <namespace>/<name>    show a NumaPreference and the nodes with problems, and why
+  version                      the plugin's version
 
 Run "kubectl numapref <command> -h" for its flags.
 `
+
+// version is the plugin's release, set at build time (hack/plugin-archive.sh: -X
+// main.version=v<semver>).
+var version = "dev"
 
 // errUsage marks errors in how the plugin was called (exit code 2).
 var errUsage = errors.New("usage")
