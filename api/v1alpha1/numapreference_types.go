@@ -207,6 +207,10 @@ type Summary struct {
 	// tasks that have the preferred node.
 	// +optional
 	Tasks int32 `json:"tasks,omitempty"`
+	// memoryPolicy counts, of containers, those whose init holds their home's memory
+	// policy, given at their creation (mechanism memoryPolicy).
+	// +optional
+	MemoryPolicy int32 `json:"memoryPolicy,omitempty"`
 }
 
 // NodeProblem names one Kubernetes node where some selected containers did not get their

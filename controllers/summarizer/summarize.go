@@ -23,10 +23,10 @@ import (
 // each count is at most MaxEntryCount, but thousands of nodes can pass 2^31-1 together;
 // the status gets the sums saturated at math.MaxInt32 (saturate).
 type tally struct {
-	nodes, pods, containers, tasks int64 // the summary: nodes that report pods, and the sums
-	problems, conflicts, noEffect  map[string]int64
-	pending                        int64 // containers not running yet
-	behind                         int32 // nodes on an older generation
+	nodes, pods, containers, tasks, memoryPolicy int64 // the summary: nodes that report pods, and the sums
+	problems, conflicts, noEffect                map[string]int64
+	pending                                      int64 // containers not running yet
+	behind                                       int32 // nodes on an older generation
 	// unreported counts the nodes whose report is full and may have left the preference
 	// out (mayHaveOmitted): what they did for it is unknown.
 	unreported        int32
@@ -73,6 +73,7 @@ func (t *tally) add(node string, generation int64, e *numav1.PreferenceReport) {
 	t.pods += int64(e.Pods)
 	t.containers += int64(e.Containers)
 	t.tasks += int64(e.Tasks)
+	t.memoryPolicy += int64(e.MemoryPolicy)
 	if e.Generation != generation {
 		t.behind++
 	}
@@ -104,7 +105,8 @@ func (t *tally) refuse(node string, err error) {
 
 // summary is what the status shows of the sums.
 func (t *tally) summary() numav1.Summary {
-	return numav1.Summary{Nodes: saturate(t.nodes), Pods: saturate(t.pods), Containers: saturate(t.containers), Tasks: saturate(t.tasks)}
+	return numav1.Summary{Nodes: saturate(t.nodes), Pods: saturate(t.pods), Containers: saturate(t.containers), Tasks: saturate(t.tasks),
+		MemoryPolicy: saturate(t.memoryPolicy)}
 }
 
 // saturate stores a sum in an int32 field of the status: at most math.MaxInt32, never
@@ -120,7 +122,8 @@ func saturate(n int64) int32 {
 // size would wrap or swamp the sums. So every reason must be one of the reason table, and
 // every count within 0..MaxEntryCount.
 func checkEntry(e *numav1.PreferenceReport) error {
-	for _, c := range []numav1.ReasonCount{{Reason: "pods", Count: e.Pods}, {Reason: "containers", Count: e.Containers}, {Reason: "tasks", Count: e.Tasks}} {
+	for _, c := range []numav1.ReasonCount{{Reason: "pods", Count: e.Pods}, {Reason: "containers", Count: e.Containers}, {Reason: "tasks", Count: e.Tasks},
+		{Reason: "memoryPolicy", Count: e.MemoryPolicy}} {
 		if err := checkCount(c); err != nil {
 			return err
 		}

@@ -40,6 +40,7 @@ func TestSummarizeRefusesHostileEntries(t *testing.T) {
 		"a negative reason count": {hostile: []numav1.PreferenceReport{{Pods: 1,
 			Failed: []numav1.ReasonCount{{Reason: numav1.ReasonPermissionDenied, Count: -1}}}}, why: "PermissionDenied count -1"},
 		"tasks past any node's":          {hostile: []numav1.PreferenceReport{{Pods: 1, Tasks: numav1.MaxEntryCount + 1}}, why: "tasks count 4194305"},
+		"a negative memory policy count": {hostile: []numav1.PreferenceReport{{Pods: 1, Containers: 1, MemoryPolicy: -1}}, why: "memoryPolicy count -1"},
 		"2^31-1 counts on several nodes": {hostile: []numav1.PreferenceReport{huge, huge, huge}, why: "pods count 2147483647"},
 	}
 	for name, tc := range tests {

@@ -50,10 +50,10 @@ func TestSummarize(t *testing.T) {
 		},
 		"all applied on two nodes": {
 			reports: []numav1.NumaNodeReport{
-				report("a", numav1.PreferenceReport{Pods: 1, Containers: 2, Tasks: 10}, "normal"),
-				report("b", numav1.PreferenceReport{Pods: 2, Containers: 2, Tasks: 5}, "normal"),
+				report("a", numav1.PreferenceReport{Pods: 1, Containers: 2, Tasks: 10, MemoryPolicy: 1}, "normal"),
+				report("b", numav1.PreferenceReport{Pods: 2, Containers: 2, Tasks: 5, MemoryPolicy: 2}, "normal"),
 			},
-			wantSummary: numav1.Summary{Nodes: 2, Pods: 3, Containers: 4, Tasks: 15},
+			wantSummary: numav1.Summary{Nodes: 2, Pods: 3, Containers: 4, Tasks: 15, MemoryPolicy: 3},
 			want: []cond{
 				{numav1.ConditionReady, "True", numav1.ReasonApplied},
 				{numav1.ConditionDegraded, "False", numav1.ReasonNoProblems},

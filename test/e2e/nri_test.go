@@ -124,6 +124,10 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 			node := &corev1.Node{}
 			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, node)).To(Succeed())
 			g.Expect(node.Labels).To(HaveKeyWithValue("numapref.io/memory-policy", "available"))
+			// The status adds it up.
+			np := &numav1.NumaPreference{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: nns, Name: "policy"}, np)).To(Succeed())
+			g.Expect(np.Status.Summary.MemoryPolicy).To(BeEquivalentTo(1))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 

@@ -304,6 +304,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: containers
       type:
         scalar: numeric
+    - name: memoryPolicy
+      type:
+        scalar: numeric
     - name: nodes
       type:
         scalar: numeric

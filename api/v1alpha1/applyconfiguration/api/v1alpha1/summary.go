@@ -18,6 +18,9 @@ type SummaryApplyConfiguration struct {
 	Containers *int32 `json:"containers,omitempty"`
 	// tasks that have the preferred node.
 	Tasks *int32 `json:"tasks,omitempty"`
+	// memoryPolicy counts, of containers, those whose init holds their home's memory
+	// policy, given at their creation (mechanism memoryPolicy).
+	MemoryPolicy *int32 `json:"memoryPolicy,omitempty"`
 }
 
 // SummaryApplyConfiguration constructs a declarative configuration of the Summary type for use with
@@ -55,5 +58,13 @@ func (b *SummaryApplyConfiguration) WithContainers(value int32) *SummaryApplyCon
 // If called multiple times, the Tasks field is set to the value of the last call.
 func (b *SummaryApplyConfiguration) WithTasks(value int32) *SummaryApplyConfiguration {
 	b.Tasks = &value
+	return b
+}
+
+// WithMemoryPolicy sets the MemoryPolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MemoryPolicy field is set to the value of the last call.
+func (b *SummaryApplyConfiguration) WithMemoryPolicy(value int32) *SummaryApplyConfiguration {
+	b.MemoryPolicy = &value
 	return b
 }
