@@ -27,6 +27,9 @@ func (e *Engine) PolicyAtCreation(d desire.Desire, cs cpuset.Cpuset) (r plan.Res
 	if !d.WantsPolicy(e.cfg.Support.Supported) || e.desires.draining.Load() {
 		return plan.Result{}, mempolicy.Policy{}, false
 	}
+	if !d.Placement.Automatic() {
+		return e.staticAtCreation(d, cs)
+	}
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
 	desired, _, ok := e.desires.forPass(false)
@@ -43,6 +46,25 @@ func (e *Engine) PolicyAtCreation(d desire.Desire, cs cpuset.Cpuset) (r plan.Res
 		e.placements.hold(plan.ChoiceKey{PodUID: d.PodUID, Group: d.Placement.Group}, e.cfg.Clock.Now().Add(e.cfg.StartGrace))
 	}
 	r = pl.Containers[0].Result
+	if r.Mechanism != plan.MechanismMemoryPolicy {
+		return r, mempolicy.Policy{}, false
+	}
+	e.asked.put(d.Ref.ContainerID, p)
+	return r, p, true
+}
+
+// staticAtCreation is PolicyAtCreation for a Static desire, which needs nothing a pass
+// holds but the topology: it never waits for a pass, so a long one (a container at its
+// task share, a fork storm) delays no creation.
+func (e *Engine) staticAtCreation(d desire.Desire, cs cpuset.Cpuset) (plan.Result, mempolicy.Policy, bool) {
+	if _, _, synced := e.desires.forPass(false); !synced {
+		return plan.Result{}, mempolicy.Policy{}, false
+	}
+	key := d.Key()
+	in := plan.Input{Desired: map[desire.ContainerKey]desire.Desire{key: d}, Topology: e.placements.lastTopology(),
+		Support: e.cfg.Support, Policies: e.cfg.Policies, Log: e.cfg.Log}
+	pl, p := plan.AtCreation(in, plan.Creation{Key: key, Cpuset: cs})
+	r := pl.Containers[0].Result
 	if r.Mechanism != plan.MechanismMemoryPolicy {
 		return r, mempolicy.Policy{}, false
 	}

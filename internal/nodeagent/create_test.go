@@ -5,6 +5,7 @@ package nodeagent
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -63,5 +64,33 @@ func TestPolicyAtCreation(t *testing.T) {
 	}
 	if r, ok := e.PlaceAtStart(a); !ok || r.Node != ra.Node {
 		t.Errorf("Spread pod a at its start: node %d (%v), want its node at creation, %d", r.Node, ok, ra.Node)
+	}
+}
+
+// A Static container's creation never waits for a pass: it needs only the topology.
+func TestStaticPolicyAtCreationDoesNotWaitForAPass(t *testing.T) {
+	h := newFakeHost(t)
+	e := h.engine(EngineConfig{Policies: mempolicy.Support{Preferred: true}})
+	e.SetDesired(nil)
+	d := fakeDesire(1)
+	d.MemoryPolicy = numav1.MemoryPolicyAtCreation
+	e.passMu.Lock() // a long pass
+	defer e.passMu.Unlock()
+	done := make(chan bool, 1)
+	go func() {
+		_, p, ok := e.PolicyAtCreation(d, cpuset.Cpuset{})
+		done <- ok && p.Equal(mempolicy.Preferred(1))
+	}()
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Error("no prefer:1 for a Static container created during a pass")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the creation of a Static container waited for the pass")
+	}
+	d.Node = 5 // not online on the fake host
+	if r, _, ok := e.PolicyAtCreation(d, cpuset.Cpuset{}); ok || r.Reason != numav1.ReasonNodeNotPresent {
+		t.Errorf("node 5 at creation: %s, %v; want %s and no policy", r.Reason, ok, numav1.ReasonNodeNotPresent)
 	}
 }

@@ -5,6 +5,7 @@ package nodeagent
 
 import (
 	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,6 +34,7 @@ type placementMemory struct {
 	// topo is the host's online nodes and CPUs as a full pass last read them, at topoRead
 	// for desire generation topoGen; readTopo reads them (nil: never again).
 	topo     plan.Topology
+	shared   atomic.Pointer[plan.Topology] // topo, for lastTopology
 	topoRead time.Time
 	topoGen  uint64
 	readTopo func() (numa.Online, error)
@@ -53,10 +55,11 @@ type placementMemory struct {
 // error: pods are then placed anew, as on a first start.
 func newPlacementMemory(cfg EngineConfig, known known.View) (*placementMemory, error) {
 	m := &placementMemory{
-		choicesPath: cfg.ChoicesPath, topo: plan.NewTopology(cfg.OnlineNodes, cfg.CPUNode), readTopo: cfg.Topology,
+		choicesPath: cfg.ChoicesPath, readTopo: cfg.Topology,
 		placedAt: placedBeforeRestart(known), boottime: cfg.Boottime, clock: cfg.Clock, log: cfg.Log,
 		held: map[plan.ChoiceKey]time.Time{},
 	}
+	m.setTopology(plan.NewTopology(cfg.OnlineNodes, cfg.CPUNode))
 	m.bootAtStart, m.bootAtStartOK = cfg.Boottime()
 	if m.choicesPath != "" {
 		removeStaleTemps(m.choicesPath, cfg.Log)

@@ -32,8 +32,17 @@ func (m *placementMemory) readTopology(gen uint64, nodeNotPresent func() bool) {
 	if !m.topo.Same(on) {
 		m.log.Info("The NUMA topology changed", "online", on.Nodes, "was", m.topo.Nodes())
 	}
-	m.topo = plan.NewTopology(on.Nodes, on.CPUNode)
+	m.setTopology(plan.NewTopology(on.Nodes, on.CPUNode))
 }
+
+// setTopology sets the topology, and its copy for readers without passMu (lastTopology).
+func (m *placementMemory) setTopology(t plan.Topology) {
+	m.topo = t
+	m.shared.Store(&t)
+}
+
+// lastTopology is the topology last read, for a reader that does not hold passMu.
+func (m *placementMemory) lastTopology() plan.Topology { return *m.shared.Load() }
 
 // topologyDue says whether a full pass of desire generation gen reads the topology: the
 // first pass, once topologyEvery passed since the last read, when the desired state
