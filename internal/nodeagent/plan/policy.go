@@ -85,6 +85,10 @@ func (pl *planner) checkPolicy(r *Result, tids []cgroups.TaskRef) {
 		asked, wasAsked = pl.in.Asked(r.Desire.Ref.ContainerID)
 	}
 	switch {
+	case wasAsked && got.Equal(asked):
+		// Its home changed since: the policy it was created with stays.
+		pl.noPolicy(r, numav1.ReasonPolicyAtCreationOnly, fmt.Sprintf(
+			"the container was created with memory policy %s, its home then; a running container keeps the policy it was created with, and it gets %s when it is created again", got, want))
 	case wasAsked:
 		pl.noPolicy(r, numav1.ReasonMemoryPolicyUnsupported, fmt.Sprintf(
 			"the runtime was asked for memory policy %s at the container's creation, and its init (pid %d) holds %s: the runtime does not apply linux.memoryPolicy (runc 1.4 or later, crun 1.22 or later do)", asked, tgid, got))

@@ -137,15 +137,16 @@ func TestAtCreationAutomatic(t *testing.T) {
 // was asked for, or no runtime to ask. With the prctl the policy is read and shown only.
 func TestCheckPolicy(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		maps     string // the init's numa_maps
-		asked    bool
-		auto     bool // memoryPolicy Auto, not AtCreation
-		runtime  bool
-		prctl    bool
-		reason   string
-		mech     string
-		policyIs string
+		name      string
+		maps      string // the init's numa_maps
+		asked     bool
+		askedNode int  // the node asked for at creation, when asked: 1 unless said
+		auto      bool // memoryPolicy Auto, not AtCreation
+		runtime   bool
+		prctl     bool
+		reason    string
+		mech      string
+		policyIs  string
 	}{
 		{name: "holds it", maps: "prefer:1", runtime: true, reason: numav1.ReasonApplied, mech: MechanismMemoryPolicy, policyIs: "prefer:1"},
 		{name: "created before", maps: "default", runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "default"},
@@ -153,6 +154,7 @@ func TestCheckPolicy(t *testing.T) {
 		{name: "no runtime", maps: "default", reason: numav1.ReasonMemoryPolicyUnsupported, policyIs: "default"},
 		{name: "no runtime, Auto", auto: true, maps: "default", reason: numav1.ReasonKernelUnsupported, policyIs: "default"},
 		{name: "another node", maps: "prefer:0", runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "prefer:0"},
+		{name: "home changed since its creation", maps: "prefer:0", asked: true, askedNode: 0, runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "prefer:0"},
 		{name: "prctl and policy", maps: "prefer:1", runtime: true, prctl: true, reason: numav1.ReasonApplied, mech: MechanismPrctl + "+" + MechanismMemoryPolicy, policyIs: "prefer:1"},
 		{name: "prctl alone", maps: "default", runtime: true, prctl: true, reason: numav1.ReasonApplied, mech: MechanismPrctl, policyIs: "default"},
 	} {
@@ -172,7 +174,7 @@ func TestCheckPolicy(t *testing.T) {
 			in.Support = numa.Support{Supported: tc.prctl, Reason: "no patch"}
 			in.Policies, in.PolicyRuntime = olderKernel, tc.runtime
 			in.Asked = func(id string) (mempolicy.Policy, bool) {
-				return mempolicy.Preferred(1), tc.asked && desire.SameContainer(id, mainRef.ContainerID)
+				return mempolicy.Preferred(tc.askedNode), tc.asked && desire.SameContainer(id, mainRef.ContainerID)
 			}
 			cp := Full(in).Containers[0]
 			r := cp.Result
