@@ -150,7 +150,7 @@ func TestCheckPolicy(t *testing.T) {
 	}{
 		{name: "holds it", maps: "prefer:1", runtime: true, reason: numav1.ReasonApplied, mech: MechanismMemoryPolicy, policyIs: "prefer:1"},
 		{name: "created before", maps: "default", runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "default"},
-		{name: "runtime ignored it", maps: "default", asked: true, runtime: true, reason: numav1.ReasonMemoryPolicyUnsupported, policyIs: "default"},
+		{name: "runtime ignored it", maps: "default", asked: true, askedNode: 1, runtime: true, reason: numav1.ReasonMemoryPolicyUnsupported, policyIs: "default"},
 		{name: "no runtime", maps: "default", reason: numav1.ReasonMemoryPolicyUnsupported, policyIs: "default"},
 		{name: "no runtime, Auto", auto: true, maps: "default", reason: numav1.ReasonKernelUnsupported, policyIs: "default"},
 		{name: "another node", maps: "prefer:0", runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "prefer:0"},
