@@ -140,7 +140,7 @@ func TestCheckPolicy(t *testing.T) {
 		name      string
 		maps      string // the init's numa_maps
 		asked     bool
-		askedNode int  // the node asked for at creation, when asked: 1 unless said
+		askedNode int  // the node asked for at creation, when asked
 		auto      bool // memoryPolicy Auto, not AtCreation
 		runtime   bool
 		prctl     bool
