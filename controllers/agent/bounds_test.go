@@ -24,7 +24,7 @@ import (
 )
 
 // largestPreferenceBytes bounds the JSON of the largest valid NumaPreference, managedFields
-// left out (README: "Bounded objects"). It fails when a bound grows.
+// left out (docs/concepts/status-at-scale.md, "Bounded objects"). It fails when a bound grows.
 const largestPreferenceBytes = 32 << 10
 
 var _ = Describe("NumaPreference bounds", func() {

@@ -206,7 +206,7 @@ func monitoringSpecs() bool {
 		It("draws the dashboard's main panels from a real run when E2E_SCREENSHOT names a file", func(ctx SpecContext) {
 			shot := os.Getenv("E2E_SCREENSHOT")
 			if shot == "" {
-				return // the picture is made by hand (README, "Operate"), not in every run
+				return // the picture is made by hand (docs/operate/monitoring.md), not in every run
 			}
 			// Four minutes of history, with something happening: the workload forks every
 			// poll, and a new selected pod starts every fourth.
@@ -504,7 +504,7 @@ func (p *prometheus) alerts(ctx context.Context) ([]alert, error) {
 	return data.Alerts, err
 }
 
-// pictured are the dashboard panels of the README's picture.
+// pictured are the dashboard panels of docs/operate/monitoring.md's picture.
 var pictured = []string{
 	"Selected containers by reason", "Tasks by state", "SET results", "Fork to applied",
 	"Memory by NUMA node", "Memory locality", "CPU", "Resident memory",

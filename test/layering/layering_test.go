@@ -1,7 +1,7 @@
 // Copyright 2026 The numapref Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package layering checks the import rules the README's layout states: the production
+// Package layering checks the import rules docs/development/layout.md states: the production
 // packages form layers, cmd → controllers → internal/nodeagent → internal/numa → api, each
 // importing only from its own layer or the ones below it; and no production package
 // imports the test-only trees (test/, hack/, internal/testutil/). Two rules hold within

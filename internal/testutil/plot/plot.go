@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package plot draws time series panels into a PNG: the dashboard picture the monitoring
-// e2e makes from a real Prometheus' query_range answers (README, "Operate"). It needs no
+// e2e makes from a real Prometheus' query_range answers (docs/operate/monitoring.md). It needs no
 // browser and no network, so the picture is the same wherever the spec runs.
 package plot
 
