@@ -73,15 +73,19 @@ func installSandbox(f *agentFlags) (sandbox.Status, error) {
 // A Landlock domain refuses ptrace access to every process outside it, whatever the
 // capabilities, and ptrace access is what the preferred-node prctl checks on each task it
 // reads or sets, what kcmp checks (the emulated kernel), and what /proc/<pid>/mem and
-// /proc/<pid>/root need. So only an agent that sets nothing is confined by it: one on a
-// kernel without the patch (-kernel=auto). Otherwise the ruleset is nil and why says so;
-// with a ruleset, why says what is not confined, if anything.
+// /proc/<pid>/root need, and /proc/<pid>/numa_maps, where the agent reads the memory
+// policy each container was created with. So only an agent that sets and reads nothing of
+// other processes is confined by it: one on a kernel without the patch (-kernel=auto) and
+// without NRI. Otherwise the ruleset is nil and why says so; with a ruleset, why says what
+// is not confined, if anything.
 func agentLandlock(f *agentFlags) (ruleset *sandbox.Landlock, why string) {
 	switch {
 	case f.kernel == "emulated":
 		return nil, "the emulated kernel compares processes with kcmp, a ptrace access check, which a Landlock domain refuses outside itself"
 	case f.kernel == "prctl" || kernelHasThePatch("/proc"):
 		return nil, "the preferred-node prctl checks ptrace access to each task it reads or sets, which a Landlock domain refuses outside itself"
+	case f.nriSocket != "":
+		return nil, "the memory policy a container was created with is read from its /proc/<pid>/numa_maps, a ptrace access check, which a Landlock domain refuses outside itself"
 	}
 	procRoot, sysRoot := filepath.Join(f.hostRoot, "proc"), filepath.Join(f.hostRoot, "sys")
 	cgroupRoot := f.cgroupRoot
@@ -94,10 +98,6 @@ func agentLandlock(f *agentFlags) (ruleset *sandbox.Landlock, why string) {
 		ReadOnly:   uniquePaths(procRoot, "/proc", sysRoot, "/sys", cgroupRoot, f.tlsCertDir, "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"),
 		ReadWrite:  []string{f.stateDir},
 		RemoveDirs: []string{filepath.Dir(f.stateDir)},
-	}
-	if f.nriSocket != "" {
-		// The directory: the runtime makes a new socket when it restarts.
-		l.UnixSockets = []string{filepath.Dir(f.nriSocket)}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
 	if err != nil {

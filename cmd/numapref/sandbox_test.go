@@ -50,14 +50,15 @@ func TestAgentLandlock(t *testing.T) {
 		want    *sandbox.Landlock
 		wantWhy string
 	}{
-		"the chart's agent": {
-			flags: func(*agentFlags) {},
+		// NRI on (the chart's default): the agent reads containers' numa_maps.
+		"the chart's agent": {flags: func(*agentFlags) {}, wantWhy: "numa_maps"},
+		"the chart's agent, NRI off": {
+			flags: func(f *agentFlags) { f.nriSocket = "" },
 			want: &sandbox.Landlock{
-				ReadOnly:    append(append([]string{"/proc", "/sys", "/host/sys/fs/cgroup", "/etc/numapref/tls"}, resolver...), sa),
-				ReadWrite:   []string{"/var/lib/numapref/ns_rel"},
-				RemoveDirs:  []string{"/var/lib/numapref"},
-				UnixSockets: []string{"/var/run/nri"},
-				TCP:         true, BindTCP: []uint16{8443, 8081}, ConnectTCP: []uint16{443},
+				ReadOnly:   append(append([]string{"/proc", "/sys", "/host/sys/fs/cgroup", "/etc/numapref/tls"}, resolver...), sa),
+				ReadWrite:  []string{"/var/lib/numapref/ns_rel"},
+				RemoveDirs: []string{"/var/lib/numapref"},
+				TCP:        true, BindTCP: []uint16{8443, 8081}, ConnectTCP: []uint16{443},
 			},
 		},
 		"a host root, no NRI, no metrics, a named API server behind a proxy": {
@@ -73,12 +74,11 @@ func TestAgentLandlock(t *testing.T) {
 			},
 		},
 		"a bind address of any free port: TCP not confined": {
-			flags: func(f *agentFlags) { f.probeAddr = "127.0.0.1:0" },
+			flags: func(f *agentFlags) { f.probeAddr, f.nriSocket = "127.0.0.1:0", "" },
 			want: &sandbox.Landlock{
-				ReadOnly:    append(append([]string{"/proc", "/sys", "/host/sys/fs/cgroup", "/etc/numapref/tls"}, resolver...), sa),
-				ReadWrite:   []string{"/var/lib/numapref/ns_rel"},
-				RemoveDirs:  []string{"/var/lib/numapref"},
-				UnixSockets: []string{"/var/run/nri"},
+				ReadOnly:   append(append([]string{"/proc", "/sys", "/host/sys/fs/cgroup", "/etc/numapref/tls"}, resolver...), sa),
+				ReadWrite:  []string{"/var/lib/numapref/ns_rel"},
+				RemoveDirs: []string{"/var/lib/numapref"},
 			},
 			wantWhy: "port 0",
 		},

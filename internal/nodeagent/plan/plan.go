@@ -278,6 +278,10 @@ func (pl *planner) home(key desire.ContainerKey, d desire.Desire, r *Result) (st
 		return d.Refusal, d.Message
 	case !pl.in.Support.Supported && !d.WantsPolicy(false):
 		return numav1.ReasonKernelUnsupported, "this kernel cannot set a preferred NUMA node: " + pl.in.Support.Reason
+	case !pl.in.Support.Supported && !pl.in.PolicyRuntime && d.MemoryPolicy != numav1.MemoryPolicyAtCreation:
+		// Auto where neither mechanism is: nothing to read either.
+		return numav1.ReasonKernelUnsupported, "this kernel cannot set a preferred NUMA node: " + pl.in.Support.Reason +
+			"; and no memory policy can be given at creation: the agent has not been connected to the runtime through NRI"
 	case d.Placement.Automatic() && res.skip != "":
 		return res.skip, res.message
 	case d.Placement.Automatic():

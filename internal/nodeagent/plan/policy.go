@@ -92,10 +92,6 @@ func (pl *planner) checkPolicy(r *Result, tids []cgroups.TaskRef) {
 	case wasAsked:
 		pl.noPolicy(r, numav1.ReasonMemoryPolicyUnsupported, fmt.Sprintf(
 			"the runtime was asked for memory policy %s at the container's creation, and its init (pid %d) holds %s: the runtime does not apply linux.memoryPolicy (runc 1.4 or later, crun 1.22 or later do)", asked, tgid, got))
-	case !pl.in.PolicyRuntime && r.Desire.MemoryPolicy != numav1.MemoryPolicyAtCreation:
-		// Auto, where neither mechanism is: the kernel's lack comes first.
-		pl.noPolicy(r, numav1.ReasonKernelUnsupported, fmt.Sprintf(
-			"this kernel cannot set a preferred NUMA node: %s; and no memory policy can be given at creation: the agent has not been connected to the runtime through NRI", pl.in.Support.Reason))
 	case !pl.in.PolicyRuntime:
 		pl.noPolicy(r, numav1.ReasonMemoryPolicyUnsupported, fmt.Sprintf(
 			"the container's init (pid %d) holds memory policy %s, not %s, and the agent has not been connected to the runtime through NRI, which gives the policy at creation", tgid, got, want))
@@ -131,6 +127,7 @@ type Creation struct {
 func AtCreation(in Input, c Creation) (Plan, mempolicy.Policy) {
 	d := in.Desired[c.Key]
 	in.Cgroups = creatingCgroups{Cgroups: in.Cgroups, ref: d.Ref, cs: c.Cpuset}
+	in.PolicyRuntime = true // the runtime is asking
 	pl := newPlanner(&in)
 	var out Plan
 	if d.Placement.Automatic() && !in.Resolved.Has(c.Key) {

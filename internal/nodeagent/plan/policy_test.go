@@ -152,7 +152,7 @@ func TestCheckPolicy(t *testing.T) {
 		{name: "created before", maps: "default", runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "default"},
 		{name: "runtime ignored it", maps: "default", asked: true, askedNode: 1, runtime: true, reason: numav1.ReasonMemoryPolicyUnsupported, policyIs: "default"},
 		{name: "no runtime", maps: "default", reason: numav1.ReasonMemoryPolicyUnsupported, policyIs: "default"},
-		{name: "no runtime, Auto", auto: true, maps: "default", reason: numav1.ReasonKernelUnsupported, policyIs: "default"},
+		{name: "no runtime, Auto", auto: true, maps: "default", reason: numav1.ReasonKernelUnsupported, policyIs: ""},
 		{name: "another node", maps: "prefer:0", runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "prefer:0"},
 		{name: "home changed since its creation", maps: "prefer:0", asked: true, askedNode: 0, runtime: true, reason: numav1.ReasonPolicyAtCreationOnly, policyIs: "prefer:0"},
 		{name: "prctl and policy", maps: "prefer:1", runtime: true, prctl: true, reason: numav1.ReasonApplied, mech: MechanismPrctl + "+" + MechanismMemoryPolicy, policyIs: "prefer:1"},
