@@ -46,28 +46,7 @@ const criNode = 1
 // preferred node: the selected pod must read the preference's node there, and a pod the
 // preference does not select must read -1 in the same runtime, so the check can fail.
 func TestCRIPod(t *testing.T) {
-	labenv.RequireKernel(t, "patched")
-	cl := newCluster(t, "patched")
-	lab := newHostlab(t)
-	rt := startRuntime(t, cl)
-	// The preference exists before the agent starts: the cache it lists at start holds it.
-	cl.applyPreference(t, "cri-first", map[string]string{"app": "cri-first"}, criNode)
-	t.Cleanup(func() { cl.deletePreference(t, "cri-first") })
-	cl.startAgent(t, lab, "--nri-socket="+rt.nriSocket())
-	// Registered (its own metric), and its node agent has synced since: the report it writes
-	// after handing the engine its desired state says so.
-	poll(t, apiWait, "the agent registered with containerd's NRI", func() error {
-		mfs, err := cl.metrics()
-		if err != nil {
-			return err
-		}
-		if v, _ := series(mfs, "numapref_nri_connected", nil); v != 1 {
-			return fmt.Errorf("numapref_nri_connected %v", v)
-		}
-		var rep numav1.NumaNodeReport
-		if err := cl.c.Get(context.Background(), client.ObjectKey{Name: cl.node}, &rep); err != nil {
-			return err
-		}
+	cl, lab, rt := startCRIAgent(t, "patched", "cri-first", func(rep *numav1.NumaNodeReport) error {
 		if rep.Status.NRI != numav1.NRIConnected {
 			return fmt.Errorf("the node's report says NRI %q", rep.Status.NRI)
 		}
@@ -103,30 +82,9 @@ func TestCRIPod(t *testing.T) {
 // MPOL_F_NUMA_BALANCING on node 1 (the kernel is 6.12); the pod the preference does not
 // select reads the default policy in the same runtime.
 func TestCRIPolicy(t *testing.T) {
-	labenv.RequireKernel(t, "control")
-	cl := newCluster(t, "control")
-	lab := newHostlab(t)
-	rt := startRuntime(t, cl)
-	cl.applyPreference(t, "cri-policy", map[string]string{"app": "cri-policy"}, criNode)
-	t.Cleanup(func() { cl.deletePreference(t, "cri-policy") })
-	cl.startAgent(t, lab, "--nri-socket="+rt.nriSocket())
-	poll(t, apiWait, "the agent registered with containerd's NRI", func() error {
-		mfs, err := cl.metrics()
-		if err != nil {
-			return err
-		}
-		if v, _ := series(mfs, "numapref_nri_connected", nil); v != 1 {
-			return fmt.Errorf("numapref_nri_connected %v", v)
-		}
-		return nil
-	})
 	// The selected pod is created only once the agent's cache holds the preference: the
 	// report it writes after its first pass has the node's mechanisms.
-	poll(t, apiWait, "the node's report offers memoryPolicy", func() error {
-		var rep numav1.NumaNodeReport
-		if err := cl.c.Get(context.Background(), client.ObjectKey{Name: cl.node}, &rep); err != nil {
-			return err
-		}
+	cl, lab, rt := startCRIAgent(t, "control", "cri-policy", func(rep *numav1.NumaNodeReport) error {
 		if !slices.Contains(rep.Status.Mechanisms, "memoryPolicy") || slices.Contains(rep.Status.Mechanisms, "prctl") {
 			return fmt.Errorf("the node's report says mechanisms %v, want memoryPolicy alone", rep.Status.Mechanisms)
 		}
@@ -151,6 +109,37 @@ func TestCRIPolicy(t *testing.T) {
 	if policies != 1 {
 		t.Errorf("numapref_nri_memory_policies_total %v, want 1 (the selected pod's container)", policies)
 	}
+}
+
+// startCRIAgent starts, on the lab's kernel kernel, containerd with NRI and the agent as
+// its NRI plugin, with the NumaPreference pref (node criNode, selecting app=pref) made
+// before the agent starts, so that the cache it lists at start holds it. It returns once
+// the agent is registered (its own metric) and its node's report, written after it handed
+// the engine its desired state, passes reportOK.
+func startCRIAgent(t *testing.T, kernel, pref string, reportOK func(*numav1.NumaNodeReport) error) (*cluster, *hostlab.Lab, *criRuntime) {
+	t.Helper()
+	labenv.RequireKernel(t, kernel)
+	cl := newCluster(t, kernel)
+	lab := newHostlab(t)
+	rt := startRuntime(t, cl)
+	cl.applyPreference(t, pref, map[string]string{"app": pref}, criNode)
+	t.Cleanup(func() { cl.deletePreference(t, pref) })
+	cl.startAgent(t, lab, "--nri-socket="+rt.nriSocket())
+	poll(t, apiWait, "the agent registered with containerd's NRI", func() error {
+		mfs, err := cl.metrics()
+		if err != nil {
+			return err
+		}
+		if v, _ := series(mfs, "numapref_nri_connected", nil); v != 1 {
+			return fmt.Errorf("numapref_nri_connected %v", v)
+		}
+		var rep numav1.NumaNodeReport
+		if err := cl.c.Get(context.Background(), client.ObjectKey{Name: cl.node}, &rep); err != nil {
+			return err
+		}
+		return reportOK(&rep)
+	})
+	return cl, lab, rt
 }
 
 // criRuntime is containerd with NRI, running in the VM with its root, state and sockets in a
