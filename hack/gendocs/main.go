@@ -32,7 +32,7 @@ func main() {
 	case len(os.Args) >= 3 && os.Args[1] == "api":
 		err = apiFiles(os.Stdout, os.Args[2:])
 	default:
-		err = errors.New("usage: gendocs reasons | gendocs values VALUES.yaml | gendocs api CRD.yaml...")
+		err = errors.New("usage: gendocs reasons | gendocs values VALUES.yaml | gendocs api CRD.yaml [CRD.yaml ...]")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)
