@@ -111,3 +111,45 @@ func (a *askedPolicies) get(id string) (mempolicy.Policy, bool) {
 	p, ok := a.m[desire.BareContainerID(id)]
 	return p, ok
 }
+
+// readPolicies remembers the memory policy read of each container's init, by container
+// ID and pid: no one can change a process's policy from outside, and a numa_maps read
+// walks the page tables of each mapping it prints, a heap's among them, which a pass over
+// every selected container every rescan would pay again and again. Another first process
+// is read anew (a restarted container has a new ID).
+// Bounded like asked; passes read it under passMu, so it needs no lock of its own.
+type readPolicies struct {
+	procRoot string
+	m        map[string]readPolicy
+	order    []string
+}
+
+type readPolicy struct {
+	pid    int
+	policy mempolicy.Policy
+}
+
+func newReadPolicies(procRoot string) *readPolicies {
+	return &readPolicies{procRoot: procRoot, m: map[string]readPolicy{}}
+}
+
+// read is plan.Input's ReadPolicy.
+func (c *readPolicies) read(containerID string, pid int) (mempolicy.Policy, error) {
+	id := desire.BareContainerID(containerID)
+	if r, ok := c.m[id]; ok && r.pid == pid {
+		return r.policy, nil
+	}
+	p, err := mempolicy.ReadTaskPolicy(c.procRoot, pid)
+	if err != nil {
+		return p, err
+	}
+	if _, ok := c.m[id]; !ok {
+		c.order = append(c.order, id)
+	}
+	c.m[id] = readPolicy{pid: pid, policy: p}
+	for len(c.order) > askedBound {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	return p, nil
+}

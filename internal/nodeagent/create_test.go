@@ -4,6 +4,9 @@
 package nodeagent
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -92,5 +95,38 @@ func TestStaticPolicyAtCreationDoesNotWaitForAPass(t *testing.T) {
 	d.Node = 5 // not online on the fake host
 	if r, _, ok := e.PolicyAtCreation(d, cpuset.Cpuset{}); ok || r.Reason != numav1.ReasonNodeNotPresent {
 		t.Errorf("node 5 at creation: %s, %v; want %s and no policy", r.Reason, ok, numav1.ReasonNodeNotPresent)
+	}
+}
+
+// A container's policy is read once per first process: the numa_maps read walks page
+// tables, and nothing but the process itself can change its policy.
+func TestReadPoliciesOncePerProcess(t *testing.T) {
+	proc := t.TempDir()
+	write := func(pid int, policy string) {
+		t.Helper()
+		dir := filepath.Join(proc, strconv.Itoa(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		line := "55d4c0a00000 " + policy + " file=/app mapped=1 N0=1 kernelpagesize_kB=4\n"
+		if err := os.WriteFile(filepath.Join(dir, "numa_maps"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newReadPolicies(proc)
+	write(100, "prefer:1")
+	if p, err := c.read("containerd://x", 100); err != nil || p.String() != "prefer:1" {
+		t.Fatalf("first read: %s, %v", p, err)
+	}
+	write(100, "default") // as if read again: the cache answers
+	if p, _ := c.read("x", 100); p.String() != "prefer:1" {
+		t.Errorf("second read of the same process: %s, want the first answer, prefer:1", p)
+	}
+	write(200, "default")
+	if p, _ := c.read("x", 200); p.String() != "default" {
+		t.Errorf("another first process: %s, want it read anew, default", p)
+	}
+	if _, err := c.read("y", 300); err == nil {
+		t.Error("a process without numa_maps read")
 	}
 }

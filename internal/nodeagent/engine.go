@@ -175,8 +175,10 @@ type Engine struct {
 	ledger *ledger.Store
 	// ledgerRetry is set while a pass is scheduled to retry a failed ledger write.
 	ledgerRetry atomic.Bool
-	// asked are the memory policies the runtime was asked for at creation (create.go).
-	asked *askedPolicies
+	// asked are the memory policies the runtime was asked for at creation, and policies
+	// those read of running containers (create.go).
+	asked    *askedPolicies
+	policies *readPolicies
 }
 
 // NewEngine makes an engine and loads its ledger, its sticky choices and the persisted
@@ -191,6 +193,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, kick: make(chan struct{}, 1), ledger: store, placements: placements,
 		desires: newDesires(cfg), forks: newForkTracker(cfg), published: newPublished(), asked: newAskedPolicies(),
+		policies: newReadPolicies(cfg.ProcRoot),
 	}
 	return e, errors.Join(lerr, cerr, e.loadDesired())
 }

@@ -74,6 +74,9 @@ type Input struct {
 	// Asked says which memory policy the runtime was asked for at the creation of a
 	// container, by its ID (policy.go); nil for none.
 	Asked func(containerID string) (mempolicy.Policy, bool)
+	// ReadPolicy reads the memory policy of process pid of the container containerID; nil
+	// reads it from ProcRoot's numa_maps each time (mempolicy.ReadTaskPolicy).
+	ReadPolicy func(containerID string, pid int) (mempolicy.Policy, error)
 }
 
 // Plan is what a pass decided: the SETs to issue and the containers to undo, with the

@@ -64,10 +64,14 @@ func (pl *planner) checkPolicy(r *Result, tids []cgroups.TaskRef) {
 		return
 	}
 	tgid := tids[0].TGID
-	got, err := mempolicy.ReadTaskPolicy(pl.in.ProcRoot, tgid)
+	read := pl.in.ReadPolicy
+	if read == nil {
+		read = func(_ string, pid int) (mempolicy.Policy, error) { return mempolicy.ReadTaskPolicy(pl.in.ProcRoot, pid) }
+	}
+	got, err := read(r.Desire.Ref.ContainerID, tgid)
 	switch {
-	case errors.Is(err, numa.ErrTaskGone):
-		return // it exited: the next pass reads another
+	case errors.Is(err, numa.ErrTaskGone), errors.Is(err, mempolicy.ErrNoMappings):
+		return // it exited, or is exiting: the next pass reads another
 	case err != nil:
 		pl.noPolicy(r, numav1.ReasonCgroupError, err.Error())
 		return
