@@ -66,7 +66,9 @@ func (pl *planner) checkPolicy(r *Result, tids []cgroups.TaskRef) {
 	tgid := tids[0].TGID
 	read := pl.in.ReadPolicy
 	if read == nil {
-		read = func(_ string, pid int) (mempolicy.Policy, error) { return mempolicy.ReadTaskPolicy(pl.in.ProcRoot, pid) }
+		read = func(_ string, pid int) (mempolicy.Policy, error) {
+			return mempolicy.ReadTaskPolicy(pl.in.ProcRoot, pid)
+		}
 	}
 	got, err := read(r.Desire.Ref.ContainerID, tgid)
 	switch {
