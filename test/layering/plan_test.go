@@ -11,12 +11,15 @@ import (
 
 // planAllowed are the only packages of the module that planning (internal/nodeagent/plan)
 // may reach, directly or through another: none of them can set a task's node, write the
-// ledger or undo, so planning cannot either.
+// ledger or undo, so planning cannot either. internal/numa/mempolicy sets a memory policy
+// on the calling thread only (no kernel call sets another task's); planning uses it to
+// read and compare containers' policies.
 var planAllowed = []string{
 	"api/v1alpha1",
 	"internal/fsutil",
 	"internal/cpuset",
 	"internal/numa",
+	"internal/numa/mempolicy",
 	"internal/nodeagent/cgroups",
 	"internal/nodeagent/desire",
 	"internal/nodeagent/known",
