@@ -77,9 +77,10 @@ type NumaNodeReportStatus struct {
 	LedgerDamaged int32 `json:"ledgerDamaged,omitempty"`
 
 	// mechanisms are what can give a container its home on this node: prctl (the kernel's
-	// preferred-node prctl, or the emulator) and memoryPolicy (a memory policy given at a
+	// preferred-node prctl, or the emulator), memoryPolicy (a memory policy given at a
 	// container's creation: the agent is connected to the runtime through NRI and the
-	// kernel takes a soft memory policy).
+	// kernel takes a soft memory policy) and migrate (the agent moves a container's pages
+	// to its home: --page-migration-rate is not 0 and the kernel has page migration).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=4
@@ -216,6 +217,21 @@ type PreferenceReport struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	MemoryPolicy int32 `json:"memoryPolicy,omitempty"`
+	// migrated counts, of containers, those whose pages the agent moved to their home
+	// (mechanism migrate: spec.pageMigration).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Migrated int32 `json:"migrated,omitempty"`
+	// pagesMigrated counts the pages the agent moved to their home for this preference's
+	// containers on the node, since it started or the container's request began.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PagesMigrated int64 `json:"pagesMigrated,omitempty"`
+	// pagesNotMigrated counts the pages the kernel did not move (the home node full, pages
+	// busy or pinned), at each try.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PagesNotMigrated int64 `json:"pagesNotMigrated,omitempty"`
 }
 
 // NodeCount counts pods for one NUMA node.

@@ -20,6 +20,27 @@ const (
 	// AnnotationMemoryPolicy says, for every container the pod's annotations place, whether
 	// a memory policy is given at creation: Auto, AtCreation or Off (spec.memoryPolicy).
 	AnnotationMemoryPolicy = "numapref.io/memory-policy"
+	// AnnotationPageMigration says, for every container the pod's annotations place, whether
+	// the pages it already has are moved to its home: Off, Once or FollowHome
+	// (spec.pageMigration).
+	AnnotationPageMigration = "numapref.io/page-migration"
+)
+
+// PageMigration says whether the pages a selected container already has are moved to its
+// home node (move_pages(2), by the node's agent, at the rate the node allows).
+// +kubebuilder:validation:Enum=Off;Once;FollowHome
+type PageMigration string
+
+const (
+	// PageMigrationOff never moves pages: only the mechanisms that steer what comes next
+	// (the prctl, a memory policy at creation) act.
+	PageMigrationOff PageMigration = "Off"
+	// PageMigrationOnce moves a running container's pages to its home when the node's
+	// agent first gives it that home (after it is selected, or after the agent starts).
+	PageMigrationOnce PageMigration = "Once"
+	// PageMigrationFollowHome moves them then, and again each time the container's home
+	// changes (a changed spec, FollowCPUs following a new cpuset).
+	PageMigrationFollowHome PageMigration = "FollowHome"
 )
 
 // MemoryPolicy says whether a selected container gets a memory policy (set_mempolicy(2))
@@ -118,6 +139,18 @@ type NumaPreferenceSpec struct {
 	// +optional
 	// +kubebuilder:default=Auto
 	MemoryPolicy MemoryPolicy `json:"memoryPolicy,omitempty"`
+
+	// pageMigration says whether the pages a selected container already has are moved to
+	// its home by the node's agent: Off (the default) never, Once when the agent first
+	// gives the container its home, FollowHome then and again each time the home changes.
+	// It is what reaches memory a running container allocated before it was selected, on
+	// every kernel: the moves are bounded by the node's rate (the agent's
+	// --page-migration-rate), never go against a cpuset.mems pin, and are not undone when
+	// the preference is deleted (the pages stay where they were moved). A node whose agent
+	// does not move pages says so in its report (mechanism migrate absent).
+	// +optional
+	// +kubebuilder:default=Off
+	PageMigration PageMigration `json:"pageMigration,omitempty"`
 }
 
 // Bounds of a NumaPreference's selector, as its markers state them. A label key is at most

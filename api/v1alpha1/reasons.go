@@ -67,6 +67,13 @@ const (
 	// node cannot give one (the agent is not the runtime's NRI plugin, or the kernel takes
 	// no soft policy), or the runtime was asked and did not apply it.
 	ReasonMemoryPolicyUnsupported = "MemoryPolicyUnsupported"
+	// ReasonMigratingPages: the agent is moving the container's pages to its home
+	// (spec.pageMigration) and nothing else gives it its home on this node yet.
+	ReasonMigratingPages = "MigratingPages"
+	// ReasonPagesNotMoved: the kernel moved none of the container's pages to its home
+	// after the agent's last try (the home node full, the pages busy or pinned), and
+	// nothing else gives it its home on this node.
+	ReasonPagesNotMoved = "PagesNotMoved"
 	// ReasonInvalidReport: the summarizer did not add up a node's entry for a preference
 	// (a reason this table does not know, or a count outside 0..MaxEntryCount); the node is
 	// named in the preference's status.problemNodes with this reason.
@@ -150,6 +157,10 @@ var reasonTable = map[string]ReasonInfo{
 		Meaning: "the container should have a memory policy on its home, but it was created before that was asked (or before the agent was the runtime's NRI plugin), and no policy can be set on a running process: it gets one when it is created again"},
 	ReasonMemoryPolicyUnsupported: {Problem: true, Warning: true,
 		Meaning: "the container should have a memory policy on its home, but this node cannot give one (the agent is not connected to the runtime through NRI, or the kernel takes no soft policy), or the runtime was asked at the container's creation and did not apply it (a runc before 1.4, a runtime that ignores linux.memoryPolicy)"},
+	ReasonMigratingPages: {
+		Meaning: "the agent is moving the container's pages to its home (spec.pageMigration), at the rate the node allows; nothing else gives the container its home on this node (no prctl, and no memory policy at its creation)"},
+	ReasonPagesNotMoved: {Problem: true, Warning: true,
+		Meaning: "the agent asked the kernel to move the container's pages to its home and none moved after its last try (the home node is full, or the pages are busy or pinned): it tries again only when the home changes"},
 	ReasonInvalidReport: {Problem: true,
 		Meaning: "the node's report entry for the preference has a reason this summarizer does not know or a count outside 0..MaxEntryCount (a buggy or compromised agent, or one newer than the summarizer): none of its counts is added up, and the node is named in problemNodes"},
 }

@@ -40,6 +40,11 @@ type Desire struct {
 	// numapref.io/memory-policy annotation for a container its annotations place. Empty is
 	// Auto.
 	MemoryPolicy numav1.MemoryPolicy `json:",omitempty"`
+	// PageMigration says whether the pages the container already has are moved to its
+	// home: the NumaPreference's spec.pageMigration, or the pod's
+	// numapref.io/page-migration annotation for a container its annotations place. Empty
+	// is Off.
+	PageMigration numav1.PageMigration `json:",omitempty"`
 	// Preference names the NumaPreference the node comes from; empty for an annotation.
 	Preference string
 	// Refusal is a reason not to act at all (InvalidAnnotation, ContainerNotRunning), and
@@ -78,6 +83,11 @@ func (d Desire) WantsPolicy(prctl bool) bool {
 		return false
 	}
 	return !prctl
+}
+
+// WantsMigration says whether the container's pages are moved to its home.
+func (d Desire) WantsMigration() bool {
+	return d.PageMigration == numav1.PageMigrationOnce || d.PageMigration == numav1.PageMigrationFollowHome
 }
 
 // Key identifies the container on this host across passes and restarts.
@@ -149,7 +159,7 @@ func desireOf(node cgroups.Node, pod *corev1.Pod, c PodContainer, matching []*nu
 		d.Refusal, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
 	case annotated:
 		d.Node, d.Placement = value.node, Placement{Mode: value.mode}
-		if d.MemoryPolicy, err = memoryPolicyAnnotation(pod); err != nil {
+		if d.MemoryPolicy, d.PageMigration, err = mechanismAnnotations(pod); err != nil {
 			d.Refusal, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
 		}
 		if value.mode != numav1.PlacementModeStatic {
@@ -163,7 +173,7 @@ func desireOf(node cgroups.Node, pod *corev1.Pod, c PodContainer, matching []*nu
 	case len(candidates) > 0:
 		winner := candidates[0]
 		d.Node, d.Placement, d.Preference = preferenceNode(winner), preferencePlacement(winner, pod), winner.Name
-		d.MemoryPolicy = winner.Spec.MemoryPolicy
+		d.MemoryPolicy, d.PageMigration = winner.Spec.MemoryPolicy, winner.Spec.PageMigration
 		for _, p := range candidates[1:] {
 			conflicts = append(conflicts, Conflict{Preference: p.Name, Container: c.Name,
 				Reason: numav1.ReasonOverriddenByPreference, Winner: winner.Name})
@@ -264,19 +274,35 @@ func annotationFor(pod *corev1.Pod, c PodContainer) (key string, value annotatio
 	return key, annotationValue{node: node, mode: numav1.PlacementModeStatic}, nil, true
 }
 
-// memoryPolicyAnnotation is the pod's numapref.io/memory-policy annotation: "" (Auto) when
-// it has none, an error for a value that is not a MemoryPolicy.
-func memoryPolicyAnnotation(pod *corev1.Pod) (numav1.MemoryPolicy, error) {
-	v, ok := pod.Annotations[numav1.AnnotationMemoryPolicy]
+// mechanismAnnotations are the pod's numapref.io/memory-policy and
+// numapref.io/page-migration annotations: "" (Auto, Off) for one it has not, an error for
+// a value that is not one of the field's.
+func mechanismAnnotations(pod *corev1.Pod) (numav1.MemoryPolicy, numav1.PageMigration, error) {
+	policy, err := enumAnnotation(pod, numav1.AnnotationMemoryPolicy,
+		numav1.MemoryPolicyAuto, numav1.MemoryPolicyAtCreation, numav1.MemoryPolicyOff)
+	if err != nil {
+		return "", "", err
+	}
+	migration, err := enumAnnotation(pod, numav1.AnnotationPageMigration,
+		numav1.PageMigrationOff, numav1.PageMigrationOnce, numav1.PageMigrationFollowHome)
+	return policy, migration, err
+}
+
+// enumAnnotation is the pod's annotation key: "" when it has none, an error for a value
+// that is not one of values.
+func enumAnnotation[T ~string](pod *corev1.Pod, key string, values ...T) (T, error) {
+	v, ok := pod.Annotations[key]
 	if !ok {
 		return "", nil
 	}
-	switch p := numav1.MemoryPolicy(v); p {
-	case numav1.MemoryPolicyAuto, numav1.MemoryPolicyAtCreation, numav1.MemoryPolicyOff:
-		return p, nil
+	if slices.Contains(values, T(v)) {
+		return T(v), nil
 	}
-	return "", fmt.Errorf("annotation %s: %s is not %s, %s or %s", numav1.AnnotationMemoryPolicy, quoteBounded(v),
-		numav1.MemoryPolicyAuto, numav1.MemoryPolicyAtCreation, numav1.MemoryPolicyOff)
+	names := make([]string, len(values))
+	for i, n := range values {
+		names[i] = string(n)
+	}
+	return "", fmt.Errorf("annotation %s: %s is not one of %s", key, quoteBounded(v), strings.Join(names, ", "))
 }
 
 // automaticModes are the modes an annotation may name instead of a node id.

@@ -362,3 +362,51 @@ func TestPlanPodPlacement(t *testing.T) {
 
 // testNode is the node the tests' pods run on, as the reconciler knows it (its UID read).
 var testNode = cgroups.Node{Name: "node-a", UID: "node-uid"}
+
+// The desire says whether pages are moved: the winning preference's spec.pageMigration,
+// or for a container the annotations place the pod's numapref.io/page-migration, whose
+// bad value refuses the container like a bad node annotation.
+func TestPlanPodPageMigration(t *testing.T) {
+	sel := map[string]string{"app": "db"}
+	follow := *builders.MakePreference("ns", "a").CreatedAt(metav1.NewTime(t0.Add(-time.Hour))).Node(1).
+		SelectorLabels(sel).Containers("app").PageMigration(numav1.PageMigrationFollowHome).Obj()
+	for name, tc := range map[string]struct {
+		annotations map[string]string
+		prefs       []numav1.NumaPreference
+		want        numav1.PageMigration
+		refusal     string
+	}{
+		"the preference's":     {prefs: []numav1.NumaPreference{follow}, want: numav1.PageMigrationFollowHome},
+		"unset is off":         {prefs: []numav1.NumaPreference{pref("a", time.Hour, 1, sel, "app")}, want: ""},
+		"the annotation's":     {annotations: map[string]string{numav1.AnnotationPreferredNode: "1", numav1.AnnotationPageMigration: "Once"}, want: numav1.PageMigrationOnce},
+		"annotation wins":      {annotations: map[string]string{numav1.AnnotationPreferredNode: "1"}, prefs: []numav1.NumaPreference{follow}, want: ""},
+		"a bad annotation":     {annotations: map[string]string{numav1.AnnotationPreferredNode: "1", numav1.AnnotationPageMigration: "always"}, refusal: numav1.ReasonInvalidAnnotation},
+		"a bad policy, too":    {annotations: map[string]string{numav1.AnnotationPreferredNode: "1", numav1.AnnotationMemoryPolicy: "Bind"}, refusal: numav1.ReasonInvalidAnnotation},
+		"alone it asks naught": {annotations: map[string]string{numav1.AnnotationPageMigration: "Once"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := PlanPod(cgroups.Node{}, testPod(sel, tc.annotations), tc.prefs)
+			var app *Desire
+			for i := range p.Desires {
+				if p.Desires[i].Container == "app" {
+					app = &p.Desires[i]
+				}
+			}
+			if name == "alone it asks naught" {
+				if app != nil {
+					t.Errorf("a page-migration annotation alone selected the container: %+v", app)
+				}
+				return
+			}
+			if app == nil {
+				t.Fatal("no desire for container app")
+			}
+			if app.Refusal != tc.refusal || app.PageMigration != tc.want {
+				t.Errorf("refusal %q (%s), migration %q; want %q, %q", app.Refusal, app.Message, app.PageMigration, tc.refusal, tc.want)
+			}
+			if tc.refusal != "" && !strings.Contains(app.Message, "is not one of") {
+				t.Errorf("message %q does not list the values", app.Message)
+			}
+		})
+	}
+}

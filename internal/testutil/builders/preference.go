@@ -73,3 +73,9 @@ func (w *PreferenceWrapper) CreatedAt(t metav1.Time) *PreferenceWrapper {
 	w.pref.CreationTimestamp = t
 	return w
 }
+
+// PageMigration sets spec.pageMigration.
+func (w *PreferenceWrapper) PageMigration(m numav1.PageMigration) *PreferenceWrapper {
+	w.pref.Spec.PageMigration = m
+	return w
+}

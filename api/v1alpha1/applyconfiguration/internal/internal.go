@@ -185,6 +185,10 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: numeric
           elementRelationship: associative
+    - name: pageMigration
+      type:
+        namedType: com.github.numapref.numapref.api.v1alpha1.PageMigration
+      default: false
     - name: selector
       type:
         namedType: com.github.numapref.numapref.api.v1alpha1.LabelSelector
@@ -213,6 +217,8 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: summary
       type:
         namedType: com.github.numapref.numapref.api.v1alpha1.Summary
+- name: com.github.numapref.numapref.api.v1alpha1.PageMigration
+  scalar: string
 - name: com.github.numapref.numapref.api.v1alpha1.PlacementMode
   scalar: string
 - name: com.github.numapref.numapref.api.v1alpha1.PreferenceReport
@@ -243,12 +249,21 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: memoryPolicy
       type:
         scalar: numeric
+    - name: migrated
+      type:
+        scalar: numeric
     - name: name
       type:
         scalar: string
     - name: namespace
       type:
         scalar: string
+    - name: pagesMigrated
+      type:
+        scalar: numeric
+    - name: pagesNotMigrated
+      type:
+        scalar: numeric
     - name: placedAtStart
       type:
         scalar: numeric

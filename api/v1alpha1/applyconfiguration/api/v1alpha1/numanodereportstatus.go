@@ -28,9 +28,10 @@ type NumaNodeReportStatusApplyConfiguration struct {
 	// never be undone. 0 again after an agent starts with an intact ledger.
 	LedgerDamaged *int32 `json:"ledgerDamaged,omitempty"`
 	// mechanisms are what can give a container its home on this node: prctl (the kernel's
-	// preferred-node prctl, or the emulator) and memoryPolicy (a memory policy given at a
+	// preferred-node prctl, or the emulator), memoryPolicy (a memory policy given at a
 	// container's creation: the agent is connected to the runtime through NRI and the
-	// kernel takes a soft memory policy).
+	// kernel takes a soft memory policy) and migrate (the agent moves a container's pages
+	// to its home: --page-migration-rate is not 0 and the kernel has page migration).
 	Mechanisms []string `json:"mechanisms,omitempty"`
 	// nri says whether the agent is registered with the node's container runtime as an NRI
 	// plugin, to place containers at their start: Connected or Disconnected; absent when

@@ -39,6 +39,15 @@ type NumaPreferenceSpecApplyConfiguration struct {
 	// policy it was created with (reason PolicyAtCreationOnly): no policy can be set on a
 	// running process from outside.
 	MemoryPolicy *apiv1alpha1.MemoryPolicy `json:"memoryPolicy,omitempty"`
+	// pageMigration says whether the pages a selected container already has are moved to
+	// its home by the node's agent: Off (the default) never, Once when the agent first
+	// gives the container its home, FollowHome then and again each time the home changes.
+	// It is what reaches memory a running container allocated before it was selected, on
+	// every kernel: the moves are bounded by the node's rate (the agent's
+	// --page-migration-rate), never go against a cpuset.mems pin, and are not undone when
+	// the preference is deleted (the pages stay where they were moved). A node whose agent
+	// does not move pages says so in its report (mechanism migrate absent).
+	PageMigration *apiv1alpha1.PageMigration `json:"pageMigration,omitempty"`
 }
 
 // NumaPreferenceSpecApplyConfiguration constructs a declarative configuration of the NumaPreferenceSpec type for use with
@@ -96,5 +105,13 @@ func (b *NumaPreferenceSpecApplyConfiguration) WithNodes(values ...int32) *NumaP
 // If called multiple times, the MemoryPolicy field is set to the value of the last call.
 func (b *NumaPreferenceSpecApplyConfiguration) WithMemoryPolicy(value apiv1alpha1.MemoryPolicy) *NumaPreferenceSpecApplyConfiguration {
 	b.MemoryPolicy = &value
+	return b
+}
+
+// WithPageMigration sets the PageMigration field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PageMigration field is set to the value of the last call.
+func (b *NumaPreferenceSpecApplyConfiguration) WithPageMigration(value apiv1alpha1.PageMigration) *NumaPreferenceSpecApplyConfiguration {
+	b.PageMigration = &value
 	return b
 }

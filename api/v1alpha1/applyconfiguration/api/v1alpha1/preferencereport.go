@@ -39,6 +39,15 @@ type PreferenceReportApplyConfiguration struct {
 	// memoryPolicy counts, of containers, those whose init holds the memory policy of their
 	// home, which the runtime gave at their creation (mechanism memoryPolicy).
 	MemoryPolicy *int32 `json:"memoryPolicy,omitempty"`
+	// migrated counts, of containers, those whose pages the agent moved to their home
+	// (mechanism migrate: spec.pageMigration).
+	Migrated *int32 `json:"migrated,omitempty"`
+	// pagesMigrated counts the pages the agent moved to their home for this preference's
+	// containers on the node, since it started or the container's request began.
+	PagesMigrated *int64 `json:"pagesMigrated,omitempty"`
+	// pagesNotMigrated counts the pages the kernel did not move (the home node full, pages
+	// busy or pinned), at each try.
+	PagesNotMigrated *int64 `json:"pagesNotMigrated,omitempty"`
 }
 
 // PreferenceReportApplyConfiguration constructs a declarative configuration of the PreferenceReport type for use with
@@ -160,5 +169,29 @@ func (b *PreferenceReportApplyConfiguration) WithPlacedAtStart(value int32) *Pre
 // If called multiple times, the MemoryPolicy field is set to the value of the last call.
 func (b *PreferenceReportApplyConfiguration) WithMemoryPolicy(value int32) *PreferenceReportApplyConfiguration {
 	b.MemoryPolicy = &value
+	return b
+}
+
+// WithMigrated sets the Migrated field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Migrated field is set to the value of the last call.
+func (b *PreferenceReportApplyConfiguration) WithMigrated(value int32) *PreferenceReportApplyConfiguration {
+	b.Migrated = &value
+	return b
+}
+
+// WithPagesMigrated sets the PagesMigrated field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PagesMigrated field is set to the value of the last call.
+func (b *PreferenceReportApplyConfiguration) WithPagesMigrated(value int64) *PreferenceReportApplyConfiguration {
+	b.PagesMigrated = &value
+	return b
+}
+
+// WithPagesNotMigrated sets the PagesNotMigrated field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PagesNotMigrated field is set to the value of the last call.
+func (b *PreferenceReportApplyConfiguration) WithPagesNotMigrated(value int64) *PreferenceReportApplyConfiguration {
+	b.PagesNotMigrated = &value
 	return b
 }
