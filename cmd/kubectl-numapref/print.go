@@ -106,13 +106,30 @@ func containerNotes(c inspect.Container) []string {
 	}
 	var notes []string
 	for _, n := range []struct{ what, msg string }{
-		{"", mode}, {"", c.Message}, {"memory policy ", c.MemoryPolicy}, {"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
+		{"", mode}, {"", c.Message}, {"memory policy ", c.MemoryPolicy}, {"page migration: ", migrationNote(c.Migration)},
+		{"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
 	} {
 		if n.msg != "" {
 			notes = append(notes, fmt.Sprintf("  %s: %s%s", c.Name, n.what, n.msg))
 		}
 	}
 	return notes
+}
+
+// migrationNote says where the move of a container's pages stands; "" for none.
+func migrationNote(m *inspect.Migration) string {
+	if m == nil {
+		return ""
+	}
+	state := m.State
+	if m.Ended != "" {
+		state += " (" + m.Ended + ")"
+	}
+	note := fmt.Sprintf("to node %d, %s, %d pages moved, %d not moved", m.Node, state, m.PagesMoved, m.PagesNotMoved)
+	if m.Error != "" {
+		note += ": " + m.Error
+	}
+	return note
 }
 
 // printTasks prints one row per task of each container.

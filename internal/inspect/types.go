@@ -136,11 +136,16 @@ type Container struct {
 	// set any of its tasks, or when Reason is not the engine's.
 	PlacedAt string `json:"placedAt,omitempty"`
 	// Mechanism says what gave the container its home: "prctl", "memoryPolicy" (a memory
-	// policy the runtime set at its creation) or "prctl+memoryPolicy"; "" while nothing did.
+	// policy the runtime set at its creation), "migrate" (its pages were moved home), or
+	// several joined by "+" ("prctl+migrate"); "" while nothing did.
 	Mechanism string `json:"mechanism,omitempty"`
 	// MemoryPolicy is the memory policy the container's init holds, as numa_maps spells it
 	// ("prefer:1"), when the agent read it: the container should hold its home's.
 	MemoryPolicy string `json:"memoryPolicy,omitempty"`
+	// Migration is where the move of the container's pages to its home stands, when its
+	// NumaPreference asks for one (spec.pageMigration) and the node moves pages; null
+	// otherwise.
+	Migration *Migration `json:"migration,omitempty"`
 
 	// Cgroup is the container's cgroup on this node; null when it could not be found
 	// (CgroupError says why: not running, exited, unreadable).
@@ -198,4 +203,20 @@ type Error struct {
 	// Status is the HTTP status code, repeated for clients that only see the body.
 	Status int    `json:"status"`
 	Error  string `json:"error"`
+}
+
+// Migration is where the move of a container's pages to its home stands.
+type Migration struct {
+	// Node is the home the pages are moved to; State is Queued, Moving, Waiting or Ended,
+	// and Ended, once it ended, why: Moved, PagesStayed, ProcessesGone,
+	// PermissionDenied, CpusetPinned, Failed, Replaced or Cancelled.
+	Node  int    `json:"node"`
+	State string `json:"state"`
+	Ended string `json:"ended,omitempty"`
+	// PagesMoved and PagesNotMoved count the pages moved, and those the kernel left where
+	// they were at each try.
+	PagesMoved    int64 `json:"pagesMoved"`
+	PagesNotMoved int64 `json:"pagesNotMoved"`
+	// Error is the last error of a step, if any.
+	Error string `json:"error,omitempty"`
 }

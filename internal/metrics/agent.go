@@ -25,6 +25,11 @@ type Engine struct {
 	DesiredErrs   prometheus.Counter
 	// LedgerDamaged is 1 once the ledger read at start was damaged.
 	LedgerDamaged prometheus.Gauge
+	// PagesMigrated and PagesNotMigrated count the pages the page mover moved to their
+	// home and those the kernel did not move; MigrationsEnded its requests by reason.
+	PagesMigrated    prometheus.Counter
+	PagesNotMigrated prometheus.Counter
+	MigrationsEnded  *prometheus.CounterVec
 }
 
 // forkLagBuckets are the buckets of the fork lag and its stages: 50 µs to 1.6 s by factors
@@ -66,6 +71,13 @@ const (
 		"A failed write ahead of SETs skips them: their containers report LedgerError, and a pass retries soon."
 	helpDesiredErrs = "Failed writes of the persisted desired state (desired.json beside the ledger), which an agent restarted " +
 		"while the API is unreachable enforces. Placement goes on; the next pass writes again."
+	helpPagesMigrated = "Pages the agent moved to their container's home NUMA node (spec.pageMigration, move_pages(2)), " +
+		"at the rate the node allows (--page-migration-rate)."
+	helpPagesNotMigrated = "Pages the agent asked the kernel to move to their container's home and that stayed (the home node " +
+		"full, the page busy or pinned), counted at each pass over the container: a page tried three times counts three times."
+	helpMigrationsEnded = "Page migrations of a container that ended, by reason: Moved (every page found elsewhere moved), " +
+		"PagesStayed, ProcessesGone, PermissionDenied, CpusetPinned, Failed (errors in a row), Replaced (its home changed) " +
+		"or Cancelled (no longer asked)."
 	helpLedgerDamaged = "1 when the ledger this agent read at start was damaged (unreadable, past its bound, unparsable or failing " +
 		"its checksum): what it recorded is lost, so values set before may never be undone. Stays 1 until the agent restarts."
 )
@@ -87,13 +99,18 @@ func NewEngine() *Engine {
 		LedgerErrs:    counter("ledger_write_errors_total", helpLedgerErrs),
 		DesiredErrs:   counter("desired_state_write_errors_total", helpDesiredErrs),
 		LedgerDamaged: gauge("ledger_damaged", helpLedgerDamaged),
+
+		PagesMigrated:    counter("migrated_pages_total", helpPagesMigrated),
+		PagesNotMigrated: counter("migration_failed_pages_total", helpPagesNotMigrated),
+		MigrationsEnded:  counterVec("migrations_ended_total", helpMigrationsEnded, "reason"),
 	}
 }
 
 // Register adds the engine's metrics to reg.
 func (m *Engine) Register(reg prometheus.Registerer) error {
 	return register(reg, m.Sets, m.Restores, m.Containers, m.Tasks, m.PassSeconds, m.Kernel, m.TaskStates, m.Balancing,
-		m.ForkLag, m.ForkStages, m.StartToPlaced, m.LedgerErrs, m.DesiredErrs, m.LedgerDamaged)
+		m.ForkLag, m.ForkStages, m.StartToPlaced, m.LedgerErrs, m.DesiredErrs, m.LedgerDamaged,
+		m.PagesMigrated, m.PagesNotMigrated, m.MigrationsEnded)
 }
 
 // Effect describes what the effect collector (internal/nodeagent) reads at scrape time,

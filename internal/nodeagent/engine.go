@@ -59,6 +59,10 @@ type EngineConfig struct {
 	// policy at creation (it has served the agent's NRI plugin); nil means it cannot. It
 	// can also be set after NewEngine, before Start (SetPolicyRuntime).
 	PolicyRuntime func() bool
+	// PageMover, when not nil, moves containers' pages to their home (mechanism migrate,
+	// spec.pageMigration): migration.Worker, started and stopped by the caller. nil means
+	// this node moves no pages.
+	PageMover PageMover
 	// RescanInterval is how often every container is checked again (forks reset the
 	// preference of the child, so new processes must be caught).
 	RescanInterval time.Duration
@@ -179,6 +183,8 @@ type Engine struct {
 	// those read of running containers (create.go).
 	asked    *askedPolicies
 	policies *readPolicies
+	// moves are the page migrations asked for each container (pagemoves.go).
+	moves *pageMoves
 }
 
 // NewEngine makes an engine and loads its ledger, its sticky choices and the persisted
@@ -193,7 +199,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, kick: make(chan struct{}, 1), ledger: store, placements: placements,
 		desires: newDesires(cfg), forks: newForkTracker(cfg), published: newPublished(), asked: newAskedPolicies(),
-		policies: newReadPolicies(cfg.ProcRoot),
+		policies: newReadPolicies(cfg.ProcRoot), moves: newPageMoves(cfg.PageMover),
 	}
 	return e, errors.Join(lerr, cerr, e.loadDesired())
 }

@@ -132,6 +132,10 @@ func (e *Engine) describeDesire(ic *inspect.Container, d *desire.Desire, m Manag
 	case current:
 		ic.Reason, ic.Message, ic.ManagedTasks, ic.PlacedAt = m.Reason, m.Message, m.Tasks, m.PlacedAt
 		ic.Mechanism, ic.MemoryPolicy = m.Mechanism, m.Policy
+		if mg := m.Migration; mg != nil {
+			ic.Migration = &inspect.Migration{Node: mg.Node, State: mg.State, Ended: mg.Ended,
+				PagesMoved: mg.Moved, PagesNotMoved: mg.NotMoved, Error: mg.Error}
+		}
 	case d.Refusal != "":
 		ic.Reason, ic.Message = d.Refusal, d.Message
 	default:

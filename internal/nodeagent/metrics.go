@@ -12,6 +12,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/metrics"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/migration"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
 )
@@ -120,4 +121,21 @@ func (m *Metrics) reportKernel(backend string, supported bool) {
 		v = 1
 	}
 	m.Kernel.WithLabelValues(backend).Set(v)
+}
+
+// MigrationMetrics is what the page mover (migration.Worker) tells the engine's metrics.
+type MigrationMetrics struct{ m *Metrics }
+
+// Migration is the page mover's view of the metrics.
+func (m *Metrics) Migration() MigrationMetrics { return MigrationMetrics{m} }
+
+// PagesMoved counts pages moved to their home.
+func (mm MigrationMetrics) PagesMoved(n int) { mm.m.PagesMigrated.Add(float64(n)) }
+
+// PagesFailed counts pages the kernel did not move.
+func (mm MigrationMetrics) PagesFailed(n int) { mm.m.PagesNotMigrated.Add(float64(n)) }
+
+// RequestEnded counts a container's move that ended, by why.
+func (mm MigrationMetrics) RequestEnded(r migration.Reason) {
+	mm.m.MigrationsEnded.WithLabelValues(string(r)).Inc()
 }

@@ -132,7 +132,7 @@ func (e *Engine) planInput(p *pass) plan.Input {
 		ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support, MemFree: e.cfg.MemFree, Log: e.cfg.Log,
 		MaxTasks: e.cfg.MaxTasksPerContainer, LedgerTasks: ledger.TaskCapacity(e.cfg.ledgerLimit), VerifyStarts: e.verifyStarts(p), IDs: p.ids,
 		Policies: e.cfg.Policies, PolicyRuntime: e.cfg.PolicyRuntime != nil && e.cfg.PolicyRuntime(), Asked: e.asked.get,
-		ReadPolicy: e.policies.read,
+		ReadPolicy: e.policies.read, Migrate: e.moves.offered(),
 	}
 	e.placements.intoInput(&in)
 	if p.fork != nil {
@@ -157,6 +157,11 @@ func (e *Engine) finish(p *pass, pl plan.Plan) {
 	defer p.ids.ReleaseAll()
 	e.placements.adopt(pl) // the choices saved before the SETs: a crash must not reshuffle a running pod
 	e.apply(p, pl)
+	if p.kind == passFull {
+		e.moves.follow(p.results, p.listing, e.placements.topo.Nodes())
+	} else {
+		e.moves.fold(p.results, pl.Containers)
+	}
 	e.forks.noteListing(p.kind == passFull, pl.TGIDs, p.listing)
 	e.forks.filterForks()
 	if e.published.publish(p.results, p.listing) {

@@ -63,6 +63,8 @@ type reportAcc struct {
 	containers, tasks          int32
 	placedAtStart              int32 // of containers: placed by a start pass
 	memoryPolicy               int32 // of containers: holding their home's memory policy
+	migrated                   int32 // of containers: whose pages were moved home
+	pagesMigrated, pagesStayed int64
 	skipped, failed, noEffects map[string]int32
 }
 
@@ -82,13 +84,18 @@ func (a *reportAcc) add(d desire.Desire, results map[desire.ContainerKey]plan.Re
 		if strings.Contains(r.Mechanism, plan.MechanismMemoryPolicy) {
 			a.memoryPolicy++
 		}
-		if !balancing && r.Mechanism != plan.MechanismMemoryPolicy {
-			a.noEffects[numav1.ReasonNumaBalancingDisabled]++ // a memory policy acts without it
+		if strings.Contains(r.Mechanism, plan.MechanismMigrate) {
+			a.migrated++
+		}
+		if !balancing && !actsWithoutBalancing(r.Mechanism) {
+			a.noEffects[numav1.ReasonNumaBalancingDisabled]++
 		}
 	} else {
 		a.skipped[r.Reason]++
 	}
 	a.tasks += int32(r.Tasks)
+	a.pagesMigrated += r.Migration.Moved
+	a.pagesStayed += r.Migration.NotMoved
 	for reason, n := range r.Failed {
 		a.failed[reason] += int32(n)
 	}
@@ -113,7 +120,15 @@ func (a *reportAcc) report(k reportKey) numav1.PreferenceReport {
 		Ineffective:   reasonCounts(a.noEffects),
 		PlacedAtStart: a.placedAtStart,
 		MemoryPolicy:  a.memoryPolicy,
+		Migrated:      a.migrated, PagesMigrated: a.pagesMigrated, PagesNotMigrated: a.pagesStayed,
 	}
+}
+
+// actsWithoutBalancing says whether a container's mechanisms give it its home with
+// kernel.numa_balancing disabled: a memory policy steers its allocations and moved pages
+// stay moved; the prctl alone acts only through balancing.
+func actsWithoutBalancing(mechanism string) bool {
+	return strings.Contains(mechanism, plan.MechanismMemoryPolicy) || strings.Contains(mechanism, plan.MechanismMigrate)
 }
 
 // reasonCounts turns a map into the API's list, sorted by reason so equal states compare equal.

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
 // ManagedContainer is a read-only view of one selected container (one the desired state
@@ -37,6 +38,9 @@ type ManagedContainer struct {
 	// Mechanism and Policy are plan.Result's: what gave the container its home, and the
 	// memory policy its init holds when it was read.
 	Mechanism, Policy string
+	// Migration is where the move of the container's pages stands, when its plan asked
+	// for one (plan.Result.Migrate); nil otherwise.
+	Migration *plan.Migration
 	// CgroupPath is the container's cgroup path relative to a hierarchy root, as
 	// /proc/<pid>/cgroup shows it; CgroupDir is the absolute directory (under the
 	// resolver's cgroup root; on cgroup v1, in the first task hierarchy that holds it)
@@ -66,6 +70,10 @@ func (e *Engine) Managed() []ManagedContainer {
 			Node: r.Node, Mode: string(d.Placement.Mode), Why: r.Why,
 			Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks, PlacedAt: r.PlacedAt,
 			Mechanism: r.Mechanism, Policy: r.Policy,
+		}
+		if r.Migrate {
+			mg := r.Migration
+			mc.Migration = &mg
 		}
 		if l := listings[i]; l.Cgroup != nil {
 			mc.CgroupPath, mc.CgroupDir = l.Cgroup.Path, l.Cgroup.TasksDir

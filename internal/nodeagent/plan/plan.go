@@ -77,6 +77,10 @@ type Input struct {
 	// ReadPolicy reads the memory policy of process pid of the container containerID; nil
 	// reads it from ProcRoot's numa_maps each time (mempolicy.ReadTaskPolicy).
 	ReadPolicy func(containerID string, pid int) (mempolicy.Policy, error)
+	// Migrate says the node's agent moves containers' pages to their home (mechanism
+	// migrate): a container whose desire asks for it is listed and its Result.Migrate set,
+	// even where no other mechanism can act.
+	Migrate bool
 }
 
 // Plan is what a pass decided: the SETs to issue and the containers to undo, with the
@@ -154,6 +158,11 @@ type Result struct {
 	// PlacedAt says how the agent first placed the container (the engine's PlacedAtStart,
 	// PlacedAtAfterStart or PlacedBeforeRestart); "" until a SET of it is confirmed.
 	PlacedAt string
+	// Migrate says the container's pages are to be moved to its home (its desire asks for
+	// it, the node moves pages, and the container has a home and a listing), and
+	// Migration where that stands (FoldMigration).
+	Migrate   bool
+	Migration Migration
 }
 
 // Full plans a full pass: the automatic modes' choice of node, every desired container,
@@ -233,6 +242,7 @@ func (pl *planner) planContainer(key desire.ContainerKey, d desire.Desire, trust
 	}
 	cp.Listing = &Listing{Cgroup: cg, Tasks: tids}
 	cp.Result.Reason = numav1.ReasonApplied
+	cp.Result.Migrate = pl.migrates(d)
 	if d.WantsPolicy(pl.in.Support.Supported) {
 		pl.checkPolicy(&cp.Result, tids)
 	}
@@ -279,12 +289,12 @@ func (pl *planner) home(key desire.ContainerKey, d desire.Desire, r *Result) (st
 	switch {
 	case d.Refusal != "":
 		return d.Refusal, d.Message
-	case !pl.in.Support.Supported && !d.WantsPolicy(false):
-		return numav1.ReasonKernelUnsupported, "this kernel cannot set a preferred NUMA node: " + pl.in.Support.Reason
-	case !pl.in.Support.Supported && !pl.in.PolicyRuntime && d.MemoryPolicy != numav1.MemoryPolicyAtCreation:
-		// Auto where neither mechanism is: nothing to read either.
+	case !pl.in.Support.Supported && !d.WantsPolicy(false) && !pl.migrates(d):
+		return numav1.ReasonKernelUnsupported, "this kernel cannot set a preferred NUMA node: " + pl.in.Support.Reason + pl.noMigration(d)
+	case !pl.in.Support.Supported && !pl.in.PolicyRuntime && d.MemoryPolicy != numav1.MemoryPolicyAtCreation && !pl.migrates(d):
+		// Auto where no mechanism is: nothing to read either.
 		return numav1.ReasonKernelUnsupported, "this kernel cannot set a preferred NUMA node: " + pl.in.Support.Reason +
-			"; and no memory policy can be given at creation: the agent has not been connected to the runtime through NRI"
+			"; and no memory policy can be given at creation: the agent has not been connected to the runtime through NRI" + pl.noMigration(d)
 	case d.Placement.Automatic() && res.skip != "":
 		return res.skip, res.message
 	case d.Placement.Automatic():
