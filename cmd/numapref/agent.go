@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -21,10 +23,12 @@ import (
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/ledger"
+	"github.com/numapref/numapref/internal/nodeagent/migration"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
 	"github.com/numapref/numapref/internal/numa/mempolicy"
+	"github.com/numapref/numapref/internal/numa/migrate"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/statedir"
 )
@@ -92,6 +96,9 @@ type agentHost struct {
 	// policies is what the kernel's set_mempolicy takes: the memory policy a container gets
 	// at creation.
 	policies mempolicy.Support
+	// mover moves containers' pages to their home; nil when this node moves none
+	// (-page-migration-rate 0, or a kernel without page migration).
+	mover *migration.Worker
 }
 
 // openHost opens the kernel backend and reads the node's NUMA topology and cgroup layout.
@@ -122,6 +129,28 @@ func openHost(f *agentFlags) (*agentHost, error) {
 	}
 	log.Info("Starting", "node", f.nodeName, "kernel", h.support, "memoryPolicies", h.policies, "numaNodes", h.topo.Online, "cgroups", h.resolver.Layout())
 	return h, nil
+}
+
+// openPageMover makes the worker that moves containers' pages to their home at
+// -page-migration-rate, when that is above 0 and the kernel has page migration (a
+// move_pages(2) of no page of the agent's own process, which makes the kernel's checks and
+// moves nothing). nil otherwise: the node's report leaves out mechanism migrate.
+func openPageMover(f *agentFlags, procRoot string, metrics migration.Metrics) *migration.Worker {
+	log := ctrl.Log.WithName("agent")
+	if f.migrationRate == 0 {
+		return nil
+	}
+	if err := migrate.Permitted(os.Getpid()); err != nil {
+		log.Error(err, "Page migration unavailable: no container's pages are moved (spec.pageMigration)")
+		return nil
+	}
+	w, err := migration.New(&migrate.Mover{ProcRoot: procRoot}, migration.Options{Rate: f.migrationRate, MaxBusy: f.migrationMaxBusy}, nil, metrics)
+	if err != nil {
+		log.Error(err, "Page migration unavailable")
+		return nil
+	}
+	log.Info("Page migration available", "pagesPerSecond", f.migrationRate, "maxBusy", f.migrationMaxBusy)
+	return w
 }
 
 // policiesOfRelease is what the kernel takes of the memory policies, by its release, when
@@ -185,6 +214,7 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 	// arrives: a restart while the apiserver is unreachable keeps placing forked children.
 	stateDir := statedir.New(f.stateDir)
 	sysRoot := h.sysRoot
+	h.mover = openPageMover(f, h.procRoot, metrics.Migration())
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: h.resolver, Kernel: h.kernel, Support: h.support, Policies: h.policies, ProcRoot: h.procRoot, OnlineNodes: h.topo.Online,
 		LedgerPath:  stateDir.Ledger(),
@@ -194,6 +224,7 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 		Topology:       func() (numa.Online, error) { return numa.ReadOnline(sysRoot) }, // node and CPU hotplug
 		RescanInterval: f.rescanInterval, MaxTasksPerContainer: f.maxTasks, StartGrace: f.nriStartGrace,
 		ProcEvents: forks.events, ForkFilter: forks.filter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
+		PageMover: pageMover(h.mover),
 	})
 	var ledgerDamaged error
 	if errors.Is(err, ledger.ErrDamaged) {
@@ -217,6 +248,11 @@ func addAgentRunnables(mgr ctrl.Manager, f *agentFlags, h *agentHost, ae agentEn
 	if err := mgr.Add(engine); err != nil {
 		return fmt.Errorf("agent: adding engine: %w", err)
 	}
+	if h.mover != nil {
+		if err := mgr.Add(runMover(h.mover)); err != nil {
+			return fmt.Errorf("agent: adding the page mover: %w", err)
+		}
+	}
 	facts := func() agent.NodeFacts {
 		// Read on every reconcile: kernel.numa_balancing can be switched at any time.
 		b, err := numa.ReadBalancing(h.procRoot)
@@ -225,7 +261,7 @@ func addAgentRunnables(mgr ctrl.Manager, f *agentFlags, h *agentHost, ae agentEn
 			label = "unknown"
 		}
 		return agent.NodeFacts{KernelSupport: kernelLabel(h.support), NUMABalancing: label, NUMANodes: len(h.topo.Online),
-			MemoryPolicies: h.policies.Preferred || h.policies.PreferredMany}
+			MemoryPolicies: h.policies.Preferred || h.policies.PreferredMany, PageMigration: h.mover != nil}
 	}
 	opts := agent.NodeAgentOptions{
 		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ae.ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
@@ -345,4 +381,24 @@ func newManager(f *agentFlags, reach *agent.APIReachability) (ctrl.Manager, erro
 		return nil, fmt.Errorf("agent: creating manager: %w", err)
 	}
 	return mgr, nil
+}
+
+// pageMover is the engine's view of w: nil (no interface value holding a nil pointer)
+// when the node moves no pages.
+func pageMover(w *migration.Worker) nodeagent.PageMover {
+	if w == nil {
+		return nil
+	}
+	return w
+}
+
+// runMover runs the page mover while the manager runs, and stops it after the step it
+// runs, if any.
+func runMover(w *migration.Worker) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		w.Start()
+		<-ctx.Done()
+		w.Stop()
+		return nil
+	}
 }

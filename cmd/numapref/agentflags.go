@@ -40,6 +40,8 @@ type agentFlags struct {
 	nriSocket         string
 	nriStartGrace     time.Duration
 	nriRequired       bool
+	migrationRate     float64
+	migrationMaxBusy  float64
 	cgroupVersion     int
 	cgroupDriver      string
 	cgroupRoot        string
@@ -77,6 +79,9 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 		"(without it a node whose runtime serves no NRI only says so in its report)")
 	fs.DurationVar(&f.nriStartGrace, "nri-start-grace", nodeagent.DefaultStartGrace, "how long a container placed at its start keeps its placement while the API does not report it running, "+
 		"counted while the API answers (a slow kubelet posts the status of a burst of new containers late); then only the API's desired state counts")
+	fs.Float64Var(&f.migrationRate, "page-migration-rate", 0, "pages per second the agent may move to their container's home, for the NumaPreferences "+
+		"that ask for it (spec.pageMigration; move_pages(2), which the seccomp filter allows only when this is above 0); 0: this node moves no pages")
+	fs.Float64Var(&f.migrationMaxBusy, "page-migration-max-busy", 0.25, "the share of one CPU's time the agent may spend in the kernel's page copies, in (0, 1]")
 	fs.IntVar(&f.cgroupVersion, "cgroup-version", 0, "cgroup version (1 or 2); 0 probes")
 	fs.StringVar(&f.cgroupDriver, "cgroup-driver", "", `cgroup driver ("systemd" or "cgroupfs"); empty probes`)
 	fs.StringVar(&f.cgroupRoot, "cgroup-root", "", "where the cgroup filesystems are mounted (default <host-root>/sys/fs/cgroup)")
@@ -137,5 +142,15 @@ func parseAgentFlags(args []string) (*agentFlags, error) {
 	if f.nriStartGrace < time.Second || f.nriStartGrace > time.Hour {
 		return nil, fmt.Errorf("agent: -nri-start-grace must be between 1s and 1h, not %s", f.nriStartGrace)
 	}
+	if f.migrationRate < 0 || f.migrationRate > maxMigrationRate {
+		return nil, fmt.Errorf("agent: -page-migration-rate must be between 0 and %d pages per second, not %g", maxMigrationRate, f.migrationRate)
+	}
+	if f.migrationMaxBusy <= 0 || f.migrationMaxBusy > 1 {
+		return nil, fmt.Errorf("agent: -page-migration-max-busy must be in (0, 1], not %g", f.migrationMaxBusy)
+	}
 	return f, nil
 }
+
+// maxMigrationRate bounds -page-migration-rate: 4 Mi pages (16 GiB of 4 KiB pages) a
+// second, past any memory bandwidth a copy has.
+const maxMigrationRate = 1 << 22

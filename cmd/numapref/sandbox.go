@@ -43,7 +43,8 @@ func installSandbox(f *agentFlags) (sandbox.Status, error) {
 		return sandbox.Status{Landlock: sandbox.LandlockStatus{ABI: sandbox.LandlockABI(), Reason: "-seccomp=false"}}, nil
 	}
 	ruleset, why := agentLandlock(f)
-	st, err := sandbox.Install(sandbox.Options{AllowKcmp: f.kernel == "emulated", AllowUnixSockets: f.nriSocket != "", Landlock: ruleset})
+	st, err := sandbox.Install(sandbox.Options{AllowKcmp: f.kernel == "emulated", AllowUnixSockets: f.nriSocket != "",
+		AllowMovePages: f.migrationRate > 0, Landlock: ruleset})
 	if ruleset == nil {
 		st.Landlock.Reason = why
 	}
@@ -86,6 +87,8 @@ func agentLandlock(f *agentFlags) (ruleset *sandbox.Landlock, why string) {
 		return nil, "the preferred-node prctl checks ptrace access to each task it reads or sets, which a Landlock domain refuses outside itself"
 	case f.nriSocket != "":
 		return nil, "the memory policy a container was created with is read from its /proc/<pid>/numa_maps, a ptrace access check, which a Landlock domain refuses outside itself"
+	case f.migrationRate > 0:
+		return nil, "page migration (move_pages) checks ptrace access to each process whose pages it moves, which a Landlock domain refuses outside itself"
 	}
 	procRoot, sysRoot := filepath.Join(f.hostRoot, "proc"), filepath.Join(f.hostRoot, "sys")
 	cgroupRoot := f.cgroupRoot

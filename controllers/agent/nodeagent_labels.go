@@ -22,6 +22,7 @@ const (
 	LabelNUMANodes     = "numapref.io/numa-nodes"     // online NUMA node count
 	LabelNRI           = "numapref.io/nri"            // connected or disconnected; absent without --nri-socket
 	LabelMemoryPolicy  = "numapref.io/memory-policy"  // available or unavailable: mechanism memoryPolicy
+	LabelPageMigration = "numapref.io/page-migration" // available or unavailable: mechanism migrate
 )
 
 // NodeFacts are this host's kernel facts, as node labels and in the node's report.
@@ -34,6 +35,9 @@ type NodeFacts struct {
 	NRI string
 	// MemoryPolicies says the kernel takes a soft memory policy (MPOL_PREFERRED).
 	MemoryPolicies bool
+	// PageMigration says the agent moves containers' pages to their home (its
+	// -page-migration-rate is above 0 and the kernel has page migration).
+	PageMigration bool
 }
 
 // Mechanisms are what can give a container its home on this node, as the report names
@@ -46,6 +50,9 @@ func (f NodeFacts) Mechanisms() []string {
 	}
 	if f.MemoryPolicy() {
 		m = append(m, plan.MechanismMemoryPolicy)
+	}
+	if f.PageMigration {
+		m = append(m, plan.MechanismMigrate)
 	}
 	return m
 }
@@ -66,7 +73,8 @@ func (r *NodeAgentReconciler) publishLabels(ctx context.Context, facts NodeFacts
 		LabelKernelSupport: facts.KernelSupport,
 		LabelNUMABalancing: facts.NUMABalancing,
 		LabelNUMANodes:     strconv.Itoa(facts.NUMANodes),
-		LabelMemoryPolicy:  map[bool]string{true: "available", false: "unavailable"}[facts.MemoryPolicy()],
+		LabelMemoryPolicy:  availability(facts.MemoryPolicy()),
+		LabelPageMigration: availability(facts.PageMigration),
 	}
 	if facts.NRI != "" {
 		// Left out without NRI: server-side apply then removes a label this manager set.
@@ -78,4 +86,12 @@ func (r *NodeAgentReconciler) publishLabels(ctx context.Context, facts NodeFacts
 	}
 	r.labels = facts
 	return nil
+}
+
+// availability is a mechanism's label value.
+func availability(offered bool) string {
+	if offered {
+		return "available"
+	}
+	return "unavailable"
 }

@@ -92,7 +92,9 @@ func rules(opts Options) []rule {
 		{name: "setpriority", nr: unix.SYS_SETPRIORITY},
 		{name: "ioprio_set", nr: unix.SYS_IOPRIO_SET},
 		{name: "migrate_pages", nr: unix.SYS_MIGRATE_PAGES},
-		{name: "move_pages", nr: unix.SYS_MOVE_PAGES},
+	}
+	if !opts.AllowMovePages {
+		r = append(r, rule{name: "move_pages", nr: unix.SYS_MOVE_PAGES})
 	}
 	if !opts.AllowKcmp {
 		r = append(r, rule{name: "kcmp", nr: unix.SYS_KCMP})

@@ -178,6 +178,28 @@ func TestFilterDeniesEachRule(t *testing.T) {
 	}
 }
 
+// move_pages is refused unless page migration is on; migrate_pages always is.
+func TestFilterMovePagesOnlyWithMigration(t *testing.T) {
+	for name, tc := range map[string]struct {
+		opts               Options
+		movePages, migrate uint32
+	}{
+		"migration off": {Options{}, retDeny, retDeny},
+		"migration on":  {Options{AllowMovePages: true}, retAllow, retDeny},
+	} {
+		prog, err := assemble(rules(tc.opts), testPID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := run(t, prog, auditArch, unix.SYS_MOVE_PAGES, 77, 1); got != tc.movePages {
+			t.Errorf("%s: move_pages got %#x, want %#x", name, got, tc.movePages)
+		}
+		if got := run(t, prog, auditArch, unix.SYS_MIGRATE_PAGES, 77, 1); got != tc.migrate {
+			t.Errorf("%s: migrate_pages got %#x, want %#x", name, got, tc.migrate)
+		}
+	}
+}
+
 func TestAssembleRefusesTwoRulesForOneCall(t *testing.T) {
 	_, err := assemble([]rule{{name: "ptrace", nr: unix.SYS_PTRACE}, {name: "ptrace again", nr: unix.SYS_PTRACE, kind: allowSelf}}, testPID)
 	if err == nil {

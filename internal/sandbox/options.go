@@ -18,6 +18,10 @@ type Options struct {
 	// so none of the host's (the runtime's own API, reachable through /proc/<pid>/root)
 	// can be reached.
 	AllowUnixSockets bool
+	// AllowMovePages keeps move_pages(2): the agent moves containers' pages to their home
+	// (page migration on). migrate_pages(2), which moves a whole process in one call, stays
+	// refused.
+	AllowMovePages bool
 	// Landlock, when not nil, confines the process's files and network further where the
 	// kernel offers Landlock. A Landlock domain also refuses ptrace access (and every
 	// check of it: the preferred-node prctl, kcmp, /proc/<pid>/mem, /proc/<pid>/root) to
