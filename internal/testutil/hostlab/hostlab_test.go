@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 	"github.com/numapref/numapref/internal/testutil/poll"
 	"github.com/numapref/numapref/internal/testutil/testenv"
 )
@@ -207,5 +208,54 @@ func TestProcessCPU(t *testing.T) {
 	}
 	if _, err := ProcessCPU(1 << 30); err == nil {
 		t.Error("ProcessCPU of a pid that cannot exist succeeded")
+	}
+}
+
+// A workload started with a memory policy holds it from its start, in its process and its
+// threads, and the test process's own threads keep theirs: the spawner thread takes it
+// for the start alone.
+func TestStartWorkloadWithPolicy(t *testing.T) {
+	testenv.RequireRoot(t)
+	lab, err := New("/sys/fs/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lab.Close() })
+	c, err := lab.Container(corev1.PodQOSBurstable, "1f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", strings.Repeat("cd", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mempolicy.Preferred(0)
+	w, err := c.StartWorkloadWithPolicy(2, &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := w.Alloc(4); err != nil {
+		t.Fatal(err)
+	}
+	tids, err := w.TIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range tids {
+		got, err := mempolicy.ReadThreadPolicy("/proc", w.Pid(), tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Equal(p) {
+			t.Errorf("thread %d of the workload holds %s, want %s", tid, got, p)
+		}
+	}
+	plain, err := c.StartWorkload(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	if err := plain.Alloc(4); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := mempolicy.ReadTaskPolicy("/proc", plain.Pid()); err != nil || !got.Equal(mempolicy.Policy{}) {
+		t.Errorf("a workload started after holds %s (%v), want the default: the spawner kept the policy", got, err)
 	}
 }

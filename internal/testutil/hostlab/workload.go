@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 	"github.com/numapref/numapref/internal/testutil/rawfork"
 )
 
@@ -233,6 +234,12 @@ type Workload struct {
 // StartWorkload starts a workload process in the container with threads extra OS threads
 // and returns once they all run inside the container's cgroups.
 func (c *Container) StartWorkload(threads int) (*Workload, error) {
+	return c.StartWorkloadWithPolicy(threads, nil)
+}
+
+// StartWorkloadWithPolicy is StartWorkload with the workload created holding memory
+// policy p (nil: the default), as a runtime creates a container with linux.memoryPolicy.
+func (c *Container) StartWorkloadWithPolicy(threads int, p *mempolicy.Policy) (*Workload, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding own executable: %w", err)
@@ -249,7 +256,7 @@ func (c *Container) StartWorkload(threads int) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := StartOnSpawnerThread(cmd); err != nil {
+	if err := startOnSpawner(cmd, p); err != nil {
 		return nil, fmt.Errorf("starting workload: %w", err)
 	}
 	w := &Workload{cmd: cmd, in: in, out: bufio.NewReader(outPipe)}
@@ -280,23 +287,42 @@ var spawner struct {
 }
 
 type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan error
+	cmd    *exec.Cmd
+	policy *mempolicy.Policy
+	done   chan error
 }
 
-func StartOnSpawnerThread(cmd *exec.Cmd) error {
+func StartOnSpawnerThread(cmd *exec.Cmd) error { return startOnSpawner(cmd, nil) }
+
+// startOnSpawner starts cmd on the spawner thread, with memory policy p when not nil: the
+// thread takes p for the start alone, so the child, cloned from it, holds p from its first
+// instruction and every thread and child of its own inherits it, as a runtime's
+// linux.memoryPolicy gives a container's init before exec.
+func startOnSpawner(cmd *exec.Cmd, p *mempolicy.Policy) error {
 	spawner.once.Do(func() {
 		spawner.reqs = make(chan spawnRequest)
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
 			for r := range spawner.reqs {
-				r.done <- r.cmd.Start()
+				r.done <- spawn(r)
 			}
 		}()
 	})
 	done := make(chan error, 1)
-	spawner.reqs <- spawnRequest{cmd: cmd, done: done}
+	spawner.reqs <- spawnRequest{cmd: cmd, policy: p, done: done}
 	return <-done
+}
+
+// spawn starts r's command on the calling (spawner) thread, under r's policy if any.
+func spawn(r spawnRequest) error {
+	if r.policy == nil {
+		return r.cmd.Start()
+	}
+	if err := mempolicy.Set(*r.policy); err != nil {
+		return fmt.Errorf("the spawner's memory policy: %w", err)
+	}
+	err := r.cmd.Start()
+	return errors.Join(err, mempolicy.Set(mempolicy.Policy{}))
 }
 
 // Pid is the workload's process id.
