@@ -27,12 +27,16 @@
 #      prctl GET and /proc/<tid>/sched agree, forks placed, /metrics and /inspect,
 #      idle cost against the bare floor loop, undo on delete) and TestEffect (the
 #      seed's four scenarios and a fifth, 4 with the preference set before the
-#      workload's first touch as NRI sets it; 90 s each, sampled every second from
-#      the agent's /metrics); on the control kernel TestAgent (KernelUnsupported in the report,
-#      the conditions and an Event; no prctl 78 in the kernel trace) and TestCRIPolicy (a
+#      workload's first touch as NRI sets it, 90 s each, then 5 with a memory policy at
+#      creation and 4 with page migration, 30 s each; sampled every second from the
+#      agent's /metrics); on the control kernel TestAgent (KernelUnsupported in the report,
+#      the conditions and an Event; no prctl 78 in the kernel trace), TestCRIPolicy (a
 #      selected container created through CRI holds its home's memory policy at its first
-#      instruction, an unselected one the default).
-#      test/kernellab/effectreport prints the table and writes DIR/effect-locality.svg.
+#      instruction, an unselected one the default) and TestEffectControl (nothing, a
+#      memory policy at creation in each soft mode, page migration after the touch: 30 s
+#      each; the pages moved counted in the report).
+#      test/kernellab/effectreport prints the tables and writes DIR/effect-locality.svg and
+#      DIR/effect-control-locality.svg.
 #      The patched boot also runs TestCRIPod: containerd 2.x with NRI and runc
 #      (hack/runtime-binaries.sh, static) in the VM, the agent as containerd's NRI plugin,
 #      and two host-network pods started through CRI with crictl, whose container's first
@@ -391,7 +395,7 @@ else
 	# containerd's NRI plugin it has the runtime create a selected container with its
 	# home's memory policy (TestCRIPolicy).
 	rc=0
-	agent_vm control --append "trace_event=syscalls:sys_enter_prctl" "${runtime_files[@]}" --args "-test.v -test.run ^(TestAgent|TestCRIPolicy)$" || rc=$?
+	agent_vm control --append "trace_event=syscalls:sys_enter_prctl" "${runtime_files[@]}" --args "-test.v -test.run ^(TestAgent|TestCRIPolicy|TestEffectControl)$" || rc=$?
 	clog="$out/agent-control/tests/agent.log"
 	((rc != 2)) || step "agent-control: vm" FAIL "$(grep '^vm:' "$out/agent-control/summary" | head -n1)"
 	if grep -q -- '^--- PASS: TestAgent ' "$clog" 2>/dev/null; then
@@ -403,6 +407,17 @@ else
 		step "agent-control: memory policy at creation" ok "$(grep -o '^cripolicy .*' "$clog" | head -n1)"
 	else
 		step "agent-control: memory policy at creation" FAIL "TestCRIPolicy did not pass ($clog)"
+	fi
+	# What mainline offers, against nothing: a memory policy at creation, page migration
+	# (TestEffectControl), in a table of its own.
+	creports="$out/agent-control/reports/agent"
+	if grep -q -- '^--- PASS: TestEffectControl ' "$clog" 2>/dev/null &&
+		"$bins/effectreport" -svg "$out/effect-control-locality.svg" "$creports/effect.jsonl" "$creports/effect-scenarios.jsonl" \
+			>"$out/effect-control-table.md" 2>"$out/effectreport-control.err"; then
+		effect_table+=$'\n\n'"$(cat "$out/effect-control-table.md")"
+		step "agent-control: mainline mechanisms' effect" ok "$(wc -l <"$creports/effect-scenarios.jsonl") scenarios; table $out/effect-control-table.md, picture $out/effect-control-locality.svg"
+	else
+		step "agent-control: mainline mechanisms' effect" FAIL "TestEffectControl did not pass, or its report: $(head -c 300 "$out/effectreport-control.err" 2>/dev/null) ($clog)"
 	fi
 	if grep -q '^prctl witness: the kernel traced [0-9]* canary' "$clog" 2>/dev/null; then
 		step "agent-control: no prctl 78" ok "$(grep -o 'traced.*' "$clog" | head -n1)"

@@ -39,6 +39,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	testpoll "github.com/numapref/numapref/internal/testutil/poll"
@@ -161,6 +162,13 @@ type labPod struct {
 // threads in it, and the pod's status (Running, the container's ID).
 func (cl *cluster) createPod(t *testing.T, lab *hostlab.Lab, name string, labels map[string]string, threads int, memory bool) *labPod {
 	t.Helper()
+	return cl.createPodWithPolicy(t, lab, name, labels, threads, memory, nil)
+}
+
+// createPodWithPolicy is createPod with the workload created holding memory policy p (nil:
+// none), as a runtime gives linux.memoryPolicy at creation.
+func (cl *cluster) createPodWithPolicy(t *testing.T, lab *hostlab.Lab, name string, labels map[string]string, threads int, memory bool, p *mempolicy.Policy) *labPod {
+	t.Helper()
 	ctx := context.Background()
 	pod := builders.MakePod(workloadNS, name).Node(cl.node).Labels(labels).NoServiceAccountToken().
 		Containers("main").Image("numapref.local/workload:kernellab").Obj()
@@ -182,7 +190,7 @@ func (cl *cluster) createPod(t *testing.T, lab *hostlab.Lab, name string, labels
 			t.Fatal(err)
 		}
 	}
-	w, err := c.StartWorkload(threads)
+	w, err := c.StartWorkloadWithPolicy(threads, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,8 +226,9 @@ func (cl *cluster) kubectl(t *testing.T, stdin string, args ...string) string { 
 	return string(out)
 }
 
-// applyPreference `kubectl apply`s a NumaPreference of mode Static for node.
-func (cl *cluster) applyPreference(t *testing.T, name string, selector map[string]string, node int) { //nolint:unparam // the VM has nodes 0 and 1; the tests prefer 1, which no task that nothing placed reports
+// applyPreference `kubectl apply`s a NumaPreference of mode Static for node, with the
+// further spec fields spec ("pageMigration: Once").
+func (cl *cluster) applyPreference(t *testing.T, name string, selector map[string]string, node int, spec ...string) { //nolint:unparam // the VM has nodes 0 and 1; the tests prefer 1, which no task that nothing placed reports
 	t.Helper()
 	var labels []string
 	for k, v := range selector {
@@ -232,6 +241,9 @@ spec:
   selector: {matchLabels: {%s}}
   node: %d
 `, name, workloadNS, strings.Join(labels, ", "), node)
+	for _, field := range spec {
+		manifest += "  " + field + "\n"
+	}
 	path := filepath.Join(cl.tmp, name+".yaml")
 	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)

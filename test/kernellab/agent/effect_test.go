@@ -6,6 +6,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/numa"
+	"github.com/numapref/numapref/internal/numa/mempolicy"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 	"github.com/numapref/numapref/test/kernellab/labenv"
@@ -43,7 +45,47 @@ type scenario struct {
 	Name       string
 	Tune       []string // numapref tune-balancing flags
 	Preference placement
+	// Policy, when not "", is the memory policy on node 1 the workload is created with, as
+	// a runtime gives linux.memoryPolicy before the container's first instruction
+	// (TestCRIPolicy proves the runtime's path): policyPreferred or policyPreferredMany.
+	Policy string
+	// Migrate says the NumaPreference asks for page migration (pageMigration: Once).
+	Migrate bool
+	// Seconds is how long the scenario is sampled; 0 is sampleFor.
+	Seconds time.Duration
 }
+
+// The memory policies a workload can be created with.
+const (
+	policyPreferred     = "MPOL_PREFERRED"
+	policyPreferredMany = "MPOL_PREFERRED_MANY|MPOL_F_NUMA_BALANCING"
+)
+
+// memoryPolicy is the policy on targetNode a scenario's workload is created with; nil for
+// none.
+func (s scenario) memoryPolicy() *mempolicy.Policy {
+	switch s.Policy {
+	case policyPreferred:
+		p := mempolicy.Preferred(targetNode)
+		return &p
+	case policyPreferredMany:
+		p := mempolicy.PreferredMany(numa.NewNodeMask(targetNode), true)
+		return &p
+	}
+	return nil
+}
+
+// sampled is how long the scenario is sampled.
+func (s scenario) sampled() time.Duration {
+	if s.Seconds > 0 {
+		return s.Seconds
+	}
+	return sampleFor
+}
+
+// shortSample is how long the scenarios of the mechanisms that act at once are sampled:
+// enough for their locality at 5, 10 and 30 s.
+const shortSample = 30 * time.Second
 
 // placement is when a scenario's NumaPreference for node 1 comes, relative to the
 // workload's first touch of its memory.
@@ -65,13 +107,32 @@ const (
 var defaultScan = []string{"-scan-delay-ms=1000", "-scan-period-min-ms=1000", "-scan-period-max-ms=60000", "-scan-size-mb=256"}
 
 var scenarios = []scenario{
-	{1, "numa_balancing=0, no preference", append([]string{"-numa-balancing=0"}, defaultScan...), noPreference},
-	{2, "numa_balancing=1, no preference", append([]string{"-numa-balancing=1"}, defaultScan...), noPreference},
+	{1, "numa_balancing=0, no preference", append([]string{"-numa-balancing=0"}, defaultScan...), noPreference, "", false, 0},
+	{2, "numa_balancing=1, no preference", append([]string{"-numa-balancing=1"}, defaultScan...), noPreference, "", false, 0},
 	{3, "numa_balancing=1, preference node 1, no faulting", []string{"-numa-balancing=1",
-		"-scan-delay-ms=" + noFaulting, "-scan-period-min-ms=" + noFaulting, "-scan-period-max-ms=" + noFaulting, "-scan-size-mb=256"}, afterTouch},
-	{4, "numa_balancing=1, preference node 1, default scanning", append([]string{"-numa-balancing=1"}, defaultScan...), afterTouch},
+		"-scan-delay-ms=" + noFaulting, "-scan-period-min-ms=" + noFaulting, "-scan-period-max-ms=" + noFaulting, "-scan-size-mb=256"}, afterTouch, "", false, 0},
+	{4, "numa_balancing=1, preference node 1, default scanning", append([]string{"-numa-balancing=1"}, defaultScan...), afterTouch, "", false, 0},
 	// 4 with the preference set before the touch: the same tuning, workload and touch.
-	{5, "numa_balancing=1, preference node 1 set before the touch, default scanning", append([]string{"-numa-balancing=1"}, defaultScan...), beforeTouch},
+	{5, "numa_balancing=1, preference node 1 set before the touch, default scanning", append([]string{"-numa-balancing=1"}, defaultScan...), beforeTouch, "", false, 0},
+	// 5 with the workload created with its home's memory policy: the prctl and a policy
+	// at creation.
+	{6, "numa_balancing=1, preference node 1 before the touch and a memory policy on node 1 at creation (" + policyPreferredMany + ")",
+		append([]string{"-numa-balancing=1"}, defaultScan...), beforeTouch, policyPreferredMany, false, shortSample},
+	// 4 with page migration: the prctl and the agent moving the pages after the touch.
+	{7, "numa_balancing=1, preference node 1 after the touch with pageMigration Once",
+		append([]string{"-numa-balancing=1"}, defaultScan...), afterTouch, "", true, shortSample},
+}
+
+// controlScenarios run on the control kernel (Debian's 6.12 without the patch): what a
+// mainline kernel offers, against nothing. The IDs follow the patched kernel's.
+var controlScenarios = []scenario{
+	{10, "control kernel, numa_balancing=1, nothing", append([]string{"-numa-balancing=1"}, defaultScan...), noPreference, "", false, shortSample},
+	{11, "control kernel, numa_balancing=1, a memory policy on node 1 at creation (" + policyPreferredMany + ")",
+		append([]string{"-numa-balancing=1"}, defaultScan...), noPreference, policyPreferredMany, false, shortSample},
+	{12, "control kernel, numa_balancing=1, a memory policy on node 1 at creation (" + policyPreferred + ")",
+		append([]string{"-numa-balancing=1"}, defaultScan...), noPreference, policyPreferred, false, shortSample},
+	{13, "control kernel, numa_balancing=1, preference node 1 after the touch with pageMigration Once",
+		append([]string{"-numa-balancing=1"}, defaultScan...), afterTouch, "", true, shortSample},
 }
 
 // sample is one second of one scenario, as effect.jsonl records it (test/kernellab/effectreport
@@ -91,23 +152,41 @@ type sample struct {
 	// WorkersOnNode1 of Workers streaming threads had current_node=1.
 	Workers        int `json:"workers"`
 	WorkersOnNode1 int `json:"workersOnNode1"`
+	// Moved counts the pages the agent's page migration moved (numapref_migrated_pages_total).
+	Moved float64 `json:"moved"`
 	// Err says why the metrics were not all there (the agent lists a container on its
 	// first pass after the preference arrives); the sample's metric values are then not
 	// measured.
 	Err string `json:"err,omitempty"`
 }
 
-// TestEffect runs the seed's four scenarios and the fifth (4 with the preference set before
-// the touch) on the patched kernel with the agent placing the workload, sampling every
-// second, and writes effect.jsonl (every sample) and
-// effect-scenarios.json (each scenario's command) to the report directory.
+// TestEffect runs the seed's four scenarios, the fifth (4 with the preference set before
+// the touch), and 5 and 4 with a memory policy at creation and with page migration, on the
+// patched kernel with the agent placing the workload, sampling every second, and writes
+// effect.jsonl (every sample) and effect-scenarios.jsonl (each scenario's command) to the
+// report directory.
 func TestEffect(t *testing.T) {
 	labenv.RequireKernel(t, "patched") // the effect experiment needs the patch
-	cl := newCluster(t, "patched")
+	runEffect(t, "patched", scenarios)
+}
+
+// TestEffectControl runs the workload on the control kernel (no patch) with what mainline
+// offers: nothing, a memory policy at creation (each soft mode the kernel takes), and the
+// agent's page migration after the touch, into the same files of its boot's report
+// directory. The migration must move the pages: the agent's report counts them.
+func TestEffectControl(t *testing.T) {
+	labenv.RequireKernel(t, "control")
+	runEffect(t, "control", controlScenarios)
+}
+
+// runEffect runs scenarios on kernel with the agent (page migration on) and writes their
+// samples and commands.
+func runEffect(t *testing.T, kernel string, scenarios []scenario) {
+	cl := newCluster(t, kernel)
 	lab := newHostlab(t)
 	restore := currentTuning(t)
 	t.Cleanup(func() { tune(t, restore...) })
-	cl.startAgent(t, lab)
+	cl.startAgent(t, lab, "--page-migration-rate="+strconv.Itoa(migrationRate))
 	node0CPUs := strings.TrimSpace(readFile(t, "/sys/devices/system/node/node0/cpulist"))
 
 	out, err := os.Create(filepath.Join(reportDir(cl), "effect.jsonl"))
@@ -119,7 +198,7 @@ func TestEffect(t *testing.T) {
 	for _, s := range scenarios {
 		t.Run(fmt.Sprintf("scenario %d", s.ID), func(t *testing.T) {
 			cmd := runScenario(t, cl, lab, s, node0CPUs, out)
-			commands = append(commands, map[string]any{"id": s.ID, "name": s.Name, "command": cmd})
+			commands = append(commands, map[string]any{"id": s.ID, "name": s.Name, "command": cmd, "seconds": s.sampled().Seconds()})
 		})
 	}
 	f, err := os.Create(filepath.Join(reportDir(cl), "effect-scenarios.jsonl"))
@@ -133,6 +212,9 @@ func TestEffect(t *testing.T) {
 		}
 	}
 }
+
+// migrationRate is the agent's --page-migration-rate in the lab: the chart's default.
+const migrationRate = 25600
 
 func reportDir(cl *cluster) string {
 	if cl.reportTo != "" {
@@ -149,16 +231,24 @@ func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0C
 	tune(t, s.Tune...)
 	name := fmt.Sprintf("effect-%d", s.ID)
 	labels := map[string]string{"app": name}
+	var spec []string
+	if s.Migrate {
+		spec = append(spec, "pageMigration: Once", "memoryPolicy: Off")
+	}
 	apply := func(when string) {
-		cl.applyPreference(t, name, labels, targetNode)
-		cmds = append(cmds, fmt.Sprintf("kubectl apply -f %s.yaml (NumaPreference: selector app=%s, node %d) %s", name, name, targetNode, when))
+		cl.applyPreference(t, name, labels, targetNode, spec...)
+		cmds = append(cmds, fmt.Sprintf("kubectl apply -f %s.yaml (NumaPreference: selector app=%s, node %d%s) %s", name, name, targetNode,
+			strings.Join(append([]string{""}, spec...), ", "), when))
 	}
 	if s.Preference == beforeTouch {
 		apply("before the pod")
 		defer cl.deletePreference(t, name)
 	}
-	p := cl.createPod(t, lab, name, labels, 0, true)
+	p := cl.createPodWithPolicy(t, lab, name, labels, 0, true, s.memoryPolicy())
 	defer p.workload.Stop()
+	if s.Policy != "" {
+		cmds = append(cmds, "the workload created with "+s.memoryPolicy().String()+" (a runtime's linux.memoryPolicy)")
+	}
 	if s.Preference == beforeTouch {
 		waitPlaced(t, p)
 		cmds = append(cmds, "the touch once every task of the container reads node 1 (prctl GET)")
@@ -186,7 +276,7 @@ func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0C
 	var last sample
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	for i := 0; time.Since(start) < sampleFor+500*time.Millisecond; i++ {
+	for i := 0; time.Since(start) < s.sampled()+500*time.Millisecond; i++ {
 		smp := sample{Scenario: s.ID, T: time.Since(start).Seconds(), Workers: len(workers)}
 		var values map[string]float64
 		if s.Preference != noPreference {
@@ -200,7 +290,7 @@ func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0C
 			smp.Err = err.Error()
 		}
 		smp.Locality, smp.Faults, smp.Migrated = values["locality"], values["faults"], values["migrated"]
-		smp.Node0MiB, smp.Node1MiB = values["node0"]/(1<<20), values["node1"]/(1<<20)
+		smp.Node0MiB, smp.Node1MiB, smp.Moved = values["node0"]/(1<<20), values["node1"]/(1<<20), values["moved"]
 		for _, tid := range workers {
 			if st, err := numa.ReadSchedNUMA("/proc", tid); err == nil && st.CurrentNode == targetNode {
 				smp.WorkersOnNode1++
@@ -214,11 +304,12 @@ func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0C
 	}
 	t.Logf("scenario %d (%s): after %.0f s locality %.3f (node0 %.0f MiB, node1 %.0f MiB), faults %.0f, migrated %.0f, workers on node 1 %d/%d",
 		s.ID, s.Name, last.T, last.Locality, last.Node0MiB, last.Node1MiB, last.Faults, last.Migrated, last.WorkersOnNode1, last.Workers)
-	if s.Preference != noPreference {
+	if s.Preference != noPreference && kernelHasPrctl() {
 		if err := allPlaced(mustPrctl(t), workers, targetNode); err != nil {
 			t.Errorf("the workers are not placed at the end: %v", err)
 		}
 	}
+	checkScenario(t, cl, name, s, last)
 	return strings.Join(cmds, "; ")
 }
 
@@ -238,13 +329,52 @@ func waitPlaced(t *testing.T, p *labPod) {
 	t.Logf("every task of the workload reads node %d %s after the pod's status named its container", targetNode, time.Since(start).Round(time.Millisecond))
 }
 
-// agentValues scrapes the running agent's /metrics for the pod's container.
+// agentValues scrapes the running agent's /metrics for the pod's container, and the pages
+// it moved.
 func agentValues(cl *cluster, p *labPod) (map[string]float64, error) {
 	mfs, err := cl.metrics()
 	if err != nil {
 		return nil, err
 	}
-	return effectValues(mfs, p)
+	values, err := effectValues(mfs, p)
+	values["moved"], _ = series(mfs, "numapref_migrated_pages_total", nil)
+	return values, err
+}
+
+// kernelHasPrctl says whether this boot's kernel has the preferred-node prctl.
+func kernelHasPrctl() bool {
+	_, support := prctl.New(prPreferredNID, "/proc")
+	return support.Supported
+}
+
+// checkScenario checks what a mechanism must have done by the scenario's end, last its
+// last sample: a policy at creation keeps the memory on node 1 from the start; the agent's
+// migration moved pages, and the node's report counts them for the preference and says
+// the container was placed by migrate. The goals (locality at 5 and 10 s) are the
+// table's, not asserts.
+func checkScenario(t *testing.T, cl *cluster, name string, s scenario, last sample) {
+	t.Helper()
+	if s.Policy != "" && last.Locality < 0.9 {
+		t.Errorf("created with %s, the workload's memory on node %d is %.2f of it at the end, want most of it", s.Policy, targetNode, last.Locality)
+	}
+	if !s.Migrate {
+		return
+	}
+	if last.Moved <= 0 {
+		t.Errorf("numapref_migrated_pages_total is %v at the end, want the pages moved", last.Moved)
+	}
+	poll(t, apiWait, "the node's report counting the pages moved", func() error {
+		_, e, err := cl.reportEntry(name)
+		switch {
+		case err != nil:
+			return err
+		case e == nil:
+			return errors.New("no entry for the preference")
+		case e.Migrated != 1 || e.PagesMigrated <= 0:
+			return fmt.Errorf("entry says %d containers migrated, %d pages moved, %d not; want 1 and some pages", e.Migrated, e.PagesMigrated, e.PagesNotMigrated)
+		}
+		return nil
+	})
 }
 
 // collectorValues runs the agent's EffectCollector over the container, as the agent's

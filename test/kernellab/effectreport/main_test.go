@@ -12,6 +12,34 @@ import (
 	"testing"
 )
 
+// A scenario sampled for less time by design is checked against its own length, and the
+// pages the agent moved have their column.
+func TestReportShortScenario(t *testing.T) {
+	var samples []string
+	for s := 1; s <= 30; s++ {
+		samples = append(samples, fmt.Sprintf(`{"scenario":13,"t":%d,"source":"agent","locality":%.2f,"moved":%d,"workers":3}`,
+			s, min(1, 0.5+float64(s)/20), 4096*min(s, 32)))
+	}
+	scen := writeLines(t, `{"id":13,"name":"migrate","command":"kubectl apply","seconds":30}`)
+	results, err := load(writeLines(t, samples...), scen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check(results, 60); err != nil {
+		t.Errorf("check() = %v, want a 30 s scenario of 30 s of samples to pass", err)
+	}
+	var table bytes.Buffer
+	writeTable(&table, results)
+	if row := "| 13 | migrate | `kubectl apply` | 0.75 / 1.00 / 1.00 / – | 1.00 at 30 s | 0 / 0 MiB | 8 | 0 / 0 | 0 | 122880 | 0% of samples |"; !strings.Contains(table.String(), row) {
+		t.Errorf("table lacks %q:\n%s", row, table.String())
+	}
+	results[0].samples = results[0].samples[:20]
+	results[0].seconds = 20
+	if err := check(results, 60); err == nil {
+		t.Error("check() passed a 30 s scenario sampled for 20 s")
+	}
+}
+
 func writeLines(t *testing.T, lines ...string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "f.jsonl")
@@ -70,10 +98,10 @@ func TestReport(t *testing.T) {
 	var table, svg bytes.Buffer
 	writeTable(&table, results)
 	for _, row := range []string{
-		"| locality (node 1) at 5 / 10 / 30 s | final locality (node 1) |",
-		"| 1 | one | `numapref tune-balancing -numa-balancing=0` | – / – / – | 0.95 at 1 s |",
-		"| 4 | four | `kubectl apply -f x.yaml` | 0.12 / 0.25 / 0.75 | 1.00 at 61 s | 24 / 488 MiB | 36 |",
-		"| 5 | five | `kubectl apply -f x.yaml before the pod` | 0.35 / 0.55 / 1.00 | 1.00 at 61 s | 0 / 512 MiB | 16 | 10 / 10 | 61000 | 100% of samples |",
+		"| locality (node 1) at 5 / 10 / 30 / 90 s | final locality (node 1) |",
+		"| 1 | one | `numapref tune-balancing -numa-balancing=0` | – / – / – / – | 0.95 at 1 s |",
+		"| 4 | four | `kubectl apply -f x.yaml` | 0.12 / 0.25 / 0.75 / – | 1.00 at 61 s | 24 / 488 MiB | 36 |",
+		"| 5 | five | `kubectl apply -f x.yaml before the pod` | 0.35 / 0.55 / 1.00 / – | 1.00 at 61 s | 0 / 512 MiB | 16 | 10 / 10 | 61000 | 0 | 100% of samples |",
 	} {
 		if !strings.Contains(table.String(), row) {
 			t.Errorf("table lacks %q:\n%s", row, table.String())
