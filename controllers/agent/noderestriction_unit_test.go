@@ -124,6 +124,7 @@ func TestPolicyAllowsThePublishedLabels(t *testing.T) {
 		LabelNUMANodes:     {"1", "8", "1024"},
 		LabelNRI:           {strings.ToLower(numav1.NRIConnected), strings.ToLower(numav1.NRIDisconnected)},
 		LabelMemoryPolicy:  {"available", "unavailable"},
+		LabelPageMigration: {"available", "unavailable"},
 	}
 	if diff := cmp.Diff(slices.Sorted(maps.Keys(published)), slices.Sorted(maps.Keys(patterns))); diff != "" {
 		t.Errorf("agentLabels keys (-published +policy):\n%s", diff)
