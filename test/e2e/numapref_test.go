@@ -469,7 +469,7 @@ var _ = Describe("numapref installed with Helm on a real node", Ordered, func() 
 				c := meta.FindStatusCondition(rep.Status.Conditions, numav1.ConditionNRIConnected)
 				g.Expect(c).NotTo(BeNil())
 				g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-				g.Expect(rep.Status.Mechanisms).To(Equal([]string{"prctl"}))
+				g.Expect(rep.Status.Mechanisms).To(Equal([]string{"prctl", "migrate"}))
 				g.Expect(entry.PlacedAtStart).To(BeZero())
 				n := &corev1.Node{}
 				g.Expect(cl.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
@@ -564,6 +564,34 @@ spec:
 		out, err = kubectl(ctx, "delete", "numapref", "e2e-spread", "-n", ns)
 		Expect(err).NotTo(HaveOccurred(), out)
 		out, err = kubectl(ctx, "delete", "pod", "-n", ns, "-l", "app=e2e-spread", "--grace-period=1", "--wait=true")
+		Expect(err).NotTo(HaveOccurred(), out)
+	}, SpecTimeout(3*time.Minute))
+
+	It("moves a running pod's pages when its NumaPreference asks, and says so", func(ctx SpecContext) {
+		// The pod runs before anything selects it; then a preference with pageMigration
+		// Once selects it. This host has one NUMA node, so no page is away from the home:
+		// the agent's move (move_pages through its seccomp filter) scans the pod's
+		// processes and ends, and the report counts the container as moved by migrate.
+		Expect(cl.Create(ctx, workloadPod("e2e-migrate-0", map[string]string{"app": "e2e-migrate"}, nil, "app"))).To(Succeed())
+		id := podIDs(ctx, "e2e-migrate-0")["app"]
+		applyPreferenceIn(ctx, ns, "e2e-migrate", "node: 0\n  pageMigration: Once")
+		Eventually(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Eventually(func(g Gomega) {
+			rep := &numav1.NumaNodeReport{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, rep)).To(Succeed())
+			g.Expect(rep.Status.Mechanisms).To(ContainElement("migrate"))
+			entry := reportEntry(rep, ns, "e2e-migrate")
+			g.Expect(entry).NotTo(BeNil(), "the report's entry for e2e-migrate")
+			g.Expect(entry.Containers).To(BeEquivalentTo(1))
+			g.Expect(entry.Migrated).To(BeEquivalentTo(1), "the container counted as moved by migrate")
+			g.Expect(entry.PagesNotMigrated).To(BeZero())
+			n := &corev1.Node{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Name: primaryNode()}, n)).To(Succeed())
+			g.Expect(n.Labels).To(HaveKeyWithValue("numapref.io/page-migration", "available"))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		out, err := kubectl(ctx, "delete", "numapref", "e2e-migrate", "-n", ns)
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = kubectl(ctx, "delete", "pod", "-n", ns, "e2e-migrate-0", "--grace-period=1", "--wait=true")
 		Expect(err).NotTo(HaveOccurred(), out)
 	}, SpecTimeout(3*time.Minute))
 
