@@ -40,6 +40,7 @@ type statusOptions struct {
 type nodeRow struct {
 	Node        string                  `json:"node"`
 	Balancing   string                  `json:"numaBalancing,omitempty"`
+	Mechanisms  []string                `json:"mechanisms,omitempty"`
 	Entry       numav1.PreferenceReport `json:"entry"`
 	Problems    map[string]int32        `json:"problems,omitempty"`
 	ProblemSize int32                   `json:"-"`
@@ -105,7 +106,7 @@ func readStatus(ctx context.Context, c client.Reader, ns, name string, all bool)
 			if e.Namespace != ns || e.Name != name {
 				continue
 			}
-			row := nodeRow{Node: rep.Name, Balancing: rep.Status.NumaBalancing, Entry: e, Problems: entryProblems(e)}
+			row := nodeRow{Node: rep.Name, Balancing: rep.Status.NumaBalancing, Mechanisms: rep.Status.Mechanisms, Entry: e, Problems: entryProblems(e)}
 			for _, n := range row.Problems {
 				row.ProblemSize += n
 			}
@@ -173,7 +174,7 @@ func printStatus(w io.Writer, v *statusView, all bool) error {
 	}
 	fmt.Fprintf(w, "\n%s\n", title)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tPODS\tCONTAINERS\tTASKS\tPODS BY NUMA NODE\tBALANCING\tPROBLEMS")
+	fmt.Fprintln(tw, "NODE\tPODS\tCONTAINERS\tTASKS\tPODS BY NUMA NODE\tBALANCING\tBY\tPROBLEMS")
 	for _, r := range v.Nodes {
 		var byNode []string
 		for _, n := range r.Entry.PodsByNode {
@@ -183,8 +184,25 @@ func printStatus(w io.Writer, v *statusView, all bool) error {
 		for _, reason := range slices.Sorted(maps.Keys(r.Problems)) {
 			problems = append(problems, fmt.Sprintf("%s %d", reason, r.Problems[reason]))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Node, r.Entry.Pods, r.Entry.Containers, r.Entry.Tasks,
-			orDash(strings.Join(byNode, " ")), orDash(r.Balancing), orDash(strings.Join(problems, ", ")))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", r.Node, r.Entry.Pods, r.Entry.Containers, r.Entry.Tasks,
+			orDash(strings.Join(byNode, " ")), orDash(r.Balancing), orDash(mechanismsOf(r)), orDash(strings.Join(problems, ", ")))
 	}
 	return tw.Flush()
+}
+
+// mechanismsOf says what gave the node's containers their home: the containers holding
+// their home's memory policy, those whose pages the agent moved (and the pages), and the
+// prctl where the node has it ("prctl, memoryPolicy 2, migrate 1 (5120 pages)").
+func mechanismsOf(r nodeRow) string {
+	var by []string
+	if slices.Contains(r.Mechanisms, "prctl") {
+		by = append(by, "prctl")
+	}
+	if n := r.Entry.MemoryPolicy; n > 0 {
+		by = append(by, fmt.Sprintf("memoryPolicy %d", n))
+	}
+	if n := r.Entry.Migrated; n > 0 {
+		by = append(by, fmt.Sprintf("migrate %d (%d pages)", n, r.Entry.PagesMigrated))
+	}
+	return strings.Join(by, ", ")
 }

@@ -44,13 +44,19 @@ func TestStatusCommand(t *testing.T) {
 		return e
 	}
 	reports := map[string]numav1.PreferenceReport{
-		"node-ok":     entry(numav1.PreferenceReport{Pods: 2, Containers: 2, Tasks: 40, PodsByNode: []numav1.NodeCount{{Node: 1, Pods: 2}}}),
+		"node-ok": entry(numav1.PreferenceReport{Pods: 2, Containers: 2, Tasks: 40, PodsByNode: []numav1.NodeCount{{Node: 1, Pods: 2}}}),
+		"node-mainline": entry(numav1.PreferenceReport{Pods: 2, Containers: 2, PodsByNode: []numav1.NodeCount{{Node: 1, Pods: 2}},
+			MemoryPolicy: 1, Migrated: 1, PagesMigrated: 5120}),
 		"node-pinned": entry(numav1.PreferenceReport{Pods: 1, Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonMemoryPinnedElsewhere, Count: 1}}}),
 		"node-old":    entry(numav1.PreferenceReport{Pods: 3, Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonKernelUnsupported, Count: 3}}}),
 	}
 	for node, e := range reports {
+		mechanisms := []string{"prctl"}
+		if node == "node-mainline" {
+			mechanisms = []string{"memoryPolicy", "migrate"}
+		}
 		rep := &numav1.NumaNodeReport{ObjectMeta: metav1.ObjectMeta{Name: node},
-			Status: numav1.NumaNodeReportStatus{NumaBalancing: "normal", Preferences: []numav1.PreferenceReport{e}}}
+			Status: numav1.NumaNodeReportStatus{NumaBalancing: "normal", Mechanisms: mechanisms, Preferences: []numav1.PreferenceReport{e}}}
 		if err := c.Create(ctx, rep); err != nil {
 			t.Fatal(err)
 		}
@@ -76,8 +82,12 @@ func TestStatusCommand(t *testing.T) {
 	if !strings.Contains(out, "KernelUnsupported 3") || !strings.Contains(out, "MemoryPinnedElsewhere 1") {
 		t.Errorf("the reasons are missing:\n%s", out)
 	}
-	if out := status("db", "-n", "shop", "--all-nodes"); !strings.Contains(out, "node-ok") || !strings.Contains(out, "1:2") {
-		t.Errorf("--all-nodes misses node-ok and its pods by NUMA node:\n%s", out)
+	all := status("db", "-n", "shop", "--all-nodes")
+	if !strings.Contains(all, "node-ok") || !strings.Contains(all, "1:2") {
+		t.Errorf("--all-nodes misses node-ok and its pods by NUMA node:\n%s", all)
+	}
+	if !strings.Contains(all, "memoryPolicy 1, migrate 1 (5120 pages)") {
+		t.Errorf("--all-nodes does not say what gave node-mainline's containers their home:\n%s", all)
 	}
 	var view statusView
 	if err := json.Unmarshal([]byte(status("shop/db", "-o", "json")), &view); err != nil {
