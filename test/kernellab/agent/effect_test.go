@@ -51,8 +51,8 @@ type scenario struct {
 	Policy string
 	// Migrate says the NumaPreference asks for page migration (pageMigration: Once).
 	Migrate bool
-	// Seconds is how long the scenario is sampled; 0 is sampleFor.
-	Seconds time.Duration
+	// SampleFor is how long the scenario is sampled; 0 is sampleFor.
+	SampleFor time.Duration
 }
 
 // The memory policies a workload can be created with.
@@ -77,8 +77,8 @@ func (s scenario) memoryPolicy() *mempolicy.Policy {
 
 // sampled is how long the scenario is sampled.
 func (s scenario) sampled() time.Duration {
-	if s.Seconds > 0 {
-		return s.Seconds
+	if s.SampleFor > 0 {
+		return s.SampleFor
 	}
 	return sampleFor
 }
