@@ -172,6 +172,7 @@ func openForkEvents(f *agentFlags) forkSource {
 type agentEngine struct {
 	*nodeagent.Engine
 	ledgerDamaged error
+	devices       agentDevices
 }
 
 // newAgentEngine builds the engine on the state dir and registers its metrics. An
@@ -185,6 +186,10 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 	// arrives: a restart while the apiserver is unreachable keeps placing forked children.
 	stateDir := statedir.New(f.stateDir)
 	sysRoot := h.sysRoot
+	devs, err := openDevices(f)
+	if err != nil {
+		return agentEngine{}, err
+	}
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
 		Resolver: h.resolver, Kernel: h.kernel, Support: h.support, Policies: h.policies, ProcRoot: h.procRoot, OnlineNodes: h.topo.Online,
 		LedgerPath:  stateDir.Ledger(),
@@ -194,6 +199,7 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 		Topology:       func() (numa.Online, error) { return numa.ReadOnline(sysRoot) }, // node and CPU hotplug
 		RescanInterval: f.rescanInterval, MaxTasksPerContainer: f.maxTasks, StartGrace: f.nriStartGrace,
 		ProcEvents: forks.events, ForkFilter: forks.filter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
+		Devices: devs.reader, DevicesTimeout: f.podResourcesTimeout, DevicesMetrics: devs.metrics,
 	})
 	var ledgerDamaged error
 	if errors.Is(err, ledger.ErrDamaged) {
@@ -207,13 +213,14 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 	if err := ctrlmetrics.Registry.Register(effect); err != nil {
 		return agentEngine{}, fmt.Errorf("agent: registering effect metrics: %w", err)
 	}
-	return agentEngine{Engine: engine, ledgerDamaged: ledgerDamaged}, nil
+	return agentEngine{Engine: engine, ledgerDamaged: ledgerDamaged, devices: devs}, nil
 }
 
 // addAgentRunnables adds the engine, placing at start, the node's controllers, the drain,
 // the HTTPS port, the summarizer (with -leader-elect) and the health checks to mgr.
 func addAgentRunnables(mgr ctrl.Manager, f *agentFlags, h *agentHost, ae agentEngine) error {
 	engine := ae.Engine
+	ae.devices.dra.bind(agent.NewDRATopology(mgr.GetAPIReader(), f.nodeName, f.draNUMAAttributes))
 	if err := mgr.Add(engine); err != nil {
 		return fmt.Errorf("agent: adding engine: %w", err)
 	}
