@@ -153,3 +153,23 @@ func TestPrintJSON(t *testing.T) {
 		t.Errorf(`an unselected container's desiredNode is %s, want null`, got)
 	}
 }
+
+// A FollowDevices container's notes say how its node was chosen and name each device
+// followed with its NUMA nodes, a DRA device by its class, claim, driver and pool.
+func TestPrintFollowedDevices(t *testing.T) {
+	c := inspect.Container{Name: "main", Mode: "FollowDevices", DesiredNode: intp(1),
+		Why: "FollowDevices: 2 of 3 devices on node 1, the most of nodes 0-1 (ties to the lowest id)",
+		Devices: []inspect.Device{
+			{ResourceName: "example.com/gpu", ID: "g0", Nodes: []int{1}},
+			{Driver: "nic.example.com", Pool: "node-a", Claim: "shop/nic", DeviceClassName: "nic.example.com", ID: "eth1", Nodes: []int{1}},
+			{ResourceName: "example.com/fpga", ID: "f0"},
+		}}
+	want := []string{
+		"  main: FollowDevices: 2 of 3 devices on node 1, the most of nodes 0-1 (ties to the lowest id)",
+		"  main: devices followed: example.com/gpu g0 on node 1, nic.example.com eth1 (claim shop/nic, driver nic.example.com, pool node-a) on node 1, " +
+			"example.com/fpga f0 on no NUMA node",
+	}
+	if diff := cmp.Diff(want, containerNotes(c)); diff != "" {
+		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+}

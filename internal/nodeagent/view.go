@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/devices"
 )
 
 // ManagedContainer is a read-only view of one selected container (one the desired state
@@ -37,6 +38,8 @@ type ManagedContainer struct {
 	// Mechanism and Policy are plan.Result's: what gave the container its home, and the
 	// memory policy its init holds when it was read.
 	Mechanism, Policy string
+	// Devices are the devices a FollowDevices container follows (plan.Result.Devices).
+	Devices []devices.Device
 	// CgroupPath is the container's cgroup path relative to a hierarchy root, as
 	// /proc/<pid>/cgroup shows it; CgroupDir is the absolute directory (under the
 	// resolver's cgroup root; on cgroup v1, in the first task hierarchy that holds it)
@@ -65,7 +68,7 @@ func (e *Engine) Managed() []ManagedContainer {
 			PodNamespace: d.Pod.Namespace, PodName: d.Pod.Name, PodUID: string(d.PodUID), Container: d.Container,
 			Node: r.Node, Mode: string(d.Placement.Mode), Why: r.Why,
 			Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks, PlacedAt: r.PlacedAt,
-			Mechanism: r.Mechanism, Policy: r.Policy,
+			Mechanism: r.Mechanism, Policy: r.Policy, Devices: r.Devices,
 		}
 		if l := listings[i]; l.Cgroup != nil {
 			mc.CgroupPath, mc.CgroupDir = l.Cgroup.Path, l.Cgroup.TasksDir
