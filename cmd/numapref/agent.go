@@ -97,7 +97,7 @@ type agentHost struct {
 // openHost opens the kernel backend and reads the node's NUMA topology and cgroup layout.
 func openHost(f *agentFlags) (*agentHost, error) {
 	log := ctrl.Log.WithName("agent")
-	h := &agentHost{procRoot: filepath.Join(f.hostRoot, "proc"), sysRoot: filepath.Join(f.hostRoot, "sys")}
+	h := &agentHost{procRoot: filepath.Join(f.hostRoot, "proc"), sysRoot: topologyRoot(f)}
 	var err error
 	if h.kernel, h.support, err = openKernel(f); err != nil {
 		return nil, err
@@ -190,8 +190,12 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 	if err != nil {
 		return agentEngine{}, err
 	}
+	resolver, err := engineResolver(f, h)
+	if err != nil {
+		return agentEngine{}, err
+	}
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
-		Resolver: h.resolver, Kernel: h.kernel, Support: h.support, Policies: h.policies, ProcRoot: h.procRoot, OnlineNodes: h.topo.Online,
+		Resolver: resolver, Kernel: h.kernel, Support: h.support, Policies: h.policies, ProcRoot: h.procRoot, OnlineNodes: h.topo.Online,
 		LedgerPath:  stateDir.Ledger(),
 		ChoicesPath: stateDir.Choices(),
 		DesiredPath: stateDir.Desired(),
@@ -310,6 +314,7 @@ func openKernel(f *agentFlags) (prctl.Kernel, numa.Support, error) {
 	case "emulated":
 		e, err := emulator.New(emulator.Options{
 			StateDir: f.emulatorStateDir, ProcRoot: filepath.Join(f.hostRoot, "proc"), SysRoot: filepath.Join(f.hostRoot, "sys"), ForkEvents: f.forkEvents,
+			TopologyRoot: f.numaTopologyRoot,
 		})
 		if err != nil {
 			return nil, numa.Support{}, fmt.Errorf("agent: starting the kernel emulator: %w", err)

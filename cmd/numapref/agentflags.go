@@ -63,6 +63,8 @@ type agentFlags struct {
 	podResourcesSocket  string
 	podResourcesTimeout time.Duration
 	draNUMAAttributes   []string
+	// numaTopologyRoot emulates a host of other NUMA nodes (emulatedtopology.go).
+	numaTopologyRoot string
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -121,6 +123,8 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.StringVar(&f.numaTopologyRoot, "numa-topology-root", "", "with -kernel=emulated, for tests and demos: read the NUMA nodes, their CPUs and free memory under this "+
+		"sysfs-like root (its devices/system/node and devices/system/cpu) instead of the host's, emulating a host of more nodes; a cpuset.mems of every real node counts as every emulated one")
 	fs.StringVar(&f.profile, "profile", "", "for measurement: write a CPU profile to <path>.cpu from start to a clean exit (SIGTERM), and the allocations to <path>.allocs at exit")
 	fs.BoolVar(&f.seccomp, "seccomp", true, "once started, confine the agent with a seccomp filter of its own: ptrace, other processes' memory, signals to others and kernel changes fail with EPERM (SECURITY.md); false is an escape hatch")
 }
@@ -158,6 +162,9 @@ func parseAgentFlags(args []string) (*agentFlags, error) {
 	}
 	if f.maxTasks < 1 {
 		return nil, fmt.Errorf("agent: -max-tasks-per-container must be at least 1, not %d", f.maxTasks)
+	}
+	if err := checkTopologyRoot(f); err != nil {
+		return nil, err
 	}
 	if f.podResourcesTimeout < 10*time.Millisecond || f.podResourcesTimeout > time.Minute {
 		return nil, fmt.Errorf("agent: -pod-resources-timeout must be between 10ms and 1m, not %s", f.podResourcesTimeout)
