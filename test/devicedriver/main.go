@@ -60,7 +60,7 @@ func parseDevices(s string) ([]device, error) {
 	for _, part := range strings.Split(s, ",") {
 		name, node, ok := strings.Cut(part, ":")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("device %q: want name:node or name:", part)
+			return nil, fmt.Errorf("device %q: want name:node, or name: without a node", part)
 		}
 		d := device{name: name, node: -1}
 		if node != "" {
