@@ -229,6 +229,18 @@ func emulateTopology(ctx context.Context, root string) {
 	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 }
 
+// value is the provider's chart value key (key=value in prov.values()).
+func value(key string) string {
+	GinkgoHelper()
+	for _, v := range prov.values() {
+		if k, val, ok := strings.Cut(v, "="); ok && k == key {
+			return val
+		}
+	}
+	Fail("the provider sets no chart value " + key)
+	return ""
+}
+
 // deployDeviceDriver runs the device plugin and the DRA driver on the primary node, makes
 // the DRA DeviceClass, and waits until the kubelet offers their devices.
 func deployDeviceDriver(ctx context.Context) {
@@ -287,19 +299,23 @@ metadata: {name: dra-driver, namespace: %[1]s}
 spec:
   nodeName: %[3]s
   serviceAccountName: dra
+  # As the agent: on the host network, it reaches the API server where the nodes do (these
+  # clusters run no kube-proxy).
+  hostNetwork: true
   tolerations: [{operator: Exists}]
   containers:
   - name: driver
     image: %[4]s
     imagePullPolicy: Never
     args: [dra, --driver=%[2]s, --devices=eth0:0,eth1:1, --node=%[3]s, --kubelet-dir=%[6]s]
+    env: [{name: KUBERNETES_SERVICE_HOST, value: %[7]q}, {name: KUBERNETES_SERVICE_PORT, value: %[8]q}]
     volumeMounts:
     - {name: registry, mountPath: %[6]s/plugins_registry}
     - {name: plugins, mountPath: %[6]s/plugins}
   volumes:
   - {name: registry, hostPath: {path: %[6]s/plugins_registry, type: DirectoryOrCreate}}
   - {name: plugins, hostPath: {path: %[6]s/plugins, type: DirectoryOrCreate}}
-`, devicesNS, nicClass, primaryNode(), localnode.DeviceDriverImage, args, prov.kubeletDir())
+`, devicesNS, nicClass, primaryNode(), localnode.DeviceDriverImage, args, prov.kubeletDir(), value("apiServer.host"), value("apiServer.port"))
 	out, err := kubectlIn(ctx, manifest, "apply", "-f", "-")
 	Expect(err).NotTo(HaveOccurred(), out)
 	Eventually(func(g Gomega) {
