@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
 )
 
@@ -171,5 +172,27 @@ func TestPrintFollowedDevices(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, containerNotes(c)); diff != "" {
 		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+}
+
+// status's header says what a preference asks, for FollowDevices the devices it follows.
+func TestPreferenceTarget(t *testing.T) {
+	node := int32(1)
+	for name, tc := range map[string]struct {
+		spec numav1.NumaPreferenceSpec
+		want string
+	}{
+		"static": {numav1.NumaPreferenceSpec{Mode: numav1.PlacementModeStatic, Node: &node}, "Static, node 1"},
+		"every device": {numav1.NumaPreferenceSpec{Mode: numav1.PlacementModeFollowDevices},
+			"FollowDevices, following every device"},
+		"resources and classes": {numav1.NumaPreferenceSpec{Mode: numav1.PlacementModeFollowDevices, Nodes: []int32{0, 1},
+			Devices: &numav1.DeviceSelection{ResourceNames: []string{"example.com/gpu", "example.com/fpga"}, DeviceClassNames: []string{"nic.example.com"}}},
+			"FollowDevices, allowed nodes [0 1], following resources example.com/gpu,example.com/fpga and device classes nic.example.com"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := preferenceTarget(tc.spec); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

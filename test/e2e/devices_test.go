@@ -120,6 +120,14 @@ var _ = Describe("FollowDevices: the node of the devices the kubelet allocated",
 		out, err := run(ctx, "", plugin, args...)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(ContainSubstring("main: devices followed: example.com/gpu g0 on node 1"))
+
+		// status: what the preference follows, and its pod counted on NUMA node 1.
+		Eventually(func(g Gomega) {
+			out, err := run(ctx, "", plugin, "status", devicesNS+"/e2e-gpu", "--all-nodes")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("(FollowDevices, following resources example.com/gpu)"))
+			g.Expect(out).To(MatchRegexp(`(?m)^` + primaryNode() + `\s+1\s+1\s+\d+\s+1:1\s`))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
 	It("places a pod on node 1, the node of its DRA claim's NIC, through the annotations", func(ctx SpecContext) {
@@ -158,6 +166,14 @@ spec:
 		for _, id := range []string{bare, far} {
 			Consistently(allPrefer(ctx, id, -1, 1)).WithContext(ctx).WithTimeout(3*time.Second).Should(Succeed(), "a guess")
 		}
+		// status counts both reasons as the node's problems.
+		Eventually(func(g Gomega) {
+			out, err := run(ctx, "", plugin, "status", devicesNS+"/e2e-bad")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("(FollowDevices, following every device)"))
+			g.Expect(out).To(MatchRegexp(`(?m)^` + primaryNode() + `\s.*DevicesWithoutTopology 1`))
+			g.Expect(out).To(MatchRegexp(`(?m)^` + primaryNode() + `\s.*NodeNotPresent 1`))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
 	It("says the kubelet's socket is unreadable, then absent, on new pods, and keeps the placed ones", func(ctx SpecContext) {
