@@ -185,7 +185,7 @@ spec:
 		Expect(err).NotTo(HaveOccurred(), mode)
 		mode = strings.TrimSpace(mode)
 		for _, fault := range []struct{ name, break_, mend, says string }{
-			{"denied", "chmod 000 " + socket, "chmod " + mode + " " + socket, "permission denied"},
+			{"denied", "chmod 000 " + socket, "chmod " + mode + " " + socket, "refused the agent"},
 			// The last connection error may still be the refusal's while gRPC backs off.
 			{"absent", "mv " + socket + " " + socket + ".aside", "mv " + socket + ".aside " + socket, "does not answer"},
 		} {

@@ -154,7 +154,14 @@ func result(err error) string {
 	switch status.Code(err) {
 	case codes.OK:
 		return "ok"
-	case codes.Unavailable, codes.Unimplemented:
+	case codes.Unavailable:
+		// gRPC reports a connect(2) that the socket's mode refuses as Unavailable, as it
+		// does an absent socket.
+		if strings.Contains(status.Convert(err).Message(), "permission denied") {
+			return "refused"
+		}
+		return "unavailable"
+	case codes.Unimplemented:
 		return "unavailable"
 	case codes.PermissionDenied, codes.Unauthenticated, codes.ResourceExhausted:
 		return "refused"
@@ -179,7 +186,7 @@ func (c *Client) explain(err error) error {
 	case "unavailable":
 		return fmt.Errorf("the kubelet's PodResources socket %s does not answer (absent, not mounted, or the kubelet is down): %w", c.socket, err)
 	case "refused":
-		return fmt.Errorf("the kubelet's PodResources socket %s refused the agent: %w", c.socket, err)
+		return fmt.Errorf("the kubelet's PodResources socket %s refused the agent (the socket's mode, the agent's user and capabilities, or the kubelet's limits): %w", c.socket, err)
 	case "timeout":
 		return fmt.Errorf("the kubelet's PodResources socket %s did not answer in time: %w", c.socket, err)
 	}

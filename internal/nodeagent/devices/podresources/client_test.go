@@ -189,3 +189,20 @@ func TestThroughTheCache(t *testing.T) {
 		t.Errorf("%d Gets, want 1", k.Gets.Load())
 	}
 }
+
+// A connect(2) the socket's mode refuses reaches the client as Unavailable, as an absent
+// socket does: the error says the agent was refused, not that the kubelet is down.
+func TestExplainPermissionDenied(t *testing.T) {
+	c := &Client{socket: "/k/kubelet.sock"}
+	denied := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /k/kubelet.sock: connect: permission denied"`)
+	if r := result(denied); r != "refused" {
+		t.Errorf("denied: counted as %s, want refused", r)
+	}
+	if got := c.explain(denied).Error(); !strings.Contains(got, "refused the agent") || !strings.Contains(got, "permission denied") {
+		t.Errorf("denied: %s", got)
+	}
+	absent := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /k/kubelet.sock: connect: no such file or directory"`)
+	if got := c.explain(absent).Error(); !strings.Contains(got, "does not answer") {
+		t.Errorf("absent: %s", got)
+	}
+}
