@@ -42,10 +42,11 @@ func nameList(pod *corev1.Pod, key string, pattern *regexp.Regexp, maxLen int, w
 	if !ok {
 		return nil, nil
 	}
-	parts := strings.Split(v, ",")
-	if len(parts) > numav1.MaxFollowedNames {
-		return nil, fmt.Errorf("annotation %s: %d names, more than %d", key, len(parts), numav1.MaxFollowedNames)
+	// Counted before it is split: a value of 256 KiB of commas splits into no slice.
+	if n := strings.Count(v, ",") + 1; n > numav1.MaxFollowedNames {
+		return nil, fmt.Errorf("annotation %s: %d names, more than %d", key, n, numav1.MaxFollowedNames)
 	}
+	parts := strings.Split(v, ",")
 	names := make([]string, 0, len(parts))
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
