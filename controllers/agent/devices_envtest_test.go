@@ -48,7 +48,6 @@ var _ = Describe("FollowDevices with the real engine", Ordered, func() {
 		host = newRealHost(node, sysRoot)
 		client, err := podresources.New(kubelet.Socket, NewDRATopology(env.Client, node, nil), nil)
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(client.Close)
 		host.devices = client
 		host.start(env.Config, 0)
 		lab = host.lab

@@ -180,13 +180,13 @@ spec:
 		socket := filepath.Join(prov.kubeletDir(), "pod-resources", "kubelet.sock")
 		// Unreadable: the agent runs as root without CAP_DAC_OVERRIDE, so a socket of mode
 		// 000 refuses its connect. Then absent: moved aside. The kubelet serves on its open
-		// socket meanwhile; both are put back.
+		// socket meanwhile (a connection made before would still be answered: the agent
+		// makes one per read); both are put back.
 		mode, err := nodeShell(ctx, "stat -c %a "+socket)
 		Expect(err).NotTo(HaveOccurred(), mode)
 		mode = strings.TrimSpace(mode)
 		for _, fault := range []struct{ name, break_, mend, says string }{
 			{"denied", "chmod 000 " + socket, "chmod " + mode + " " + socket, "refused the agent"},
-			// The last connection error may still be the refusal's while gRPC backs off.
 			{"absent", "mv " + socket + " " + socket + ".aside", "mv " + socket + ".aside " + socket, "does not answer"},
 		} {
 			out, err := nodeShell(ctx, fault.break_)

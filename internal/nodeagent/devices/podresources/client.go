@@ -42,12 +42,12 @@ type DRA interface {
 }
 
 // Client reads pods' devices from the kubelet's PodResources socket. It is a
-// devices.Reader. Its one gRPC connection is made lazily and remade by gRPC itself when
-// the kubelet restarts.
+// devices.Reader. Each read has a connection of its own: a pod is read once, so a
+// connection kept between reads would mostly sit idle, and one kept through a kubelet's
+// restart or a change of the socket's mode would answer the next read with its last
+// error (gRPC's reconnect backoff) instead of what the socket says now.
 type Client struct {
 	socket  string
-	conn    *grpc.ClientConn
-	lister  podresourcesv1.PodResourcesListerClient
 	dra     DRA
 	metrics *metrics.Devices
 	// listOnly is set once the kubelet said it serves no Get (before 1.27, or with the
@@ -60,26 +60,39 @@ var _ devices.Reader = (*Client)(nil)
 // New makes a client of the socket at path. dra resolves DRA devices (nil: they keep no
 // node and no class); m counts the calls (nil: unregistered metrics).
 func New(path string, dra DRA, m *metrics.Devices) (*Client, error) {
-	conn, err := grpc.NewClient("unix://"+path,
+	c := &Client{socket: path, dra: dra, metrics: m}
+	if c.metrics == nil {
+		c.metrics = metrics.NewDevices()
+	}
+	conn, err := c.dial() // the target is checked now; the socket is dialled at a read
+	if err != nil {
+		return nil, err
+	}
+	_ = conn.Close()
+	return c, nil
+}
+
+// dial makes a connection to the socket, which gRPC opens at the first call.
+func (c *Client) dial() (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("unix://"+c.socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))
 	if err != nil {
-		return nil, fmt.Errorf("the kubelet's PodResources socket %s: %w", path, err)
+		return nil, fmt.Errorf("the kubelet's PodResources socket %s: %w", c.socket, err)
 	}
-	if m == nil {
-		m = metrics.NewDevices()
-	}
-	return &Client{socket: path, conn: conn, lister: podresourcesv1.NewPodResourcesListerClient(conn), dra: dra, metrics: m}, nil
+	return conn, nil
 }
-
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
 
 // PodDevices reads the devices of pod namespace/name: Get where the kubelet serves it,
 // else List. A pod the kubelet does not know is an error (it may know it soon: the cache
 // tries again).
 func (c *Client) PodDevices(ctx context.Context, namespace, name string) (devices.PodDevices, error) {
-	pod, err := c.pod(ctx, namespace, name)
+	conn, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	pod, err := c.pod(ctx, podresourcesv1.NewPodResourcesListerClient(conn), namespace, name)
+	_ = conn.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +126,10 @@ type draAt struct {
 }
 
 // pod is the kubelet's answer for one pod.
-func (c *Client) pod(ctx context.Context, namespace, name string) (*podresourcesv1.PodResources, error) {
+func (c *Client) pod(ctx context.Context, lister podresourcesv1.PodResourcesListerClient, namespace, name string) (*podresourcesv1.PodResources, error) {
 	if !c.listOnly.Load() {
 		resp, err := call(c, ctx, "Get", func(ctx context.Context) (*podresourcesv1.GetPodResourcesResponse, error) {
-			return c.lister.Get(ctx, &podresourcesv1.GetPodResourcesRequest{PodNamespace: namespace, PodName: name})
+			return lister.Get(ctx, &podresourcesv1.GetPodResourcesRequest{PodNamespace: namespace, PodName: name})
 		})
 		switch {
 		case err == nil:
@@ -127,7 +140,7 @@ func (c *Client) pod(ctx context.Context, namespace, name string) (*podresources
 		c.listOnly.Store(true)
 	}
 	resp, err := call(c, ctx, "List", func(ctx context.Context) (*podresourcesv1.ListPodResourcesResponse, error) {
-		return c.lister.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+		return lister.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
 	})
 	if err != nil {
 		return nil, c.explain(err)

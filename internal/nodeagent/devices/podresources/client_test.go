@@ -5,6 +5,7 @@ package podresources
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,7 +83,6 @@ func TestGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	got, err := c.PodDevices(context.Background(), "ns", "gpu")
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,6 @@ func TestListWhenGetIsDisabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	for range 2 {
 		got, err := c.PodDevices(context.Background(), "ns", "gpu")
 		if err != nil {
@@ -150,7 +149,6 @@ func TestFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -175,7 +173,6 @@ func TestThroughTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	cache := devices.NewCache(c, devices.CacheOptions{})
 	p := devices.Pod{UID: "uid", Namespace: "ns", Name: "gpu", Container: "main"}
 	a := cache.Await(context.Background(), p, 5*time.Second)
@@ -204,5 +201,39 @@ func TestExplainPermissionDenied(t *testing.T) {
 	absent := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /k/kubelet.sock: connect: no such file or directory"`)
 	if got := c.explain(absent).Error(); !strings.Contains(got, "does not answer") {
 		t.Errorf("absent: %s", got)
+	}
+}
+
+// Each read meets the socket as it is at that read. A kubelet serving on its open socket
+// while the socket's file is moved aside (or made mode 000) still answers a connection
+// made before; a read must say the socket is gone, as the next agent to start would find
+// it, and read again once it is back.
+func TestEachReadMeetsTheSocketAsItIs(t *testing.T) {
+	k := serve(t, podresourcesfake.Behaviour{}, gpuPod)
+	c, err := New(k.Socket, topologies{"eth1": {0}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := c.PodDevices(ctx, "ns", "gpu")
+		return err
+	}
+	if err := read(); err != nil {
+		t.Fatalf("the socket there: %v", err)
+	}
+	aside := k.Socket + ".aside"
+	if err := os.Rename(k.Socket, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(); err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Errorf("the socket moved aside: %v, want an error that says it does not answer", err)
+	}
+	if err := os.Rename(aside, k.Socket); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(); err != nil {
+		t.Errorf("the socket back: %v, want the pod read", err)
 	}
 }
