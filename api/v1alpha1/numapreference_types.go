@@ -11,8 +11,8 @@ import (
 // over every NumaPreference that selects the pod.
 const (
 	// AnnotationPreferredNode applies to every app container of the pod: a node id ("1")
-	// or an automatic mode ("Spread", "FollowCPUs", "MostFreeMemory"). Spread spreads the
-	// pods of one namespace on one host that carry the same value.
+	// or an automatic mode ("Spread", "FollowCPUs", "MostFreeMemory", "FollowDevices").
+	// Spread spreads the pods of one namespace on one host that carry the same value.
 	AnnotationPreferredNode = "numapref.io/preferred-node"
 	// AnnotationPreferredNodePrefix + "<container name>" applies to one container (init
 	// containers included) and wins over AnnotationPreferredNode.
@@ -20,6 +20,12 @@ const (
 	// AnnotationMemoryPolicy says, for every container the pod's annotations place, whether
 	// a memory policy is given at creation: Auto, AtCreation or Off (spec.memoryPolicy).
 	AnnotationMemoryPolicy = "numapref.io/memory-policy"
+	// AnnotationFollowResourceNames and AnnotationFollowDeviceClassNames name, for every
+	// container the pod's annotations place in mode FollowDevices, the devices it follows:
+	// comma-separated device plugin resource names ("example.com/gpu") and DRA device
+	// class names (spec.devices). Without either, every device is followed.
+	AnnotationFollowResourceNames    = "numapref.io/follow-resource-names"
+	AnnotationFollowDeviceClassNames = "numapref.io/follow-device-class-names"
 	// AnnotationPageMigration says, for every container the pod's annotations place, whether
 	// the pages it already has are moved to its home: Off, Once or FollowHome
 	// (spec.pageMigration).
@@ -61,7 +67,7 @@ const (
 )
 
 // PlacementMode says how the preferred node is chosen on each host.
-// +kubebuilder:validation:Enum=Static;Spread;FollowCPUs;MostFreeMemory
+// +kubebuilder:validation:Enum=Static;Spread;FollowCPUs;MostFreeMemory;FollowDevices
 type PlacementMode string
 
 const (
@@ -77,7 +83,42 @@ const (
 	// PlacementModeMostFreeMemory prefers the node with the most free memory when a pod is
 	// first placed, and keeps that choice.
 	PlacementModeMostFreeMemory PlacementMode = "MostFreeMemory"
+	// PlacementModeFollowDevices prefers, per container, the node of the devices the
+	// kubelet allocated to it (device plugins' and DRA's, as its PodResources API reports
+	// them): that node when every device is on one, else the node with the most devices,
+	// then the lowest id. spec.devices narrows the devices followed.
+	PlacementModeFollowDevices PlacementMode = "FollowDevices"
 )
+
+// Bounds of spec.devices: resource names are qualified names (a 253-character DNS prefix,
+// '/', a 63-character name), device class names DNS subdomains.
+const (
+	MaxFollowedNames         = 16
+	MaxResourceNameLength    = 317
+	MaxDeviceClassNameLength = 253
+)
+
+// DeviceSelection names the devices mode FollowDevices follows: a device counts when
+// either list names it.
+// +kubebuilder:validation:XValidation:rule="(has(self.resourceNames) && size(self.resourceNames) > 0) || (has(self.deviceClassNames) && size(self.deviceClassNames) > 0)",message="spec.devices must name a resource or a device class: leave it out to follow every device"
+type DeviceSelection struct {
+	// resourceNames are device plugins' extended resource names (example.com/gpu), as the
+	// container's resources request them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	ResourceNames []string `json:"resourceNames,omitempty"`
+	// deviceClassNames are DRA DeviceClasses: a device allocated for a claim request of one
+	// of these classes counts.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	DeviceClassNames []string `json:"deviceClassNames,omitempty"`
+}
 
 // MaxNUMANodeID is the highest node id Linux can have (MAX_NUMNODES is at most 1024).
 const MaxNUMANodeID = 1023
@@ -86,6 +127,7 @@ const MaxNUMANodeID = 1023
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Static' || has(self.node)",message="mode Static needs spec.node: the NUMA node id every host should prefer"
 // +kubebuilder:validation:XValidation:rule="self.mode == 'Static' || !has(self.node)",message="spec.node is only for mode Static: the automatic modes choose the node on each host (restrict them with spec.nodes)"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Static' || !has(self.nodes)",message="spec.nodes restricts the automatic modes: mode Static uses spec.node alone"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'FollowDevices' || !has(self.devices)",message="spec.devices is only for mode FollowDevices: it names the devices whose NUMA node the containers follow"
 type NumaPreferenceSpec struct {
 	// selector picks pods in this namespace. It must not be empty: an empty selector would
 	// give every pod of the namespace a NUMA home.
@@ -107,7 +149,7 @@ type NumaPreferenceSpec struct {
 	Containers []string `json:"containers,omitempty"`
 
 	// mode says how the preferred node is chosen on each host: Static (spec.node), Spread,
-	// FollowCPUs or MostFreeMemory.
+	// FollowCPUs, MostFreeMemory or FollowDevices.
 	// +optional
 	// +kubebuilder:default=Static
 	Mode PlacementMode `json:"mode,omitempty"`
@@ -127,6 +169,11 @@ type NumaPreferenceSpec struct {
 	// +kubebuilder:validation:items:Minimum=0
 	// +kubebuilder:validation:items:Maximum=1023
 	Nodes []int32 `json:"nodes,omitempty"`
+
+	// devices narrows the devices mode FollowDevices follows (FollowDevices only); unset,
+	// every device the kubelet allocated to the container counts.
+	// +optional
+	Devices *DeviceSelection `json:"devices,omitempty"`
 
 	// memoryPolicy says whether the runtime gives each selected container a memory policy
 	// on its home when it creates the container (through NRI: MPOL_PREFERRED_MANY with

@@ -78,6 +78,17 @@ const (
 	// (a reason this table does not know, or a count outside 0..MaxEntryCount); the node is
 	// named in the preference's status.problemNodes with this reason.
 	ReasonInvalidReport = "InvalidReport"
+	// The reasons of mode FollowDevices (the node of the container's devices, as the
+	// kubelet's PodResources API reports them): the kubelet's answer is awaited
+	// (DeviceAllocationsPending), could not be had (DeviceAllocationsUnreadable), names no
+	// device to follow (NoDevicesAllocated), a device without a NUMA node
+	// (DevicesWithoutTopology), or devices on no node the container may prefer
+	// (DevicesOnOtherNodes). A device on a node the host lacks is NodeNotPresent.
+	ReasonDeviceAllocationsPending    = "DeviceAllocationsPending"
+	ReasonDeviceAllocationsUnreadable = "DeviceAllocationsUnreadable"
+	ReasonNoDevicesAllocated          = "NoDevicesAllocated"
+	ReasonDevicesWithoutTopology      = "DevicesWithoutTopology"
+	ReasonDevicesOnOtherNodes         = "DevicesOnOtherNodes"
 )
 
 // ReasonInfo says what a reason means to those who count it and those who tell users.
@@ -111,7 +122,7 @@ var reasonTable = map[string]ReasonInfo{
 	ReasonMemoryPinnedElsewhere: {Problem: true, Warning: true,
 		Meaning: "the container's cpuset.mems leaves out the node it would prefer, which would fight it"},
 	ReasonNodeNotPresent: {Problem: true, Warning: true,
-		Meaning: "the preferred NUMA node (or every node spec.nodes allows) is not online on this host"},
+		Meaning: "the preferred NUMA node (or every node spec.nodes allows, or a followed device's node) is not online on this host"},
 	ReasonKernelUnsupported: {Problem: true, Warning: true,
 		Meaning: "this host's kernel backend cannot set a preferred NUMA node"},
 	ReasonContainerNotRunning: {Meaning: "the container is not running yet, or has stopped: it is placed when it runs"},
@@ -161,6 +172,16 @@ var reasonTable = map[string]ReasonInfo{
 		Meaning: "the agent is moving the container's pages to its home (spec.pageMigration), at the rate the node allows; nothing else gives the container its home on this node (no prctl, and no memory policy at its creation)"},
 	ReasonPagesNotMoved: {Problem: true, Warning: true,
 		Meaning: "the agent asked the kernel to move the container's pages to its home and none moved after its last try (the home node is full, or the pages are busy or pinned): it tries again only when the home changes"},
+	ReasonDeviceAllocationsPending: {
+		Meaning: "FollowDevices: the agent is asking the kubelet which devices the container has; it is placed when the answer comes"},
+	ReasonDeviceAllocationsUnreadable: {Problem: true, Warning: true,
+		Meaning: "FollowDevices: the kubelet's PodResources socket is absent, refused the agent, did not answer in time, or the API did not say where a DRA device is (the agent's --pod-resources-socket, the chart's podResources values): the container is not placed, the other modes are unaffected"},
+	ReasonNoDevicesAllocated: {Problem: true, Warning: true,
+		Meaning: "FollowDevices: the kubelet allocated the container no device of the kinds followed (spec.devices), so there is no node to follow"},
+	ReasonDevicesWithoutTopology: {Problem: true, Warning: true,
+		Meaning: "FollowDevices: a device followed has no NUMA node (its device plugin reports no topology, or its ResourceSlice no numaNode attribute): the agent does not guess one"},
+	ReasonDevicesOnOtherNodes: {Problem: true, Warning: true,
+		Meaning: "FollowDevices: the container's devices are on no NUMA node it may prefer (spec.nodes, or its cpuset.mems)"},
 	ReasonInvalidReport: {Problem: true,
 		Meaning: "the node's report entry for the preference has a reason this summarizer does not know or a count outside 0..MaxEntryCount (a buggy or compromised agent, or one newer than the summarizer): none of its counts is added up, and the node is named in problemNodes"},
 }

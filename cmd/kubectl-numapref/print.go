@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/numapref/numapref/internal/inspect"
@@ -106,7 +107,7 @@ func containerNotes(c inspect.Container) []string {
 	}
 	var notes []string
 	for _, n := range []struct{ what, msg string }{
-		{"", mode}, {"", c.Message}, {"memory policy ", c.MemoryPolicy}, {"page migration: ", migrationNote(c.Migration)},
+		{"", mode}, {"", c.Message}, {"devices followed: ", devicesNote(c.Devices)}, {"memory policy ", c.MemoryPolicy}, {"page migration: ", migrationNote(c.Migration)},
 		{"cgroup: ", c.CgroupError}, {"cpuset: ", c.CpusetError}, {"tasks: ", c.TasksError},
 	} {
 		if n.msg != "" {
@@ -130,6 +131,24 @@ func migrationNote(m *inspect.Migration) string {
 		note += ": " + m.Error
 	}
 	return note
+}
+
+// devicesNote names each device FollowDevices follows and its NUMA nodes:
+// "example.com/gpu g0 on node 1, gpu.example.com claim ns/c (gpu.example.com pool-a g1) on no node".
+func devicesNote(ds []inspect.Device) string {
+	parts := make([]string, 0, len(ds))
+	for _, d := range ds {
+		what := d.ResourceName + " " + d.ID
+		if d.Driver != "" {
+			what = fmt.Sprintf("%s %s (claim %s, driver %s, pool %s)", orDash(d.DeviceClassName), d.ID, d.Claim, d.Driver, d.Pool)
+		}
+		where := "no NUMA node"
+		if len(d.Nodes) > 0 {
+			where = "node " + numa.FormatList(d.Nodes)
+		}
+		parts = append(parts, what+" on "+where)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // printTasks prints one row per task of each container.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/inspect"
 )
 
@@ -151,5 +152,47 @@ func TestPrintJSON(t *testing.T) {
 	}
 	if got := string(raw.Containers[2].DesiredNode); got != "null" {
 		t.Errorf(`an unselected container's desiredNode is %s, want null`, got)
+	}
+}
+
+// A FollowDevices container's notes say how its node was chosen and name each device
+// followed with its NUMA nodes, a DRA device by its class, claim, driver and pool.
+func TestPrintFollowedDevices(t *testing.T) {
+	c := inspect.Container{Name: "main", Mode: "FollowDevices", DesiredNode: intp(1),
+		Why: "FollowDevices: 2 of 3 devices on node 1, the most of nodes 0-1 (ties to the lowest id)",
+		Devices: []inspect.Device{
+			{ResourceName: "example.com/gpu", ID: "g0", Nodes: []int{1}},
+			{Driver: "nic.example.com", Pool: "node-a", Claim: "shop/nic", DeviceClassName: "nic.example.com", ID: "eth1", Nodes: []int{1}},
+			{ResourceName: "example.com/fpga", ID: "f0"},
+		}}
+	want := []string{
+		"  main: FollowDevices: 2 of 3 devices on node 1, the most of nodes 0-1 (ties to the lowest id)",
+		"  main: devices followed: example.com/gpu g0 on node 1, nic.example.com eth1 (claim shop/nic, driver nic.example.com, pool node-a) on node 1, " +
+			"example.com/fpga f0 on no NUMA node",
+	}
+	if diff := cmp.Diff(want, containerNotes(c)); diff != "" {
+		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+}
+
+// status's header says what a preference asks, for FollowDevices the devices it follows.
+func TestPreferenceTarget(t *testing.T) {
+	node := int32(1)
+	for name, tc := range map[string]struct {
+		spec numav1.NumaPreferenceSpec
+		want string
+	}{
+		"static": {numav1.NumaPreferenceSpec{Mode: numav1.PlacementModeStatic, Node: &node}, "Static, node 1"},
+		"every device": {numav1.NumaPreferenceSpec{Mode: numav1.PlacementModeFollowDevices},
+			"FollowDevices, following every device"},
+		"resources and classes": {numav1.NumaPreferenceSpec{Mode: numav1.PlacementModeFollowDevices, Nodes: []int32{0, 1},
+			Devices: &numav1.DeviceSelection{ResourceNames: []string{"example.com/gpu", "example.com/fpga"}, DeviceClassNames: []string{"nic.example.com"}}},
+			"FollowDevices, allowed nodes [0 1], following resources example.com/gpu,example.com/fpga and device classes nic.example.com"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := preferenceTarget(tc.spec); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -139,17 +139,38 @@ func entryProblems(e numav1.PreferenceReport) map[string]int32 {
 	return m
 }
 
+// preferenceTarget says what a preference asks: its mode, its node or allowed nodes, and
+// for FollowDevices the devices followed.
+func preferenceTarget(spec numav1.NumaPreferenceSpec) string {
+	target := string(spec.Mode)
+	if spec.Node != nil {
+		target += fmt.Sprintf(", node %d", *spec.Node)
+	}
+	if len(spec.Nodes) > 0 {
+		target += fmt.Sprintf(", allowed nodes %v", spec.Nodes)
+	}
+	if spec.Mode == numav1.PlacementModeFollowDevices {
+		var followed []string
+		if d := spec.Devices; d != nil {
+			if len(d.ResourceNames) > 0 {
+				followed = append(followed, "resources "+strings.Join(d.ResourceNames, ","))
+			}
+			if len(d.DeviceClassNames) > 0 {
+				followed = append(followed, "device classes "+strings.Join(d.DeviceClassNames, ","))
+			}
+		}
+		if len(followed) == 0 {
+			followed = []string{"every device"}
+		}
+		target += ", following " + strings.Join(followed, " and ")
+	}
+	return target
+}
+
 func printStatus(w io.Writer, v *statusView, all bool) error {
 	p := &v.Preference
-	target := string(p.Spec.Mode)
-	if p.Spec.Node != nil {
-		target += fmt.Sprintf(", node %d", *p.Spec.Node)
-	}
-	if len(p.Spec.Nodes) > 0 {
-		target += fmt.Sprintf(", allowed nodes %v", p.Spec.Nodes)
-	}
 	s := p.Status.Summary
-	fmt.Fprintf(w, "NumaPreference: %s/%s (%s)\n", p.Namespace, p.Name, target)
+	fmt.Fprintf(w, "NumaPreference: %s/%s (%s)\n", p.Namespace, p.Name, preferenceTarget(p.Spec))
 	fmt.Fprintf(w, "Summary:        %d nodes, %d pods, %d containers, %d tasks (generation %d, observed %d)\n",
 		s.Nodes, s.Pods, s.Containers, s.Tasks, p.Generation, p.Status.ObservedGeneration)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -104,7 +104,7 @@ type agentHost struct {
 // openHost opens the kernel backend and reads the node's NUMA topology and cgroup layout.
 func openHost(f *agentFlags) (*agentHost, error) {
 	log := ctrl.Log.WithName("agent")
-	h := &agentHost{procRoot: filepath.Join(f.hostRoot, "proc"), sysRoot: filepath.Join(f.hostRoot, "sys")}
+	h := &agentHost{procRoot: filepath.Join(f.hostRoot, "proc"), sysRoot: topologyRoot(f)}
 	var err error
 	if h.kernel, h.support, err = openKernel(f); err != nil {
 		return nil, err
@@ -201,6 +201,7 @@ func openForkEvents(f *agentFlags) forkSource {
 type agentEngine struct {
 	*nodeagent.Engine
 	ledgerDamaged error
+	devices       agentDevices
 }
 
 // newAgentEngine builds the engine on the state dir and registers its metrics. An
@@ -215,8 +216,16 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 	stateDir := statedir.New(f.stateDir)
 	sysRoot := h.sysRoot
 	h.mover = openPageMover(f, h.procRoot, metrics.Migration())
+	devs, err := openDevices(f)
+	if err != nil {
+		return agentEngine{}, err
+	}
+	resolver, err := engineResolver(f, h)
+	if err != nil {
+		return agentEngine{}, err
+	}
 	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
-		Resolver: h.resolver, Kernel: h.kernel, Support: h.support, Policies: h.policies, ProcRoot: h.procRoot, OnlineNodes: h.topo.Online,
+		Resolver: resolver, Kernel: h.kernel, Support: h.support, Policies: h.policies, ProcRoot: h.procRoot, OnlineNodes: h.topo.Online,
 		LedgerPath:  stateDir.Ledger(),
 		ChoicesPath: stateDir.Choices(),
 		DesiredPath: stateDir.Desired(),
@@ -225,6 +234,7 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 		RescanInterval: f.rescanInterval, MaxTasksPerContainer: f.maxTasks, StartGrace: f.nriStartGrace,
 		ProcEvents: forks.events, ForkFilter: forks.filter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 		PageMover: pageMover(h.mover),
+		Devices:   devs.reader, DevicesTimeout: f.podResourcesTimeout, DevicesMetrics: devs.metrics,
 	})
 	var ledgerDamaged error
 	if errors.Is(err, ledger.ErrDamaged) {
@@ -238,13 +248,14 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 	if err := ctrlmetrics.Registry.Register(effect); err != nil {
 		return agentEngine{}, fmt.Errorf("agent: registering effect metrics: %w", err)
 	}
-	return agentEngine{Engine: engine, ledgerDamaged: ledgerDamaged}, nil
+	return agentEngine{Engine: engine, ledgerDamaged: ledgerDamaged, devices: devs}, nil
 }
 
 // addAgentRunnables adds the engine, placing at start, the node's controllers, the drain,
 // the HTTPS port, the summarizer (with -leader-elect) and the health checks to mgr.
 func addAgentRunnables(mgr ctrl.Manager, f *agentFlags, h *agentHost, ae agentEngine) error {
 	engine := ae.Engine
+	ae.devices.dra.bind(agent.NewDRATopology(mgr.GetAPIReader(), f.nodeName, f.draNUMAAttributes))
 	if err := mgr.Add(engine); err != nil {
 		return fmt.Errorf("agent: adding engine: %w", err)
 	}
@@ -339,6 +350,7 @@ func openKernel(f *agentFlags) (prctl.Kernel, numa.Support, error) {
 	case "emulated":
 		e, err := emulator.New(emulator.Options{
 			StateDir: f.emulatorStateDir, ProcRoot: filepath.Join(f.hostRoot, "proc"), SysRoot: filepath.Join(f.hostRoot, "sys"), ForkEvents: f.forkEvents,
+			TopologyRoot: f.numaTopologyRoot,
 		})
 		if err != nil {
 			return nil, numa.Support{}, fmt.Errorf("agent: starting the kernel emulator: %w", err)

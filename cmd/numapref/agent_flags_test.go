@@ -72,3 +72,28 @@ func TestAgentGCPercent(t *testing.T) {
 		t.Errorf("with GOGC=80: GOGC %d in force, want it kept", got)
 	}
 }
+
+// The flags of FollowDevices and of an emulated topology are checked before anything
+// starts: a timeout out of bounds, no DRA attribute, a fake topology on a real kernel.
+func TestDeviceAndTopologyFlags(t *testing.T) {
+	for args, want := range map[string]string{
+		"-pod-resources-timeout=1ms":                       "-pod-resources-timeout must be between 10ms and 1m",
+		"-pod-resources-timeout=2m":                        "-pod-resources-timeout must be between 10ms and 1m",
+		"-dra-numa-attributes= ,":                          "no attribute name",
+		"-numa-topology-root=/tmp/topo":                    "-numa-topology-root emulates a host's NUMA nodes: it needs -kernel=emulated",
+		"-numa-topology-root=/tmp/topo -kernel=prctl":      "it needs -kernel=emulated",
+		"-pod-resources-timeout=1ms -numa-topology-root=x": "-numa-topology-root",
+	} {
+		_, err := parseAgentFlags(append([]string{"-node-name=n"}, strings.Fields(args)...))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+	f, err := parseAgentFlags([]string{"-node-name=n", "-kernel=emulated", "-numa-topology-root=/tmp/topo", "-dra-numa-attributes=numaNode, numa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topologyRoot(f) != "/tmp/topo" || strings.Join(f.draNUMAAttributes, ",") != "numaNode,numa" {
+		t.Errorf("topology root %q, attributes %v", topologyRoot(f), f.draNUMAAttributes)
+	}
+}

@@ -10,10 +10,13 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/numapref/numapref/controllers/agentcert"
 	"github.com/numapref/numapref/internal/nodeagent"
+	"github.com/numapref/numapref/internal/nodeagent/devices"
+	"github.com/numapref/numapref/internal/nodeagent/devices/podresources"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/numa/prctl"
 	"github.com/numapref/numapref/internal/serving"
@@ -57,6 +60,13 @@ type agentFlags struct {
 	restrictionCheck  time.Duration
 	seccomp           bool
 	profile           string
+	// FollowDevices: the kubelet's PodResources socket, the bound of each read, and the
+	// DRA device attributes that name a NUMA node.
+	podResourcesSocket  string
+	podResourcesTimeout time.Duration
+	draNUMAAttributes   []string
+	// numaTopologyRoot emulates a host of other NUMA nodes (emulatedtopology.go).
+	numaTopologyRoot string
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -101,6 +111,25 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reportInterval, "report-interval", 5*time.Second, "least time between two writes of this node's NumaNodeReport")
 	fs.DurationVar(&f.restrictionCheck, "node-restriction-check-interval", 10*time.Minute, "how often the agent proves, with two dry-run writes, that the node restriction policy refuses its writes outside its own node (at start, then this often); "+
 		"if the API accepts them it reports NodeRestrictionMissing (SECURITY.md); 0 never checks")
+	fs.StringVar(&f.podResourcesSocket, "pod-resources-socket", podresources.DefaultSocket, "the kubelet's PodResources socket, which mode FollowDevices reads "+
+		"the containers' devices from (the chart mounts its directory read-only); empty: none, FollowDevices containers report DeviceAllocationsUnreadable")
+	fs.DurationVar(&f.podResourcesTimeout, "pod-resources-timeout", devices.DefaultTimeout, "the bound of each read of a pod's devices (the kubelet's PodResources "+
+		"and, for DRA devices, the API); a pass never waits for one, a container's creation at most "+nodeagent.DefaultDeviceCreationWait.String())
+	fs.Func("dra-numa-attributes", "comma-separated DRA device attribute names (the part after a domain) whose integer value is the device's NUMA node, "+
+		"first found wins (default \"numaNode\": dra.example.com/numaNode, or the driver's own numaNode)", func(v string) error {
+		f.draNUMAAttributes = nil
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				f.draNUMAAttributes = append(f.draNUMAAttributes, a)
+			}
+		}
+		if len(f.draNUMAAttributes) == 0 {
+			return errors.New("no attribute name")
+		}
+		return nil
+	})
+	fs.StringVar(&f.numaTopologyRoot, "numa-topology-root", "", "with -kernel=emulated, for tests and demos: read the NUMA nodes, their CPUs and free memory under this "+
+		"sysfs-like root (its devices/system/node and devices/system/cpu) instead of the host's, emulating a host of more nodes; a cpuset.mems of every real node counts as every emulated one")
 	fs.StringVar(&f.profile, "profile", "", "for measurement: write a CPU profile to <path>.cpu from start to a clean exit (SIGTERM), and the allocations to <path>.allocs at exit")
 	fs.BoolVar(&f.seccomp, "seccomp", true, "once started, confine the agent with a seccomp filter of its own: ptrace, other processes' memory, signals to others and kernel changes fail with EPERM (SECURITY.md); false is an escape hatch")
 }
@@ -138,6 +167,12 @@ func parseAgentFlags(args []string) (*agentFlags, error) {
 	}
 	if f.maxTasks < 1 {
 		return nil, fmt.Errorf("agent: -max-tasks-per-container must be at least 1, not %d", f.maxTasks)
+	}
+	if err := checkTopologyRoot(f); err != nil {
+		return nil, err
+	}
+	if f.podResourcesTimeout < 10*time.Millisecond || f.podResourcesTimeout > time.Minute {
+		return nil, fmt.Errorf("agent: -pod-resources-timeout must be between 10ms and 1m, not %s", f.podResourcesTimeout)
 	}
 	if f.nriStartGrace < time.Second || f.nriStartGrace > time.Hour {
 		return nil, fmt.Errorf("agent: -nri-start-grace must be between 1s and 1h, not %s", f.nriStartGrace)

@@ -43,7 +43,7 @@ func installSandbox(f *agentFlags) (sandbox.Status, error) {
 		return sandbox.Status{Landlock: sandbox.LandlockStatus{ABI: sandbox.LandlockABI(), Reason: "-seccomp=false"}}, nil
 	}
 	ruleset, why := agentLandlock(f)
-	st, err := sandbox.Install(sandbox.Options{AllowKcmp: f.kernel == "emulated", AllowUnixSockets: f.nriSocket != "",
+	st, err := sandbox.Install(sandbox.Options{AllowKcmp: f.kernel == "emulated", AllowUnixSockets: f.nriSocket != "" || f.podResourcesSocket != "",
 		AllowMovePages: f.migrationRate > 0, Landlock: ruleset})
 	if ruleset == nil {
 		st.Landlock.Reason = why
@@ -101,6 +101,11 @@ func agentLandlock(f *agentFlags) (ruleset *sandbox.Landlock, why string) {
 		ReadOnly:   uniquePaths(procRoot, "/proc", sysRoot, "/sys", cgroupRoot, f.tlsCertDir, "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"),
 		ReadWrite:  []string{f.stateDir},
 		RemoveDirs: []string{filepath.Dir(f.stateDir)},
+	}
+	if f.podResourcesSocket != "" {
+		// FollowDevices reads the kubelet's PodResources socket, which the kubelet makes
+		// anew when it restarts: its directory.
+		l.UnixSockets = []string{filepath.Dir(f.podResourcesSocket)}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
 	if err != nil {

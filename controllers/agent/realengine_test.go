@@ -26,6 +26,7 @@ import (
 	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/devices"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/emulator"
@@ -135,6 +136,8 @@ type realHost struct {
 	engine *nodeagent.Engine
 	// prefs is the last started agent's store of the NumaPreferences it saw, in stateDir.
 	prefs *nri.PreferenceStore
+	// devices, when set, reads the pods' devices (FollowDevices).
+	devices devices.Reader
 }
 
 // engineResolver is what the engine needs of the cgroup resolver.
@@ -193,7 +196,7 @@ func (h *realHost) start(c *rest.Config, syncTimeout time.Duration) *runningAgen
 		Resolver: h.resolver, Kernel: kernel, Support: h.emu.Support(), OnlineNodes: h.topo.Online, CPUNode: h.topo.CPUNode,
 		MemFree:    func(n int) (uint64, error) { return numa.ReadNodeMemFree(h.topoRoot, n) },
 		LedgerPath: filepath.Join(h.stateDir, "ledger.json"), DesiredPath: filepath.Join(h.stateDir, "desired.json"),
-		ProcEvents: pe.Events(), RescanInterval: time.Hour, Log: log.Log.WithName("engine"),
+		ProcEvents: pe.Events(), RescanInterval: time.Hour, Log: log.Log.WithName("engine"), Devices: h.devices,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	h.engine = engine

@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -32,6 +33,9 @@ var agentKinds = map[schema.GroupVersionKind]bool{
 	coordinationv1.SchemeGroupVersion.WithKind("Lease"): true,
 	numav1.GroupVersion.WithKind("NumaPreference"):      true,
 	numav1.GroupVersion.WithKind("NumaNodeReport"):      false,
+	// FollowDevices' DRA devices (DRATopology): read directly, never cached.
+	resourcev1.SchemeGroupVersion.WithKind("ResourceSlice"): false,
+	resourcev1.SchemeGroupVersion.WithKind("ResourceClaim"): true,
 }
 
 // NodeRESTMapper is the agent's ctrl.Options.MapperProvider: agentKinds from the table,

@@ -117,7 +117,8 @@ type Container struct {
 	// Source is where DesiredNode comes from: "NumaPreference/<name>" or
 	// "annotation/<key>"; empty when DesiredNode is null.
 	Source string `json:"source,omitempty"`
-	// Mode is how the node is chosen: Static, Spread, FollowCPUs or MostFreeMemory. For
+	// Mode is how the node is chosen: Static, Spread, FollowCPUs, MostFreeMemory or
+	// FollowDevices. For
 	// the automatic modes DesiredNode is the node chosen on this host (null until the
 	// engine chose), and Why says how it was chosen ("Spread: 2 of 4 pods on node 1").
 	Mode string `json:"mode,omitempty"`
@@ -146,6 +147,10 @@ type Container struct {
 	// NumaPreference asks for one (spec.pageMigration) and the node moves pages; null
 	// otherwise.
 	Migration *Migration `json:"migration,omitempty"`
+	// Devices are the devices mode FollowDevices follows for the container, as the
+	// kubelet allocated them, with their NUMA nodes; empty for the other modes and while
+	// they are not read.
+	Devices []Device `json:"devices,omitempty"`
 
 	// Cgroup is the container's cgroup on this node; null when it could not be found
 	// (CgroupError says why: not running, exited, unreadable).
@@ -158,6 +163,20 @@ type Container struct {
 	// the list is missing.
 	Tasks      []Task `json:"tasks"`
 	TasksError string `json:"tasksError,omitempty"`
+}
+
+// Device is one device the kubelet allocated to a container: a device plugin's
+// (ResourceName) or a DRA driver's (Driver, Pool, Claim).
+type Device struct {
+	ResourceName    string `json:"resourceName,omitempty"`
+	Driver          string `json:"driver,omitempty"`
+	Pool            string `json:"pool,omitempty"`
+	Claim           string `json:"claim,omitempty"`
+	DeviceClassName string `json:"deviceClassName,omitempty"`
+	// ID is the device plugin's device ID, or the DRA device's name in its pool.
+	ID string `json:"id"`
+	// Nodes are the NUMA nodes the device sits on; empty when it reports none.
+	Nodes []int `json:"nodes,omitempty"`
 }
 
 // Cgroup locates a container's cgroup.

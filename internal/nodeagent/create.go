@@ -30,6 +30,7 @@ func (e *Engine) PolicyAtCreation(d desire.Desire, cs cpuset.Cpuset) (r plan.Res
 	if !d.Placement.Automatic() {
 		return e.staticAtCreation(d, cs)
 	}
+	e.devices.await(d) // FollowDevices: what the kubelet says by then, outside the pass lock
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
 	desired, _, ok := e.desires.forPass(false)
@@ -43,7 +44,7 @@ func (e *Engine) PolicyAtCreation(d desire.Desire, cs cpuset.Cpuset) (r plan.Res
 	pl, p := plan.AtCreation(e.planInput(ps), plan.Creation{Key: key, Cpuset: cs})
 	e.placements.adopt(pl) // a choice made here is kept, for the container's start
 	if d.Placement.Automatic() && d.Placement.Mode != numav1.PlacementModeFollowCPUs {
-		e.placements.hold(plan.ChoiceKey{PodUID: d.PodUID, Group: d.Placement.Group}, e.cfg.Clock.Now().Add(e.cfg.StartGrace))
+		e.placements.hold(plan.ChoiceKeyOf(d), e.cfg.Clock.Now().Add(e.cfg.StartGrace))
 	}
 	r = pl.Containers[0].Result
 	if r.Mechanism != plan.MechanismMemoryPolicy {

@@ -13,8 +13,10 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	"github.com/numapref/numapref/internal/metrics"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/devices"
 	"github.com/numapref/numapref/internal/nodeagent/ledger"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 	"github.com/numapref/numapref/internal/numa"
@@ -52,6 +54,14 @@ type EngineConfig struct {
 	LedgerPath, ChoicesPath, DesiredPath string
 	// MemFree reads a node's free memory in bytes (MostFreeMemory; nil counts none).
 	MemFree func(node int) (uint64, error)
+	// Devices reads the devices the kubelet allocated to a pod's containers (FollowDevices:
+	// the kubelet's PodResources API); nil: none can be read. Each read is bounded by
+	// DevicesTimeout (devices.DefaultTimeout when 0) and counted in DevicesMetrics; a
+	// creation waits for one at most DeviceCreationWait (DefaultDeviceCreationWait when 0).
+	Devices            devices.Reader
+	DevicesTimeout     time.Duration
+	DevicesMetrics     *metrics.Devices
+	DeviceCreationWait time.Duration
 	// Policies is what the kernel's set_mempolicy takes (mempolicy.Probe): the memory
 	// policy a container gets at creation (PolicyAtCreation).
 	Policies mempolicy.Support
@@ -185,6 +195,8 @@ type Engine struct {
 	policies *readPolicies
 	// moves are the page migrations asked for each container (pagemoves.go).
 	moves *pageMoves
+	// devices are the FollowDevices containers' devices (devicecache.go).
+	devices *deviceOwner
 }
 
 // NewEngine makes an engine and loads its ledger, its sticky choices and the persisted
@@ -201,6 +213,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		desires: newDesires(cfg), forks: newForkTracker(cfg), published: newPublished(), asked: newAskedPolicies(),
 		policies: newReadPolicies(cfg.ProcRoot), moves: newPageMoves(cfg.PageMover),
 	}
+	e.devices = newDeviceOwner(cfg, e.kick)
 	return e, errors.Join(lerr, cerr, e.loadDesired())
 }
 

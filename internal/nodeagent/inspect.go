@@ -17,6 +17,7 @@ import (
 	"github.com/numapref/numapref/internal/inspect"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/devices"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -131,7 +132,7 @@ func (e *Engine) describeDesire(ic *inspect.Container, d *desire.Desire, m Manag
 	switch {
 	case current:
 		ic.Reason, ic.Message, ic.ManagedTasks, ic.PlacedAt = m.Reason, m.Message, m.Tasks, m.PlacedAt
-		ic.Mechanism, ic.MemoryPolicy = m.Mechanism, m.Policy
+		ic.Mechanism, ic.MemoryPolicy, ic.Devices = m.Mechanism, m.Policy, inspectDevices(m.Devices)
 		if mg := m.Migration; mg != nil {
 			ic.Migration = &inspect.Migration{Node: mg.Node, State: mg.State, Ended: mg.Ended,
 				PagesMoved: mg.Moved, PagesNotMoved: mg.NotMoved, Error: mg.Error}
@@ -214,4 +215,14 @@ func nonNil(s []int) []int {
 		return []int{}
 	}
 	return s
+}
+
+// inspectDevices are ds in the inspect schema.
+func inspectDevices(ds []devices.Device) []inspect.Device {
+	var out []inspect.Device
+	for _, d := range ds {
+		out = append(out, inspect.Device{ResourceName: d.ResourceName, Driver: d.Driver, Pool: d.Pool, Claim: d.Claim,
+			DeviceClassName: d.DeviceClassName, ID: d.ID, Nodes: d.Nodes})
+	}
+	return out
 }

@@ -132,7 +132,7 @@ func (e *Engine) planInput(p *pass) plan.Input {
 		ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support, MemFree: e.cfg.MemFree, Log: e.cfg.Log,
 		MaxTasks: e.cfg.MaxTasksPerContainer, LedgerTasks: ledger.TaskCapacity(e.cfg.ledgerLimit), VerifyStarts: e.verifyStarts(p), IDs: p.ids,
 		Policies: e.cfg.Policies, PolicyRuntime: e.cfg.PolicyRuntime != nil && e.cfg.PolicyRuntime(), Asked: e.asked.get,
-		ReadPolicy: e.policies.read, Migrate: e.moves.offered(),
+		ReadPolicy: e.policies.read, Migrate: e.moves.offered(), Devices: e.devices.lookupFor(p),
 	}
 	e.placements.intoInput(&in)
 	if p.fork != nil {

@@ -30,6 +30,7 @@ func (e *Engine) PlaceAtStart(d desire.Desire) (r plan.Result, ok bool) {
 		return plan.Result{}, false
 	}
 	defer e.desires.started(d.Key())
+	e.devices.await(d)
 	return e.startPass(d.Key())
 }
 

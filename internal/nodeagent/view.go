@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
+	"github.com/numapref/numapref/internal/nodeagent/devices"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
@@ -41,6 +42,8 @@ type ManagedContainer struct {
 	// Migration is where the move of the container's pages stands, when its plan asked
 	// for one (plan.Result.Migrate); nil otherwise.
 	Migration *plan.Migration
+	// Devices are the devices a FollowDevices container follows (plan.Result.Devices).
+	Devices []devices.Device
 	// CgroupPath is the container's cgroup path relative to a hierarchy root, as
 	// /proc/<pid>/cgroup shows it; CgroupDir is the absolute directory (under the
 	// resolver's cgroup root; on cgroup v1, in the first task hierarchy that holds it)
@@ -69,7 +72,7 @@ func (e *Engine) Managed() []ManagedContainer {
 			PodNamespace: d.Pod.Namespace, PodName: d.Pod.Name, PodUID: string(d.PodUID), Container: d.Container,
 			Node: r.Node, Mode: string(d.Placement.Mode), Why: r.Why,
 			Preference: d.Preference, Reason: r.Reason, Message: r.Message, Tasks: r.Tasks, PlacedAt: r.PlacedAt,
-			Mechanism: r.Mechanism, Policy: r.Policy,
+			Mechanism: r.Mechanism, Policy: r.Policy, Devices: r.Devices,
 		}
 		if r.Migrate {
 			mg := r.Migration

@@ -319,7 +319,7 @@ func TestRender(t *testing.T) {
 			name:        "defaults",
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=[$(HOST_IP)]:8443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -330,7 +330,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"forkEvents": false, "kernel": "emulated"},
 			caps:        []corev1.Capability{"SYS_PTRACE"},
 			hostNetwork: false,
-			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=false", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=false", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -342,11 +342,12 @@ func TestRender(t *testing.T) {
 			values: map[string]any{
 				"kernel": "prctl", "prctlOption": 80, "rescanInterval": "1m30s", "maxTasksPerContainer": 8, "kubeletCgroupRoot": "/kubelet",
 				"cgroupDriver": "systemd", "logLevel": "debug", "metrics": map[string]any{"enabled": false, "port": 9443},
-				"healthProbe": map[string]any{"port": 9081},
+				"healthProbe":  map[string]any{"port": 9081},
+				"podResources": map[string]any{"enabled": true, "socket": "/srv/kubelet/pod-resources/kubelet.sock", "timeout": "500ms"},
 			},
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--max-tasks-per-container=8", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
+			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--max-tasks-per-container=8", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/srv/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=500ms", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
 				"--metrics-bind-address=0", "--health-probe-bind-address=:9081",
 				"--zap-log-level=debug"),
 			ports:       []corev1.ContainerPort{{Name: "health", ContainerPort: 9081}},
@@ -357,7 +358,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"cgroupDriver": "cgroupfs", "logLevel": "3", "metrics": map[string]any{"enabled": true, "port": 9443}},
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
 				"--metrics-bind-address=[$(HOST_IP)]:9443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=3"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9443}, {Name: "health", ContainerPort: 8081}},
@@ -456,6 +457,8 @@ func TestRender(t *testing.T) {
 				{Name: "state", MountPath: "/var/lib/numapref"},
 				{Name: "run", MountPath: "/run/numapref"},
 				{Name: "nri", MountPath: "/var/run/nri", ReadOnly: true}, // nri.enabled by default (nri_test.go)
+				// The kubelet's PodResources socket's directory, read-only (FollowDevices).
+				{Name: "pod-resources", MountPath: podResourcesDir(tc.values), ReadOnly: true},
 			}
 			if tc.sharedCert {
 				// The serving certificate, read-only (tls_test.go checks what is in it).
@@ -470,6 +473,7 @@ func TestRender(t *testing.T) {
 				{Name: "state", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/numapref", Type: &orCreate}}},
 				{Name: "run", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/numapref", Type: &orCreate}}},
 				{Name: "nri", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/run/nri", Type: &orCreate}}},
+				{Name: "pod-resources", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: podResourcesDir(tc.values), Type: &orCreate}}},
 			}
 			if tc.sharedCert {
 				wantVolumes = append(wantVolumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{
@@ -786,6 +790,30 @@ func TestTenantRoles(t *testing.T) {
 	for _, name := range []string{fullname + "-edit", fullname + "-view"} {
 		if _, ok := off.clusterRoles[name]; ok {
 			t.Errorf("tenantRoles=false: ClusterRole %s still rendered", name)
+		}
+	}
+}
+
+// podResourcesDir is the directory of the kubelet's PodResources socket values set, or the
+// default's.
+func podResourcesDir(values map[string]any) string {
+	if pr, ok := values["podResources"].(map[string]any); ok {
+		return filepath.Dir(pr["socket"].(string))
+	}
+	return "/var/lib/kubelet/pod-resources"
+}
+
+// podResources.enabled=false passes an empty socket, which the agent takes for none, and
+// mounts nothing of the kubelet's.
+func TestPodResourcesOff(t *testing.T) {
+	r := render(t, map[string]any{"podResources": map[string]any{"enabled": false}})
+	c := r.daemonSets[0].Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, "--pod-resources-socket=") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--pod-resources-timeout") }) {
+		t.Errorf("args %v: want --pod-resources-socket= and no timeout", c.Args)
+	}
+	for _, m := range c.VolumeMounts {
+		if m.Name == "pod-resources" {
+			t.Errorf("mount %+v with podResources off", m)
 		}
 	}
 }

@@ -39,6 +39,9 @@ type provider interface {
 	// nri is true when the nodes' container runtime serves NRI and the agent is installed
 	// as its plugin (the specs labelled "nri").
 	nri() bool
+	// kubeletDir is the kubelet's root dir on the nodes (its pod-resources, plugins and
+	// plugins_registry directories).
+	kubeletDir() string
 	// restartRuntime stops the primary node's container runtime and starts it again; the
 	// containers and their shims keep running. It returns once the runtime serves again.
 	restartRuntime(ctx context.Context) error
@@ -122,11 +125,15 @@ func (p *localProvider) agentLogs(context.Context) string {
 }
 
 func (p *localProvider) values() []string {
+	// The kubelet's PodResources socket is under its root dir, which is the node's.
+	v := append(localnode.ChartValues(), "podResources.socket="+filepath.Join(p.kubeletDir(), "pod-resources", "kubelet.sock"))
 	if !p.nri() {
-		return localnode.ChartValues()
+		return v
 	}
-	return append(localnode.ChartValues(), "nri.enabled=true", "nri.socket="+p.node.NRISocket())
+	return append(v, "nri.enabled=true", "nri.socket="+p.node.NRISocket())
 }
+
+func (p *localProvider) kubeletDir() string { return p.node.KubeletDir() }
 
 func (p *localProvider) nri() bool { return p.runtimeDir != "" }
 
@@ -221,6 +228,8 @@ func (p *kindProvider) values() []string {
 }
 
 func (p *kindProvider) agentURL() string { return "" }
+
+func (p *kindProvider) kubeletDir() string { return "/var/lib/kubelet" }
 
 // nri: the offline node image runs containerd 2.x with NRI on (hack/kind/node-image.sh);
 // up checks every node for its socket.

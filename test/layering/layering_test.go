@@ -28,7 +28,7 @@ var layers = [][]string{
 	{"api/", "internal/fsutil", "internal/sandbox", "internal/statefile", "internal/statedir", "internal/cpuset", "internal/metrics"},
 	{"internal/numa", "internal/numa/prctl", "internal/numa/tune"},
 	{"internal/numa/mempolicy", "internal/numa/migrate"},
-	{"internal/nodeagent/cgroups", "internal/nodeagent/migration", "internal/inspect", "internal/serving"},
+	{"internal/nodeagent/cgroups", "internal/nodeagent/migration", "internal/nodeagent/devices", "internal/inspect", "internal/serving"},
 	{"internal/nodeagent"},
 	// One package per process (TestProcessesApart), the signer's, what the processes share,
 	// and controllers itself, which only names two of the agent's for cmd/numapref.

@@ -23,6 +23,12 @@ var planAllowed = []string{
 	"internal/nodeagent/cgroups",
 	"internal/nodeagent/desire",
 	"internal/nodeagent/known",
+	// The memory policies a container gets at creation: chosen and read, never set on a
+	// task of a container.
+	"internal/numa/mempolicy",
+	// The kubelet's device allocations (FollowDevices): read, through a cache whose reader
+	// the engine gives it.
+	"internal/nodeagent/devices",
 }
 
 const planPkg = "internal/nodeagent/plan"

@@ -259,5 +259,10 @@ func n(d string) *Node { return &Node{Dir: d} }
 // ContainerdSocket is where containerd serves its API and CRI for a node in n.Dir.
 func (n *Node) ContainerdSocket() string { return filepath.Join(n.Dir, "containerd/containerd.sock") }
 
+// KubeletDir is the kubelet's root dir (--root-dir): its pod-resources socket, plugins and
+// plugins_registry are there. (Its device-plugins directory is always
+// /var/lib/kubelet/device-plugins.)
+func (n *Node) KubeletDir() string { return filepath.Join(n.Dir, "kubelet/root") }
+
 // nriSocket is where containerd 2.x serves NRI for a node in d.
 func nriSocket(d string) string { return filepath.Join(d, "nri/nri.sock") }

@@ -98,6 +98,9 @@ func (im Image) WriteTarball(path string) error {
 const (
 	AgentImage    = "numapref.local/numapref:e2e"
 	WorkloadImage = "numapref.local/workload:e2e"
+	// DeviceDriverImage offers fake devices through the kubelet's device plugin and DRA
+	// APIs (test/devicedriver), for the FollowDevices specs.
+	DeviceDriverImage = "numapref.local/devicedriver:e2e"
 )
 
 // TarballName is the file name BuildImages gives the tarball of the image ref.
@@ -108,7 +111,7 @@ func TarballName(ref string) string {
 // BuildImages compiles the agent and the workload as static binaries from the module at
 // repo and writes the pause, workload and agent image tarballs into out.
 func BuildImages(ctx context.Context, repo, out string) ([]string, error) {
-	bins := map[string]string{"numapref": "./cmd/numapref", "workload": "./test/e2e/workload"}
+	bins := map[string]string{"numapref": "./cmd/numapref", "workload": "./test/e2e/workload", "devicedriver": "./test/devicedriver"}
 	for bin, pkg := range bins {
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(out, bin), pkg)
 		cmd.Dir = repo
@@ -123,6 +126,7 @@ func BuildImages(ctx context.Context, repo, out string) ([]string, error) {
 		{Ref: WorkloadImage, Binary: workload, Path: "/workload", Cmd: []string{"work"}},
 		// The Dockerfile's final stage: /numapref, entrypoint the binary, "agent" by default.
 		{Ref: AgentImage, Binary: filepath.Join(out, "numapref"), Path: "/numapref", Cmd: []string{"agent"}},
+		{Ref: DeviceDriverImage, Binary: filepath.Join(out, "devicedriver"), Path: "/devicedriver"},
 	}
 	var tars []string
 	for _, im := range images {

@@ -19,6 +19,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=numa.numapref.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("DeviceSelection"):
+		return &apiv1alpha1.DeviceSelectionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("LabelSelector"):
 		return &apiv1alpha1.LabelSelectorApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("LabelSelectorRequirement"):

@@ -67,6 +67,54 @@ type Placement struct {
 	// Weight is what a pod weighs in a Spread: its app containers' CPU requests in
 	// millicores, or 1000 (one CPU) when it requests none.
 	Weight int64
+	// Devices narrows the devices FollowDevices follows; the zero value follows every one.
+	Devices DeviceFilter
+}
+
+// DeviceFilter names the devices FollowDevices follows, as sorted comma-separated lists
+// (comparable, as Placement is): device plugin resource names and DRA device class
+// names. Both empty follows every device.
+type DeviceFilter struct {
+	ResourceNames    string `json:",omitempty"`
+	DeviceClassNames string `json:",omitempty"`
+}
+
+// NewDeviceFilter is the filter of these resource and device class names.
+func NewDeviceFilter(resourceNames, deviceClassNames []string) DeviceFilter {
+	return DeviceFilter{ResourceNames: joinSorted(resourceNames), DeviceClassNames: joinSorted(deviceClassNames)}
+}
+
+// All says whether the filter follows every device.
+func (f DeviceFilter) All() bool { return f == DeviceFilter{} }
+
+// Follows says whether a device of device plugin resource resourceName, or of DRA device
+// class deviceClassName, is followed ("" for the kind a device is not).
+func (f DeviceFilter) Follows(resourceName, deviceClassName string) bool {
+	if f.All() {
+		return true
+	}
+	return resourceName != "" && slices.Contains(strings.Split(f.ResourceNames, ","), resourceName) ||
+		deviceClassName != "" && slices.Contains(strings.Split(f.DeviceClassNames, ","), deviceClassName)
+}
+
+func (f DeviceFilter) String() string {
+	var parts []string
+	if f.ResourceNames != "" {
+		parts = append(parts, "resources "+f.ResourceNames)
+	}
+	if f.DeviceClassNames != "" {
+		parts = append(parts, "device classes "+f.DeviceClassNames)
+	}
+	if len(parts) == 0 {
+		return "every device"
+	}
+	return strings.Join(parts, " and ")
+}
+
+func joinSorted(names []string) string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ",")
 }
 
 // Automatic reports whether the engine chooses the node.
@@ -161,6 +209,11 @@ func desireOf(node cgroups.Node, pod *corev1.Pod, c PodContainer, matching []*nu
 		d.Node, d.Placement = value.node, Placement{Mode: value.mode}
 		if d.MemoryPolicy, d.PageMigration, err = mechanismAnnotations(pod); err != nil {
 			d.Refusal, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
+		}
+		if value.mode == numav1.PlacementModeFollowDevices {
+			if d.Placement.Devices, err = deviceFilterAnnotations(pod); err != nil {
+				d.Refusal, d.Message = numav1.ReasonInvalidAnnotation, err.Error()
+			}
 		}
 		if value.mode != numav1.PlacementModeStatic {
 			d.Placement.Group = "annotation " + pod.Namespace + "/" + string(value.mode)
@@ -306,7 +359,8 @@ func enumAnnotation[T ~string](pod *corev1.Pod, key string, values ...T) (T, err
 }
 
 // automaticModes are the modes an annotation may name instead of a node id.
-var automaticModes = []numav1.PlacementMode{numav1.PlacementModeSpread, numav1.PlacementModeFollowCPUs, numav1.PlacementModeMostFreeMemory}
+var automaticModes = []numav1.PlacementMode{numav1.PlacementModeSpread, numav1.PlacementModeFollowCPUs,
+	numav1.PlacementModeMostFreeMemory, numav1.PlacementModeFollowDevices}
 
 // ParseNodeAnnotation parses a preferred-node annotation value that is a node id: canonical
 // decimal ("0", "17"; not "-0", "01", "+1", " 1" or "1e3"), 0 to MaxNUMANodeID.
@@ -378,6 +432,9 @@ func preferencePlacement(p *numav1.NumaPreference, pod *corev1.Pod) Placement {
 		pl.Allowed = numa.FormatList(slices.Compact(allowed))
 		pl.Group = "NumaPreference " + p.Namespace + "/" + p.Name
 		pl.Weight = podWeight(pod)
+	}
+	if d := p.Spec.Devices; mode == numav1.PlacementModeFollowDevices && d != nil {
+		pl.Devices = NewDeviceFilter(d.ResourceNames, d.DeviceClassNames)
 	}
 	return pl
 }

@@ -316,6 +316,9 @@ func TestPlanPodPlacement(t *testing.T) {
 	sel := map[string]string{"app": "db"}
 	spread := pref("s", time.Hour, 0, sel)
 	spread.Spec.Node, spread.Spec.Mode, spread.Spec.Nodes = nil, numav1.PlacementModeSpread, []int32{3, 1, 2}
+	gpus := pref("g", time.Hour, 0, sel)
+	gpus.Spec.Node, gpus.Spec.Mode = nil, numav1.PlacementModeFollowDevices
+	gpus.Spec.Devices = &numav1.DeviceSelection{ResourceNames: []string{"example.com/gpu", "example.com/fpga"}, DeviceClassNames: []string{"nic.example.com"}}
 	pod := func(annotations map[string]string, cpu string) *corev1.Pod {
 		p := testPod(sel, annotations)
 		if cpu != "" {
@@ -340,6 +343,15 @@ func TestPlanPodPlacement(t *testing.T) {
 			want: Placement{Mode: numav1.PlacementModeSpread, Group: "annotation ns/Spread", Weight: 1000}, node: -1},
 		"FollowCPUs by annotation": {pod: pod(map[string]string{numav1.AnnotationPreferredNode: "FollowCPUs"}, ""),
 			want: Placement{Mode: numav1.PlacementModeFollowCPUs, Group: "annotation ns/FollowCPUs", Weight: 1000}, node: -1},
+		"FollowDevices from a preference, narrowed by spec.devices": {pod: pod(nil, ""), prefs: []numav1.NumaPreference{gpus},
+			want: Placement{Mode: numav1.PlacementModeFollowDevices, Group: "NumaPreference ns/g", Weight: 1000,
+				Devices: DeviceFilter{ResourceNames: "example.com/fpga,example.com/gpu", DeviceClassNames: "nic.example.com"}}, node: -1},
+		"FollowDevices by annotation, every device": {pod: pod(map[string]string{numav1.AnnotationPreferredNode: "FollowDevices"}, ""),
+			want: Placement{Mode: numav1.PlacementModeFollowDevices, Group: "annotation ns/FollowDevices", Weight: 1000}, node: -1},
+		"FollowDevices by annotation, narrowed": {pod: pod(map[string]string{numav1.AnnotationPreferredNode: "FollowDevices",
+			numav1.AnnotationFollowResourceNames: "example.com/gpu, example.com/gpu", numav1.AnnotationFollowDeviceClassNames: "nic.example.com"}, ""),
+			want: Placement{Mode: numav1.PlacementModeFollowDevices, Group: "annotation ns/FollowDevices", Weight: 1000,
+				Devices: DeviceFilter{ResourceNames: "example.com/gpu", DeviceClassNames: "nic.example.com"}}, node: -1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -357,6 +369,38 @@ func TestPlanPodPlacement(t *testing.T) {
 	p := PlanPod(testNode, pod(map[string]string{numav1.AnnotationPreferredNode: "spread"}, ""), nil)
 	if d := p.Desires[0]; d.Refusal != numav1.ReasonInvalidAnnotation || !strings.Contains(d.Message, "Spread, FollowCPUs, MostFreeMemory") {
 		t.Errorf("annotation \"spread\": %s %q, want InvalidAnnotation naming the modes", d.Refusal, d.Message)
+	}
+	// The follow annotations are checked as spec.devices is.
+	for _, bad := range []map[string]string{
+		{numav1.AnnotationFollowResourceNames: "gpu"},                             // no domain
+		{numav1.AnnotationFollowResourceNames: "example.com/gpu,"},                // an empty name
+		{numav1.AnnotationFollowDeviceClassNames: "Nic.Example.com"},              // not a DNS subdomain
+		{numav1.AnnotationFollowDeviceClassNames: strings.Repeat("a,", 16) + "a"}, // 17 names
+	} {
+		bad[numav1.AnnotationPreferredNode] = "FollowDevices"
+		p := PlanPod(testNode, pod(bad, ""), nil)
+		if d := p.Desires[0]; d.Refusal != numav1.ReasonInvalidAnnotation {
+			t.Errorf("annotations %v: %s %q, want InvalidAnnotation", bad, d.Refusal, d.Message)
+		}
+	}
+}
+
+// A device filter follows what either list names, and everything when both are empty.
+func TestDeviceFilter(t *testing.T) {
+	f := NewDeviceFilter([]string{"example.com/gpu"}, []string{"nic.example.com"})
+	for _, tc := range []struct {
+		resource, class string
+		want            bool
+	}{
+		{"example.com/gpu", "", true}, {"", "nic.example.com", true}, {"example.com/fpga", "", false},
+		{"", "gpu.example.com", false}, {"", "", false}, {"example.com", "", false},
+	} {
+		if got := f.Follows(tc.resource, tc.class); got != tc.want {
+			t.Errorf("Follows(%q, %q) = %v, want %v", tc.resource, tc.class, got, tc.want)
+		}
+	}
+	if !(DeviceFilter{}).Follows("example.com/anything", "") || !(DeviceFilter{}).Follows("", "any.class") {
+		t.Error("the zero filter does not follow every device")
 	}
 }
 

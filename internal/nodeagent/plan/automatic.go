@@ -14,6 +14,7 @@ import (
 	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/devices"
 	"github.com/numapref/numapref/internal/numa"
 )
 
@@ -36,6 +37,12 @@ type Resolution struct {
 	why     string // shown in the Applied Event and inspect: "Spread: 2 of 4 pods on node 1"
 	skip    string // a reason not to act, with message
 	message string
+	// FollowDevices: the devices followed; the nodes of the memory policy when they span
+	// a set spec.nodes allows (else the policy is on node alone); waiting says the skip
+	// is an answer awaited or not had, which a kept choice outlasts (devices.go).
+	devices     []devices.Device
+	policyNodes []int
+	waiting     bool
 }
 
 // Resolutions are the nodes a pass chose for the automatic containers. The engine keeps
@@ -51,6 +58,14 @@ func (r Resolutions) Has(key desire.ContainerKey) bool {
 }
 
 func (r Resolutions) of(key desire.ContainerKey) Resolution { return r.m[key] }
+
+// due says whether a pass of container key alone resolves the automatic modes again: it
+// was not resolved, or only to wait for its devices (FollowDevices), whose answer may be
+// in since.
+func (r Resolutions) due(key desire.ContainerKey) bool {
+	res, ok := r.m[key]
+	return !ok || res.waiting
+}
 
 // ChoiceKey names a sticky choice: one pod in one placement group.
 type ChoiceKey struct {
@@ -104,9 +119,13 @@ func (pl *planner) cgroupOf(key desire.ContainerKey, d desire.Desire) (*cgroups.
 // choices, and reports whether the choices changed.
 func (pl *planner) resolve(desired map[desire.ContainerKey]desire.Desire) bool {
 	pl.resolved = Resolutions{m: map[desire.ContainerKey]Resolution{}}
+	pl.liveDevices, pl.devicesChanged = map[ChoiceKey]bool{}, false
 	groups := pl.groupPods(desired)
-	dirty := false
+	dirty := pl.devicesChanged
 	for ck := range pl.choices {
+		if pl.liveDevices[ck] {
+			continue // a FollowDevices container's, kept in step by resolveDevices
+		}
 		if m, ok := groups[ck]; !ok && !pl.in.Held[ck] || ok && m.placement.Mode != pl.choices[ck].Mode {
 			delete(pl.choices, ck) // the pod left, or its preference changed mode: its share is free
 			dirty = true
@@ -131,16 +150,20 @@ func (pl *planner) resolve(desired map[desire.ContainerKey]desire.Desire) bool {
 	return dirty
 }
 
-// groupPods resolves every FollowCPUs container, and groups the containers of Spread and
-// MostFreeMemory by pod and group.
+// groupPods resolves every FollowCPUs and FollowDevices container, and groups the
+// containers of Spread and MostFreeMemory by pod and group.
 func (pl *planner) groupPods(desired map[desire.ContainerKey]desire.Desire) map[ChoiceKey]*podMembers {
 	groups := map[ChoiceKey]*podMembers{}
 	for key, d := range desired {
 		if d.Refusal != "" || !d.Placement.Automatic() || !pl.in.Support.Supported && !d.WantsPolicy(false) {
 			continue
 		}
-		if d.Placement.Mode == numav1.PlacementModeFollowCPUs {
+		switch d.Placement.Mode {
+		case numav1.PlacementModeFollowCPUs:
 			pl.resolved.m[key] = pl.followCPUs(key, d)
+			continue
+		case numav1.PlacementModeFollowDevices:
+			pl.resolved.m[key] = pl.resolveDevices(key, d)
 			continue
 		}
 		ck := ChoiceKey{PodUID: d.PodUID, Group: d.Placement.Group}

@@ -14,6 +14,7 @@ import (
 	"github.com/numapref/numapref/internal/cpuset"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/devices"
 	"github.com/numapref/numapref/internal/nodeagent/known"
 	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/numa/mempolicy"
@@ -50,6 +51,9 @@ type Input struct {
 	Support  numa.Support
 	// MemFree reads a node's free memory in bytes (MostFreeMemory).
 	MemFree func(node int) (uint64, error)
+	// Devices says what is known of a FollowDevices container's devices, without waiting
+	// (devices.Cache); nil: nothing can be known.
+	Devices func(key desire.ContainerKey, d desire.Desire) devices.Allocation
 	Log     logr.Logger
 	// MaxTasks is one container's share of the ledger and the pidfds: a container with
 	// more tasks gets TooManyTasks.
@@ -163,6 +167,11 @@ type Result struct {
 	// Migration where that stands (FoldMigration).
 	Migrate   bool
 	Migration Migration
+	// Devices are the devices a FollowDevices container follows, with their NUMA nodes;
+	// PolicyNodes, when they span a set spec.nodes allows, the nodes of its memory policy
+	// (else the policy is on Node).
+	Devices     []devices.Device
+	PolicyNodes []int
 }
 
 // Full plans a full pass: the automatic modes' choice of node, every desired container,
@@ -191,7 +200,7 @@ func One(in Input, key desire.ContainerKey, trust map[int]bool) Plan {
 	pl := newPlanner(&in)
 	d := in.Desired[key]
 	var out Plan
-	if d.Placement.Automatic() && !in.Resolved.Has(key) {
+	if d.Placement.Automatic() && in.Resolved.due(key) {
 		pl.resolveInto(&out)
 	}
 	out.Containers = []ContainerPlan{pl.planContainer(key, d, trust)}
@@ -210,6 +219,10 @@ type planner struct {
 	resolved Resolutions
 	cgroups  map[desire.ContainerKey]hostCgroup
 	tgids    map[int]desire.ContainerKey
+	// liveDevices are the choices of the FollowDevices containers resolve met, and
+	// devicesChanged says it changed one (devices.go).
+	liveDevices    map[ChoiceKey]bool
+	devicesChanged bool
 }
 
 func newPlanner(in *Input) *planner {
@@ -286,6 +299,7 @@ func (pl *planner) admit(key desire.ContainerKey, d desire.Desire, r *Result) (*
 // none on this host: the first half of admit, and all of a creation's decision.
 func (pl *planner) home(key desire.ContainerKey, d desire.Desire, r *Result) (string, string) {
 	res := pl.resolved.of(key) // the automatic modes' choice (automatic.go)
+	r.Devices, r.PolicyNodes = res.devices, res.policyNodes
 	switch {
 	case d.Refusal != "":
 		return d.Refusal, d.Message

@@ -45,10 +45,24 @@ func joinMechanisms(a, b string) string {
 // so moving its stray pages home and, with the prctl, steering the task; else
 // MPOL_PREFERRED, which takes the task out of NUMA balancing.
 func HomePolicy(node int, s mempolicy.Support) (mempolicy.Policy, error) {
+	return homePolicyOn([]int{node}, s)
+}
+
+// resultPolicy is the memory policy of the container of r: on its home, or on
+// r.PolicyNodes, the nodes of the devices it follows, when they are a set.
+func resultPolicy(r Result, s mempolicy.Support) (mempolicy.Policy, error) {
+	if len(r.PolicyNodes) > 1 && (s.PreferredMany || s.PreferredManyBalancing) {
+		return homePolicyOn(r.PolicyNodes, s)
+	}
+	return HomePolicy(r.Node, s)
+}
+
+// homePolicyOn is HomePolicy on every node of nodes: MPOL_PREFERRED_MANY for more than one.
+func homePolicyOn(nodes []int, s mempolicy.Support) (mempolicy.Policy, error) {
 	if !s.Preferred && !s.PreferredMany {
 		return mempolicy.Policy{}, errors.New("this kernel takes no soft memory policy (no MPOL_PREFERRED)")
 	}
-	return mempolicy.Choose(numa.NewNodeMask(node), s.PreferredManyBalancing, s)
+	return mempolicy.Choose(numa.NewNodeMask(nodes...), s.PreferredManyBalancing, s)
 }
 
 // checkPolicy reads the memory policy of the container's init (the first listed task's
@@ -58,7 +72,7 @@ func (pl *planner) checkPolicy(r *Result, tids []cgroups.TaskRef) {
 	if len(tids) == 0 {
 		return // nothing runs yet: the next pass reads it
 	}
-	want, err := HomePolicy(r.Node, pl.in.Policies)
+	want, err := resultPolicy(*r, pl.in.Policies)
 	if err != nil {
 		pl.noPolicy(r, numav1.ReasonMemoryPolicyUnsupported, err.Error())
 		return
@@ -136,7 +150,7 @@ func AtCreation(in Input, c Creation) (Plan, mempolicy.Policy) {
 	in.PolicyRuntime = true // the runtime is asking
 	pl := newPlanner(&in)
 	var out Plan
-	if d.Placement.Automatic() && !in.Resolved.Has(c.Key) {
+	if d.Placement.Automatic() && in.Resolved.due(c.Key) {
 		pl.resolveInto(&out)
 	}
 	cp := ContainerPlan{Key: c.Key, Result: Result{Desire: d, Node: d.Node}}
@@ -148,7 +162,7 @@ func AtCreation(in Input, c Creation) (Plan, mempolicy.Policy) {
 	}
 	if reason == "" {
 		var err error
-		if policy, err = HomePolicy(r.Node, in.Policies); err != nil {
+		if policy, err = resultPolicy(*r, in.Policies); err != nil {
 			reason, msg = numav1.ReasonMemoryPolicyUnsupported, err.Error()
 		}
 	}

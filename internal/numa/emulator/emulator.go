@@ -22,6 +22,9 @@ type Options struct {
 	StateDir string
 	// ProcRoot and SysRoot default to "/proc" and "/sys".
 	ProcRoot, SysRoot string
+	// TopologyRoot is the sysfs-like root whose devices/system/node says which nodes the
+	// emulated machine has (default SysRoot): a fixture emulates a host of more nodes.
+	TopologyRoot string
 	// ForkEvents makes this emulator the machine's listener for task creation (the netlink
 	// proc connector, needs CAP_NET_ADMIN) unless another process already is. Without any
 	// listener, inheritance cannot be emulated: new tasks are assumed fresh.

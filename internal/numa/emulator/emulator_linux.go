@@ -6,6 +6,7 @@
 package emulator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -64,10 +65,7 @@ func New(opts Options) (*Emulator, error) {
 	if e.procRoot == "" {
 		e.procRoot = "/proc"
 	}
-	sysRoot := opts.SysRoot
-	if sysRoot == "" {
-		sysRoot = "/sys"
-	}
+	sysRoot := cmp.Or(opts.TopologyRoot, opts.SysRoot, "/sys")
 	if e.syncTimeout <= 0 {
 		e.syncTimeout = defaultSyncTimeout
 	}

@@ -26,6 +26,21 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.numapref.numapref.api.v1alpha1.DeviceSelection
+  map:
+    fields:
+    - name: deviceClassNames
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
+    - name: resourceNames
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: associative
 - name: com.github.numapref.numapref.api.v1alpha1.LabelSelector
   map:
     fields:
@@ -168,6 +183,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             scalar: string
           elementRelationship: associative
+    - name: devices
+      type:
+        namedType: com.github.numapref.numapref.api.v1alpha1.DeviceSelection
     - name: memoryPolicy
       type:
         namedType: com.github.numapref.numapref.api.v1alpha1.MemoryPolicy

@@ -23,13 +23,16 @@ type NumaPreferenceSpecApplyConfiguration struct {
 	// containers (sidecars too) are placed only when named here.
 	Containers []string `json:"containers,omitempty"`
 	// mode says how the preferred node is chosen on each host: Static (spec.node), Spread,
-	// FollowCPUs or MostFreeMemory.
+	// FollowCPUs, MostFreeMemory or FollowDevices.
 	Mode *apiv1alpha1.PlacementMode `json:"mode,omitempty"`
 	// node is the preferred NUMA node id on every host the selected pods run on (mode
 	// Static only).
 	Node *int32 `json:"node,omitempty"`
 	// nodes restricts the automatic modes to these NUMA node ids; unset allows every node.
 	Nodes []int32 `json:"nodes,omitempty"`
+	// devices narrows the devices mode FollowDevices follows (FollowDevices only); unset,
+	// every device the kubelet allocated to the container counts.
+	Devices *DeviceSelectionApplyConfiguration `json:"devices,omitempty"`
 	// memoryPolicy says whether the runtime gives each selected container a memory policy
 	// on its home when it creates the container (through NRI: MPOL_PREFERRED_MANY with
 	// MPOL_F_NUMA_BALANCING where the kernel takes it, which keeps NUMA balancing scanning
@@ -97,6 +100,14 @@ func (b *NumaPreferenceSpecApplyConfiguration) WithNodes(values ...int32) *NumaP
 	for i := range values {
 		b.Nodes = append(b.Nodes, values[i])
 	}
+	return b
+}
+
+// WithDevices sets the Devices field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Devices field is set to the value of the last call.
+func (b *NumaPreferenceSpecApplyConfiguration) WithDevices(value *DeviceSelectionApplyConfiguration) *NumaPreferenceSpecApplyConfiguration {
+	b.Devices = value
 	return b
 }
 
