@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/numapref/numapref/controllers/agent"
 	"github.com/numapref/numapref/controllers/agentcert"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/nri"
@@ -55,6 +56,9 @@ type agentFlags struct {
 	restrictionCheck  time.Duration
 	seccomp           bool
 	profile           string
+	// preferenceCap bounds the cache's NumaPreferences of each namespace
+	// (-max-preferences-per-namespace), shared by the cache and the controller.
+	preferenceCap *agent.PreferenceCap
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -134,6 +138,10 @@ func parseAgentFlags(args []string) (*agentFlags, error) {
 	if f.maxTasks < 1 {
 		return nil, fmt.Errorf("agent: -max-tasks-per-container must be at least 1, not %d", f.maxTasks)
 	}
+	if f.summary.maxPerNamespace < 0 {
+		return nil, fmt.Errorf("agent: -max-preferences-per-namespace must be 0 (no cap) or more, not %d", f.summary.maxPerNamespace)
+	}
+	f.preferenceCap = agent.NewPreferenceCap(f.summary.maxPerNamespace)
 	if f.nriStartGrace < time.Second || f.nriStartGrace > time.Hour {
 		return nil, fmt.Errorf("agent: -nri-start-grace must be between 1s and 1h, not %s", f.nriStartGrace)
 	}

@@ -29,6 +29,7 @@ type summaryFlags struct {
 	namespace                                 string
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	quiet, maxDelay, perNode                  time.Duration
+	maxPerNamespace                           int
 }
 
 func (f *summaryFlags) register(fs *flag.FlagSet) {
@@ -40,6 +41,9 @@ func (f *summaryFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
 	fs.DurationVar(&f.quiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
 	fs.DurationVar(&f.maxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
+	fs.IntVar(&f.maxPerNamespace, "max-preferences-per-namespace", summarizer.DefaultMaxPerNamespace,
+		"how many NumaPreferences of one namespace are applied, the oldest first; the summarizer marks the others TooManyPreferences and every agent keeps only their names, "+
+			"so that no tenant can grow the agents' and the summarizer's memory with objects (give the agents and the summarizer the same value; 0: no cap)")
 	fs.DurationVar(&f.perNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
 }
 
@@ -49,7 +53,7 @@ func (f *summaryFlags) register(fs *flag.FlagSet) {
 func (f *summaryFlags) runnable(mgr manager.Manager, also ...func(ctrl.Manager) error) manager.Runnable {
 	election := summarizer.ElectionOptions{Namespace: f.namespace, ID: summaryLease,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
-	summary := summarizer.SummaryOptions{Quiet: f.quiet, MaxDelay: f.maxDelay, PerNode: f.perNode}
+	summary := summarizer.SummaryOptions{Quiet: f.quiet, MaxDelay: f.maxDelay, PerNode: f.perNode, MaxPerNamespace: f.maxPerNamespace}
 	return summarizer.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary, also...)
 }
 
@@ -100,6 +104,9 @@ func runSummarizer(args []string) error {
 	}
 	if f.summary.namespace == "" {
 		return fmt.Errorf("summarizer: -leader-election-namespace (or POD_NAMESPACE) is required")
+	}
+	if f.summary.maxPerNamespace < 0 {
+		return fmt.Errorf("summarizer: -max-preferences-per-namespace must be 0 (no cap) or more, not %d", f.summary.maxPerNamespace)
 	}
 	signer, err := signerSetup(f.signerCADir, f.summary.namespace, f.agentSA)
 	if err != nil {

@@ -62,7 +62,7 @@ func TestSummarizer(t *testing.T) {
 				boolString(sc.Privileged) != "false" || boolString(sc.AllowPrivilegeEscalation) != "false" || boolString(sc.ReadOnlyRootFilesystem) != "true" {
 				t.Errorf("container securityContext %+v, want every capability dropped, none added, read-only, unprivileged", sc)
 			}
-			wantArgs := []string{"summarizer", "--health-probe-bind-address=:8082", "--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"}
+			wantArgs := []string{"summarizer", "--health-probe-bind-address=:8082", "--leader-election-namespace=$(POD_NAMESPACE)", "--max-preferences-per-namespace=128", "--zap-log-level=info"}
 			signer := func(a string) bool {
 				return strings.HasPrefix(a, "--agent-signer-ca-dir=") || strings.HasPrefix(a, "--agent-service-account=")
 			}
