@@ -256,6 +256,16 @@ func generatedSummarizerRules(t *testing.T) []rbacv1.PolicyRule {
 	return cluster
 }
 
+// generatedSignerRules are the signer's, from controllers/agentcert's markers.
+func generatedSignerRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	cluster, namespaced := readRoles(t, "config/rbac/signer/role.yaml")
+	if len(cluster) == 0 || len(namespaced) != 0 {
+		t.Fatal("config/rbac/signer/role.yaml: want a ClusterRole's rules only")
+	}
+	return cluster
+}
+
 // readRoles reads the rules of the ClusterRole and the Role in a file controller-gen wrote.
 func readRoles(t *testing.T, path string) (cluster, namespaced []rbacv1.PolicyRule) {
 	t.Helper()
@@ -482,8 +492,12 @@ func TestRender(t *testing.T) {
 			// The service accounts the DaemonSet and the summarizer run as, and every binding
 			// pointing at them.
 			summarizer := fullname + "-summarizer"
-			if sa := names(r.serviceAccounts); !cmp.Equal(sa, []string{pod.ServiceAccountName, summarizer}) {
-				t.Fatalf("service accounts %v, want exactly the DaemonSet's %q and the summarizer's", sa, pod.ServiceAccountName)
+			wantSAs := []string{pod.ServiceAccountName, summarizer}
+			if _, ok := r.deployments[fullname+"-signer"]; ok {
+				wantSAs = []string{pod.ServiceAccountName, fullname + "-signer", summarizer}
+			}
+			if sa := names(r.serviceAccounts); !cmp.Equal(sa, wantSAs) {
+				t.Fatalf("service accounts %v, want exactly the DaemonSet's %q, the summarizer's and, when it runs, the signer's", sa, pod.ServiceAccountName)
 			}
 			wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: pod.ServiceAccountName, Namespace: namespace}}
 			summarizerSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: summarizer, Namespace: namespace}}
@@ -521,14 +535,24 @@ func TestRender(t *testing.T) {
 			for name, cr := range r.clusterRoles {
 				gotClusterRoles[name] = cr.Rules
 			}
-			if diff := cmp.Diff(wantClusterRoles, gotClusterRoles); diff != "" {
-				t.Errorf("ClusterRoles (-want +got):\n%s", diff)
-			}
 			for name := range wantClusterRoles {
 				_, bound := r.clusterRoleBindings[name]
 				if forOthers := unboundRole(name); bound == forOthers {
 					t.Errorf("ClusterRole %s bound: %t; the chart binds its own roles only, never a reader's or a tenant's", name, bound)
 				}
+			}
+			// The signer, per-node certificates being the default with metrics.
+			_, signerRuns := r.deployments[fullname+"-signer"]
+			if signerRuns != (tc.metricsAuth && !tc.sharedCert) {
+				t.Errorf("signer Deployment rendered: %v, want it exactly with metrics (per-node certificates)", signerRuns)
+			}
+			if signerRuns {
+				signerSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: fullname + "-signer", Namespace: namespace}}
+				wantClusterRoles[fullname+"-signer"] = generatedSignerRules(t)
+				checkBinding(t, r.clusterRoleBindings, fullname+"-signer", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: fullname + "-signer"}, signerSubjects)
+			}
+			if diff := cmp.Diff(wantClusterRoles, gotClusterRoles); diff != "" {
+				t.Errorf("ClusterRoles (-want +got):\n%s", diff)
 			}
 			if len(r.clusterRoleBindings) != len(wantClusterRoles)-2*btoi(tc.metricsAuth)-2 {
 				t.Errorf("ClusterRoleBindings %v for ClusterRoles %v", keys(r.clusterRoleBindings), keys(wantClusterRoles))
@@ -542,6 +566,17 @@ func TestRender(t *testing.T) {
 					{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"numapref-summary"}, Verbs: []string{"get", "update"}},
 					{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 				},
+			}
+			if signerRuns {
+				// Its CA, the CA ConfigMap and its own ServiceAccount, by name.
+				wantRoles[fullname+"-signer"] = []rbacv1.PolicyRule{
+					{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{fullname + "-signer-ca"}, Verbs: []string{"get", "update"}},
+					{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"numapref-agent-ca"}, Verbs: []string{"get", "update"}},
+					{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"create"}},
+					{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{fullname + "-signer"}, Verbs: []string{"get"}},
+				}
+				checkRoleBinding(t, r.roleBindings, fullname+"-signer", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fullname + "-signer"},
+					[]rbacv1.Subject{{Kind: "ServiceAccount", Name: fullname + "-signer", Namespace: namespace}})
 			}
 			if tc.metricsAuth {
 				// The CA ConfigMap, and nothing else, for every authenticated user.
@@ -707,6 +742,7 @@ func TestGeneratedCopies(t *testing.T) {
 		{"CRDs", "config/crd/bases/*.yaml", chartDir + "/crds/*"},
 		{"agent ClusterRole", "config/rbac/role.yaml", chartDir + "/files/role.yaml"},
 		{"summarizer ClusterRole", "config/rbac/summarizer/role.yaml", chartDir + "/files/summarizer-role.yaml"},
+		{"signer ClusterRole", "config/rbac/signer/role.yaml", chartDir + "/files/signer-role.yaml"},
 		{"node restriction policy", "config/rbac/node_restriction_policy.yaml", chartDir + "/files/node_restriction_policy.yaml"},
 	}
 	for _, tc := range tests {
