@@ -35,6 +35,8 @@ func main() {
 		err = runSummarizer(os.Args[2:])
 	case "signer":
 		err = runSigner(os.Args[2:])
+	case "uninstall-check":
+		err = runUninstallCheck(os.Args[2:])
 	case "probe":
 		err = runProbe(os.Args[2:])
 	case "tasks":
@@ -67,6 +69,7 @@ commands:
   agent   run the node agent (DaemonSet)
   summarizer   add up the node reports into each NumaPreference's status (Deployment)
   signer  keep the agents' CA, sign their node certificates, renew the scraper's token (Deployment)
+  uninstall-check   delete the agents' DaemonSet, wait for their drains, say which nodes keep values (helm's pre-delete hook)
   probe   print this node's kernel NUMA facts as JSON
   tasks   print how the agent sees one container (cgroup, cpuset, tasks) as JSON
   tune-balancing   set kernel.numa_balancing and NUMA balancing's scan knobs (validated

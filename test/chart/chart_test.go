@@ -112,6 +112,9 @@ type rendered struct {
 	// other holds the kinds of other APIs (cert-manager's, admission policies) by
 	// kind/name, decoded as maps.
 	other map[string]map[string]any
+	// hooks holds helm's hook resources (helm.sh/hook) by kind/name, as rendered: they
+	// are no part of the release's resources above.
+	hooks map[string][]byte
 }
 
 // clusterScoped are the kinds the chart renders without a namespace.
@@ -137,14 +140,16 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 		configMaps:          map[string]corev1.ConfigMap{},
 		services:            map[string]corev1.Service{},
 		other:               map[string]map[string]any{},
+		hooks:               map[string][]byte{},
 	}
 	for _, doc := range documents(t, out) {
 		var meta struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
 			Metadata   struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
+				Name        string            `json:"name"`
+				Namespace   string            `json:"namespace"`
+				Annotations map[string]string `json:"annotations"`
 			} `json:"metadata"`
 		}
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
@@ -155,6 +160,10 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 		}
 		if namespaced := !clusterScoped[meta.Kind]; namespaced && meta.Metadata.Namespace != namespace {
 			t.Errorf("%s %s: namespace %q, want the release namespace %q", meta.Kind, meta.Metadata.Name, meta.Metadata.Namespace, namespace)
+		}
+		if _, hook := meta.Metadata.Annotations["helm.sh/hook"]; hook {
+			r.hooks[meta.Kind+"/"+meta.Metadata.Name] = doc
+			continue
 		}
 		strict := func(into any) {
 			t.Helper()
@@ -207,7 +216,7 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 			var o corev1.Service
 			strict(&o)
 			r.services[o.Name] = o
-		case "Issuer", "Certificate", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "PodMonitor", "PrometheusRule":
+		case "Issuer", "Certificate", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "PodMonitor", "PrometheusRule", "ResourceQuota":
 			var o map[string]any
 			strict(&o)
 			r.other[meta.Kind+"/"+meta.Metadata.Name] = o
