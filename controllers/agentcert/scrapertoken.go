@@ -53,7 +53,7 @@ func (t *ScraperToken) Start(ctx context.Context) error {
 		lifetime = time.Hour
 	}
 	for {
-		wait := lifetime / 2
+		var wait time.Duration
 		expires, err := t.renew(ctx, lifetime)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -391,3 +391,16 @@ func TestMakeCA(t *testing.T) {
 		t.Errorf("an issued certificate does not verify: %v", err)
 	}
 }
+
+// TestParseSignerCARefusesACertificateThatIsNoCA: a CA Secret holding another kind of
+// certificate is refused, with the reason, rather than used to sign.
+func TestParseSignerCARefusesACertificateThatIsNoCA(t *testing.T) {
+	certPEM, keyPEM := testSignerCA(t, time.Now().Add(time.Hour), false)
+	if _, err := parseSignerCA(certPEM, keyPEM); err == nil || !strings.Contains(err.Error(), "is not a CA") {
+		t.Errorf("parseSignerCA of a certificate that is no CA: %v", err)
+	}
+	otherCert, _ := testSignerCA(t, time.Now().Add(time.Hour), true)
+	if _, err := parseSignerCA(otherCert, keyPEM); err == nil {
+		t.Error("a CA certificate with another's key was accepted")
+	}
+}

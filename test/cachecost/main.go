@@ -255,12 +255,13 @@ func (p *process) alive() error {
 func (p *process) stop() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.exited:
+	case err := <-p.exited:
+		_ = err // by the signal, or its exit status after a clean shutdown: stopped either way
 		return nil
 	case <-time.After(30 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return fmt.Errorf("the %s did not stop within 30s of SIGTERM; killed", p.name)
+		err := <-p.exited
+		return fmt.Errorf("the %s did not stop within 30s of SIGTERM; killed (%v)", p.name, err)
 	}
 }
 
