@@ -63,7 +63,7 @@ func main() {
 	flag.StringVar(&o.binary, "binary", "", "the numapref binary (CGO_ENABLED=0 go build -trimpath -o /tmp/numapref ./cmd/numapref)")
 	flag.IntVar(&o.n, "n", 1000, "NumaPreferences to create in one namespace")
 	flag.IntVar(&o.annotation, "annotation-bytes", 0, "size of an annotation on each (at most 262,144 less the key)")
-	flag.IntVar(&o.capPerNamespace, "cap", 128, "-max-preferences-per-namespace of both processes (0: no cap)")
+	flag.IntVar(&o.capPerNamespace, "cap", 128, "-max-preferences-per-namespace of both processes (0: no cap; -1: no such flag, for a binary from before it)")
 	flag.BoolVar(&o.watchList, "watchlist", true, "false: the processes list without streaming (KUBE_FEATURE_WatchListClient=false)")
 	flag.IntVar(&o.samples, "samples", 5, "samples of VmRSS")
 	flag.DurationVar(&o.window, "window", 10*time.Second, "how long the samples are spread over")
@@ -122,16 +122,19 @@ func run(o options) (err error) { //nolint:funlen // measurement tooling: the ru
 	if err != nil {
 		return err
 	}
-	capFlag := "-max-preferences-per-namespace=" + strconv.Itoa(o.capPerNamespace)
-	summarizer, err := startProcess(o, dir, "summarizer", binary, "summarizer", "-kubeconfig", kubeconfig,
-		"-leader-election-namespace", "default", "-health-probe-bind-address", "127.0.0.1:0", capFlag)
+	var capFlag []string
+	if o.capPerNamespace >= 0 {
+		capFlag = []string{"-max-preferences-per-namespace=" + strconv.Itoa(o.capPerNamespace)}
+	}
+	summarizer, err := startProcess(o, dir, "summarizer", binary, append([]string{"summarizer", "-kubeconfig", kubeconfig,
+		"-leader-election-namespace", "default", "-health-probe-bind-address", "127.0.0.1:0"}, capFlag...)...)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, summarizer.stop()) }()
-	agent, err := startProcess(o, dir, "agent", binary, "agent", "-node-name", node, "-kubeconfig", kubeconfig,
+	agent, err := startProcess(o, dir, "agent", binary, append([]string{"agent", "-node-name", node, "-kubeconfig", kubeconfig,
 		"-kernel", "emulated", "-emulator-state-dir", filepath.Join(dir, "emulator"), "-state-dir", filepath.Join(dir, "state"),
-		"-cgroup-driver", "cgroupfs", "-metrics-bind-address", "127.0.0.1:0", "-health-probe-bind-address", "127.0.0.1:0", capFlag)
+		"-cgroup-driver", "cgroupfs", "-metrics-bind-address", "127.0.0.1:0", "-health-probe-bind-address", "127.0.0.1:0"}, capFlag...)...)
 	if err != nil {
 		return err
 	}
