@@ -40,13 +40,14 @@ func (w *drainWatch) reportDrain(ctx context.Context, remaining int) error {
 	return w.applyDrain(ctx, numaac.NumaNodeReportStatus().WithConditions(cond))
 }
 
-// clearDrain takes away a Drained condition an earlier agent of the node left.
+// clearDrain takes away a Drained condition an earlier agent of the node left: an apply
+// of no status gives up every field of it the drain's field manager owned.
 func (w *drainWatch) clearDrain(ctx context.Context) error {
-	return w.applyDrain(ctx, numaac.NumaNodeReportStatus())
+	return w.applyDrain(ctx, nil)
 }
 
-// applyDrain applies st under the drain's field manager, the report owned by the Node as
-// the reconciler writes it.
+// applyDrain applies st (nil: none) under the drain's field manager, the report owned by
+// the Node as the reconciler writes it.
 func (w *drainWatch) applyDrain(ctx context.Context, st *numaac.NumaNodeReportStatusApplyConfiguration) error {
 	if w.opts.Node == "" {
 		return nil
@@ -55,8 +56,11 @@ func (w *drainWatch) applyDrain(ctx context.Context, st *numaac.NumaNodeReportSt
 	if err := w.mgr.GetAPIReader().Get(ctx, client.ObjectKey{Name: w.opts.Node}, &node); err != nil {
 		return fmt.Errorf("reading Node %s: %w", w.opts.Node, err)
 	}
-	ac := numaac.NumaNodeReport(w.opts.Node).WithStatus(st).
+	ac := numaac.NumaNodeReport(w.opts.Node).
 		WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").WithName(node.Name).WithUID(node.UID))
+	if st != nil {
+		ac.WithStatus(st)
+	}
 	if err := w.mgr.GetClient().Apply(ctx, ac, client.FieldOwner(DrainFieldManager(w.opts.Node)), client.ForceOwnership); err != nil {
 		return fmt.Errorf("writing the drain's outcome into the report of node %s: %w", w.opts.Node, err)
 	}
