@@ -122,18 +122,23 @@ func specChanged() predicate.Predicate {
 }
 
 // forgetDeletedPreferences has capped free a deleted preference's place in its namespace.
+// The handler is added once the manager runs, not here: an informer asked for before the
+// cache starts is one the manager waits to sync before it starts anything else, and an
+// agent started while the API is unreachable must place from its persisted state at once.
 func forgetDeletedPreferences(mgr ctrl.Manager, capped *PreferenceCap) error {
 	if capped == nil {
 		return nil
 	}
-	inf, err := mgr.GetCache().GetInformer(context.Background(), &numav1.NumaPreference{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		return fmt.Errorf("getting the NumaPreference informer: %w", err)
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: capped.Forget}); err != nil {
-		return fmt.Errorf("watching deleted NumaPreferences: %w", err)
-	}
-	return nil
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		inf, err := mgr.GetCache().GetInformer(ctx, &numav1.NumaPreference{}, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("getting the NumaPreference informer: %w", err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: capped.Forget}); err != nil {
+			return fmt.Errorf("watching deleted NumaPreferences: %w", err)
+		}
+		return nil
+	}))
 }
 
 // forwardChanges turns the engine's change signals into controller events, after one at
