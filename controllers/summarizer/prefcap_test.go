@@ -24,9 +24,18 @@ import (
 )
 
 // TestSummarizeReadsOnlyWhatTheCacheKeeps: the summary of a preference as the summarizer's
-// cache keeps it (summarizerPreference) is the summary of the whole object, and the cache
-// keeps none of its selector, containers or metadata.
+// cache keeps it (summarizerCacheOptions' transform) is the summary of the whole object,
+// and the cache keeps none of its selector, containers or metadata.
 func TestSummarizeReadsOnlyWhatTheCacheKeeps(t *testing.T) {
+	var transform func(any) (any, error)
+	for obj, by := range summarizerCacheOptions().ByObject {
+		if _, ok := obj.(*numav1.NumaPreference); ok {
+			transform = by.Transform
+		}
+	}
+	if transform == nil {
+		t.Fatal("the summarizer's cache has no transform for NumaPreferences")
+	}
 	full := largest.NumaPreference("ns", 1)
 	full.Name, full.Generation = "p", 3
 	full.Spec.Mode, full.Spec.Node = numav1.PlacementModeStatic, ptrTo(int32(1))
@@ -38,7 +47,7 @@ func TestSummarizeReadsOnlyWhatTheCacheKeeps(t *testing.T) {
 		report("a", numav1.PreferenceReport{Pods: 1, Containers: 2, Tasks: 10}, "normal"),
 		report("b", numav1.PreferenceReport{Pods: 1, Skipped: []numav1.ReasonCount{{Reason: numav1.ReasonKernelUnsupported, Count: 1}}}, "disabled"),
 	}
-	cached, err := summarizerPreference(full.DeepCopy())
+	cached, err := transform(full.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +55,7 @@ func TestSummarizeReadsOnlyWhatTheCacheKeeps(t *testing.T) {
 	if lean.Annotations != nil || lean.Labels != nil || lean.Spec.Selector.MatchLabels != nil || lean.Spec.Containers != nil {
 		t.Errorf("the summarizer's cache keeps more than the summary reads: %+v", lean.ObjectMeta)
 	}
-	again, _ := summarizerPreference(lean)
+	again, _ := transform(lean)
 	if diff := cmp.Diff(lean, again); diff != "" {
 		t.Errorf("the transform is not idempotent (-once +twice):\n%s", diff)
 	}

@@ -274,17 +274,22 @@ func (r *SummaryReconciler) apply(ctx context.Context, pref *numav1.NumaPreferen
 	return nil
 }
 
-// SetupSummary registers the summarizer. It runs only on the elected agent, with a cache of
+// summarizerCacheOptions is what the summarizer's cache keeps: of a NumaPreference only
+// what the summary reads (summarizerPreference), so a tenant's objects cost the summarizer
+// little however large they are; of every object, no managedFields.
+func summarizerCacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         map[client.Object]cache.ByObject{&numav1.NumaPreference{}: {Transform: summarizerPreference}},
+	}
+}
+
+// SetupSummary registers the summarizer. It runs only in the elected replica, with a cache of
 // its own that holds every NumaNodeReport: the other agents never receive them.
 func SetupSummary(mgr ctrl.Manager, opts SummaryOptions) error {
 	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
 		o.Scheme = mgr.GetScheme()
-		o.Cache = cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
-			// Of a NumaPreference only what the summary reads: a tenant's objects cost
-			// the summarizer little, however large they are.
-			ByObject: map[client.Object]cache.ByObject{&numav1.NumaPreference{}: {Transform: summarizerPreference}},
-		}
+		o.Cache = summarizerCacheOptions()
 		// The manager's mapper: the agent's (controllers/agent's NodeRESTMapper) maps
 		// reports without asking the API, so the index below is made while the API is
 		// unreachable too.
