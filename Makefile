@@ -47,11 +47,13 @@ generate: ## Regenerate deepcopy, apply configurations, CRDs and RBAC from the G
 	@# certificate) from controllers/agent, the summarizer's from controllers/summarizer and
 	@# the signer it runs, controllers/agentcert.
 	$(CONTROLLER_GEN) rbac:roleName=numapref-agent paths=./controllers/agent/... output:rbac:artifacts:config=config/rbac
-	$(CONTROLLER_GEN) rbac:roleName=numapref-summarizer paths="./controllers/summarizer/...;./controllers/agentcert/..." output:rbac:artifacts:config=config/rbac/summarizer
+	$(CONTROLLER_GEN) rbac:roleName=numapref-summarizer paths=./controllers/summarizer/... output:rbac:artifacts:config=config/rbac/summarizer
+	$(CONTROLLER_GEN) rbac:roleName=numapref-signer paths=./controllers/agentcert/... output:rbac:artifacts:config=config/rbac/signer
 	rm -f charts/numapref/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/numapref/crds/
 	cp config/rbac/role.yaml charts/numapref/files/role.yaml
 	cp config/rbac/summarizer/role.yaml charts/numapref/files/summarizer-role.yaml
+	cp config/rbac/signer/role.yaml charts/numapref/files/signer-role.yaml
 	cp config/rbac/node_restriction_policy.yaml charts/numapref/files/node_restriction_policy.yaml
 	@# The reference pages, from the binary's flag sets, the reason table and the chart's values.
 	go run ./cmd/numapref flags-markdown > docs/reference/flags.md

@@ -46,6 +46,13 @@ const ConditionNodeRestricted = "NodeRestricted"
 // NRINotConnected: new containers are placed only after they start).
 const ConditionNRIConnected = "NRIConnected"
 
+// ConditionDrained, on a NumaNodeReport, is the agent's word on its drain, written once
+// its DaemonSet was deleted (helm uninstall): True (reason Drained) when every value it
+// set is put back, False (reason UndoIncomplete) while some could not be. Its message
+// names the DaemonSet's UID, so that a check of one uninstall reads no earlier one's. A
+// new agent of the node takes it away.
+const ConditionDrained = "Drained"
+
 // Values of NumaNodeReportStatus.NRI.
 const (
 	NRIConnected    = "Connected"

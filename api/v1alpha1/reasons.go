@@ -89,6 +89,15 @@ const (
 	ReasonNoDevicesAllocated          = "NoDevicesAllocated"
 	ReasonDevicesWithoutTopology      = "DevicesWithoutTopology"
 	ReasonDevicesOnOtherNodes         = "DevicesOnOtherNodes"
+	// ReasonTooManyPreferences: the preference's namespace holds more NumaPreferences than
+	// numapref keeps per namespace (--max-preferences-per-namespace); this one is not among
+	// the oldest that are kept, so no agent applies it (Ready False, written by the
+	// summarizer; the metric numapref_preferences_held_back on every agent).
+	ReasonTooManyPreferences = "TooManyPreferences"
+	// ReasonDrained and ReasonUndoIncomplete: the agent's drain after its DaemonSet was
+	// deleted put every value back, or left some (ConditionDrained on the node's report).
+	ReasonDrained        = "Drained"
+	ReasonUndoIncomplete = "UndoIncomplete"
 )
 
 // ReasonInfo says what a reason means to those who count it and those who tell users.
@@ -184,6 +193,11 @@ var reasonTable = map[string]ReasonInfo{
 		Meaning: "FollowDevices: the container's devices are on no NUMA node it may prefer (spec.nodes, or its cpuset.mems)"},
 	ReasonInvalidReport: {Problem: true,
 		Meaning: "the node's report entry for the preference has a reason this summarizer does not know or a count outside 0..MaxEntryCount (a buggy or compromised agent, or one newer than the summarizer): none of its counts is added up, and the node is named in problemNodes"},
+	ReasonDrained: {Meaning: "Drained is True on the node's report: its DaemonSet was deleted (helm uninstall) and the agent put back every value it set"},
+	ReasonUndoIncomplete: {Problem: true,
+		Meaning: "Drained is False on the node's report: its DaemonSet was deleted and the agent could not put back every value it set (the kernel refused some tasks); it keeps trying until it is stopped, and keeps its state dir for a later agent"},
+	ReasonTooManyPreferences: {Problem: true,
+		Meaning: "Ready and Degraded say so: the preference's namespace holds more NumaPreferences than numapref keeps per namespace (--max-preferences-per-namespace, chart value maxPreferencesPerNamespace); the oldest are kept and applied, this one is not: every agent and the summarizer keep only its name, and it selects no pod until older ones are deleted"},
 }
 
 // unknownReason is what a reason without a row means: a problem with a Warning. A reason

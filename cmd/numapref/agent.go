@@ -277,7 +277,8 @@ func addAgentRunnables(mgr ctrl.Manager, f *agentFlags, h *agentHost, ae agentEn
 	opts := agent.NodeAgentOptions{
 		Facts: facts, ReportInterval: f.reportInterval, LedgerDamaged: ae.ledgerDamaged, NodeRestrictionCheck: f.restrictionCheck,
 		// The node's UID, which tells the kubelet's mirror pods, as the reconciler reads it.
-		Node: cgroups.NewNodeIdentity(f.nodeName),
+		Node:          cgroups.NewNodeIdentity(f.nodeName),
+		PreferenceCap: f.preferenceCap,
 	}
 	if err := addStartPlacing(mgr, f, engine, &opts); err != nil {
 		return err
@@ -384,7 +385,7 @@ func newManager(f *agentFlags, reach *agent.APIReachability) (ctrl.Manager, erro
 	// never ends the agent.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  agent.NodeCacheOptions(f.nodeName),
+		Cache:                  agent.NodeCacheOptions(f.nodeName, f.preferenceCap),
 		MapperProvider:         agent.NodeRESTMapper, // starts while the API is unreachable
 		Metrics:                metrics,
 		HealthProbeBindAddress: f.probeAddr,

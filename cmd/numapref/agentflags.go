@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/numapref/numapref/controllers/agent"
 	"github.com/numapref/numapref/controllers/agentcert"
 	"github.com/numapref/numapref/internal/nodeagent"
 	"github.com/numapref/numapref/internal/nodeagent/devices"
@@ -67,6 +68,9 @@ type agentFlags struct {
 	draNUMAAttributes   []string
 	// numaTopologyRoot emulates a host of other NUMA nodes (emulatedtopology.go).
 	numaTopologyRoot string
+	// preferenceCap bounds the cache's NumaPreferences of each namespace
+	// (-max-preferences-per-namespace), shared by the cache and the controller.
+	preferenceCap *agent.PreferenceCap
 }
 
 func (f *agentFlags) register(fs *flag.FlagSet) {
@@ -174,6 +178,10 @@ func parseAgentFlags(args []string) (*agentFlags, error) {
 	if f.podResourcesTimeout < 10*time.Millisecond || f.podResourcesTimeout > time.Minute {
 		return nil, fmt.Errorf("agent: -pod-resources-timeout must be between 10ms and 1m, not %s", f.podResourcesTimeout)
 	}
+	if f.summary.maxPerNamespace < 0 {
+		return nil, fmt.Errorf("agent: -max-preferences-per-namespace must be 0 (no cap) or more, not %d", f.summary.maxPerNamespace)
+	}
+	f.preferenceCap = agent.NewPreferenceCap(f.summary.maxPerNamespace)
 	if f.nriStartGrace < time.Second || f.nriStartGrace > time.Hour {
 		return nil, fmt.Errorf("agent: -nri-start-grace must be between 1s and 1h, not %s", f.nriStartGrace)
 	}

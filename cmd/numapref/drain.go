@@ -22,6 +22,7 @@ func setupDrain(mgr ctrl.Manager, f *agentFlags, engine *nodeagent.Engine) error
 	}
 	return agent.SetupDrain(mgr, engine, agent.DrainOptions{
 		Pod:     types.NamespacedName{Namespace: f.podNamespace, Name: f.podName},
+		Node:    f.nodeName,
 		Drained: func() { removeState(f.stateDir) },
 	})
 }

@@ -6,6 +6,8 @@
 //	numapref agent   the DaemonSet's agent (controllers + apply engine)
 //	numapref summarizer   the summarizer Deployment: adds up the node reports into each
 //	                 NumaPreference's status (one elected replica at a time)
+//	numapref signer  the signer Deployment: the agents' CA (kept in a Secret only it
+//	                 reads), their node certificates, the CA ConfigMap, the scraper's token
 //	numapref probe   this node's kernel NUMA facts as JSON
 //	numapref tasks   how the agent sees one container: cgroup, cpuset, tasks, as JSON
 //	numapref tune-balancing   set kernel.numa_balancing and the scan knobs (the chart's
@@ -31,6 +33,10 @@ func main() {
 		err = runAgent(os.Args[2:])
 	case "summarizer":
 		err = runSummarizer(os.Args[2:])
+	case "signer":
+		err = runSigner(os.Args[2:])
+	case "uninstall-check":
+		err = runUninstallCheck(os.Args[2:])
 	case "probe":
 		err = runProbe(os.Args[2:])
 	case "tasks":
@@ -62,6 +68,8 @@ func usage() {
 commands:
   agent   run the node agent (DaemonSet)
   summarizer   add up the node reports into each NumaPreference's status (Deployment)
+  signer  keep the agents' CA, sign their node certificates, renew the scraper's token (Deployment)
+  uninstall-check   delete the agents' DaemonSet, wait for their drains, say which nodes keep values (helm's pre-delete hook)
   probe   print this node's kernel NUMA facts as JSON
   tasks   print how the agent sees one container (cgroup, cpuset, tasks) as JSON
   tune-balancing   set kernel.numa_balancing and NUMA balancing's scan knobs (validated

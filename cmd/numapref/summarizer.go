@@ -4,7 +4,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/numapref/numapref/controllers/agent"
-	"github.com/numapref/numapref/controllers/agentcert"
 	"github.com/numapref/numapref/controllers/summarizer"
 	"github.com/numapref/numapref/internal/metrics"
 )
@@ -29,6 +27,7 @@ type summaryFlags struct {
 	namespace                                 string
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	quiet, maxDelay, perNode                  time.Duration
+	maxPerNamespace                           int
 }
 
 func (f *summaryFlags) register(fs *flag.FlagSet) {
@@ -40,42 +39,26 @@ func (f *summaryFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 15*time.Second, "how often the leader renews (one API write each) and others try")
 	fs.DurationVar(&f.quiet, "summary-quiet", time.Second, "the elected summarizer writes a preference's status once its reports have been quiet this long ...")
 	fs.DurationVar(&f.maxDelay, "summary-max-delay", 5*time.Second, "... or this long after the first unwritten change")
+	fs.IntVar(&f.maxPerNamespace, "max-preferences-per-namespace", summarizer.DefaultMaxPerNamespace,
+		"how many NumaPreferences of one namespace are applied, the oldest first; the summarizer marks the others TooManyPreferences and every agent keeps only their names, "+
+			"so that no tenant can grow the agents' and the summarizer's memory with objects (give the agents and the summarizer the same value; 0: no cap)")
 	fs.DurationVar(&f.perNode, "summary-per-node", 10*time.Millisecond, "the max delay, and the least time between two status writes of a preference, are at least this much per node: every write reaches every agent")
 }
 
 // runnable campaigns for the summary lease and summarizes while it holds it
 // (summarizer.RunSummarizer): losing the lease stops only the summarizer, which campaigns
 // again.
-func (f *summaryFlags) runnable(mgr manager.Manager, also ...func(ctrl.Manager) error) manager.Runnable {
+func (f *summaryFlags) runnable(mgr manager.Manager) manager.Runnable {
 	election := summarizer.ElectionOptions{Namespace: f.namespace, ID: summaryLease,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
-	summary := summarizer.SummaryOptions{Quiet: f.quiet, MaxDelay: f.maxDelay, PerNode: f.perNode}
-	return summarizer.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary, also...)
+	summary := summarizer.SummaryOptions{Quiet: f.quiet, MaxDelay: f.maxDelay, PerNode: f.perNode, MaxPerNamespace: f.maxPerNamespace}
+	return summarizer.RunSummarizer(mgr.GetConfig(), mgr.GetScheme(), election, summary)
 }
 
-// signerSetup, with -agent-signer-ca-dir, sets up the signer of the agents' node
-// certificates on the elected summarizer (agentcert.SetupAgentCertSigner): it approves
-// and signs a request only from the agents' ServiceAccount bound to the node it names.
-func signerSetup(caDir, namespace, agentSA string) ([]func(ctrl.Manager) error, error) {
-	if caDir == "" {
-		return nil, nil
-	}
-	if agentSA == "" {
-		return nil, errors.New("summarizer: -agent-signer-ca-dir needs -agent-service-account")
-	}
-	certPEM, keyPEM, err := agentcert.LoadSignerCA(caDir)
-	if err != nil {
-		return nil, fmt.Errorf("summarizer: %w", err)
-	}
-	opts := agentcert.SignerOptions{CACertPEM: certPEM, CAKeyPEM: keyPEM, AgentNamespace: namespace, AgentServiceAccount: agentSA}
-	return []func(ctrl.Manager) error{func(m ctrl.Manager) error { return agentcert.SetupAgentCertSigner(m, opts) }}, nil
-}
-
-// summarizerFlags are the summarizer process's flags: its API client, probes and signer,
-// and the summary's own (summaryFlags).
+// summarizerFlags are the summarizer process's flags: its API client and probes, and the
+// summary's own (summaryFlags).
 type summarizerFlags struct {
 	kubeconfig, probeAddr, metricsAddr string
-	signerCADir, agentSA               string
 	summary                            summaryFlags
 }
 
@@ -83,8 +66,6 @@ func (f *summarizerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty: in-cluster")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8082", "health probe address")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "0", `plain-HTTP metrics address (the summary controller's queue and the API requests); "0" disables it`)
-	fs.StringVar(&f.signerCADir, "agent-signer-ca-dir", "", "directory with the CA (tls.crt, tls.key) that signs each agent's own node certificate (signer "+agentcert.AgentServingSigner+"); empty: no signing")
-	fs.StringVar(&f.agentSA, "agent-service-account", "", "the agents' ServiceAccount, in the summarizer's namespace: the only requester whose node certificates are signed")
 	f.summary.register(fs)
 }
 
@@ -101,15 +82,14 @@ func runSummarizer(args []string) error {
 	if f.summary.namespace == "" {
 		return fmt.Errorf("summarizer: -leader-election-namespace (or POD_NAMESPACE) is required")
 	}
-	signer, err := signerSetup(f.signerCADir, f.summary.namespace, f.agentSA)
-	if err != nil {
-		return err
+	if f.summary.maxPerNamespace < 0 {
+		return fmt.Errorf("summarizer: -max-preferences-per-namespace must be 0 (no cap) or more, not %d", f.summary.maxPerNamespace)
 	}
 	mgr, err := newSummarizerManager(f.kubeconfig, f.probeAddr, f.metricsAddr)
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(f.summary.runnable(mgr, signer...)); err != nil {
+	if err := mgr.Add(f.summary.runnable(mgr)); err != nil {
 		return fmt.Errorf("summarizer: adding the summarizer: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/controllers/internal/status"
 	"github.com/numapref/numapref/internal/testutil/builders"
 	"github.com/numapref/numapref/internal/testutil/largest"
 )
@@ -100,7 +101,7 @@ var _ = Describe("NumaPreference bounds", func() {
 		Expect(env.Client.Status().Update(ctx, p)).To(Succeed())
 
 		// The agent's cache itself is under test here, not the controllers reading it.
-		opts := NodeCacheOptions("node-bounds")
+		opts := NodeCacheOptions("node-bounds", NewPreferenceCap(status.DefaultMaxPreferencesPerNamespace))
 		opts.Scheme = env.Scheme
 		c, err := cache.New(env.Config, opts)
 		Expect(err).NotTo(HaveOccurred())

@@ -4,9 +4,8 @@
 package agent
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/controllers/internal/status"
 )
 
 // agentPreference is what an agent keeps of a NumaPreference: its identity, lifecycle and
@@ -18,12 +17,5 @@ func agentPreference(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	return &numav1.NumaPreference{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Generation: p.Generation, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec: p.Spec,
-	}, nil
+	return &numav1.NumaPreference{TypeMeta: p.TypeMeta, ObjectMeta: status.Identity(&p.ObjectMeta), Spec: p.Spec}, nil
 }

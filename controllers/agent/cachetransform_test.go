@@ -11,13 +11,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/controllers/internal/status"
 )
 
 // TestNodeCacheKeepsOnlyThePreferenceSpec: of a NumaPreference, an agent's cache keeps its
 // identity, lifecycle and spec; status and unbounded metadata go.
 func TestNodeCacheKeepsOnlyThePreferenceSpec(t *testing.T) {
 	var transform func(any) (any, error)
-	for obj, by := range NodeCacheOptions("node-a").ByObject {
+	for obj, by := range NodeCacheOptions("node-a", NewPreferenceCap(status.DefaultMaxPreferencesPerNamespace)).ByObject {
 		if _, ok := obj.(*numav1.NumaPreference); ok {
 			transform = by.Transform
 		}

@@ -45,6 +45,9 @@ type DrainOptions struct {
 	// Pod is the agent's own pod (downward API: POD_NAME, POD_NAMESPACE). Its controller
 	// owner reference names the DaemonSet that is watched.
 	Pod types.NamespacedName
+	// Node is the agent's node, whose report gets the drain's outcome (ConditionDrained),
+	// which an uninstall waits for; empty: none is written.
+	Node string
 	// Drained is called once a drain left no ledger entry: the agent removes its state.
 	Drained func()
 	// Retry is how often the owner is looked up again while the API does not answer, and
@@ -105,6 +108,9 @@ func (w *drainWatch) run(ctx context.Context) error {
 	}
 	w.owner = *owner
 	log = log.WithValues("daemonSet", klog.KRef(w.opts.Pod.Namespace, owner.Name))
+	if err := w.clearDrain(ctx); err != nil {
+		log.V(1).Info("Taking away an earlier drain's condition", "error", err.Error())
+	}
 	if err := w.watch(ctx); err != nil {
 		return err
 	}
@@ -261,6 +267,13 @@ func (w *drainWatch) drain(ctx context.Context, log logr.Logger) {
 	for {
 		w.drains.Add(1)
 		remaining := w.engine.Drain()
+		// The drain is reported even when ctx has ended: a drain that SIGTERM interrupted
+		// is the common case, and the uninstall waits for its word.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.LastWords)
+		if err := w.reportDrain(rctx, remaining); err != nil {
+			log.Error(err, "Reporting the drain")
+		}
+		cancel()
 		if remaining == 0 {
 			break
 		}

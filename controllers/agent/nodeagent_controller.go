@@ -92,6 +92,10 @@ type NodeAgentOptions struct {
 	// reconciler reads its UID before it plans and sets it here for the other readers
 	// (placing at start, inspect). nil: the reconciler's own.
 	Node *cgroups.NodeIdentity
+	// PreferenceCap is the cache's bound on each namespace's NumaPreferences
+	// (NodeCacheOptions); the controller frees a deleted preference's place in it. nil:
+	// none.
+	PreferenceCap *PreferenceCap
 }
 
 // NRIState is what the node agent controller reads of the NRI plugin.

@@ -128,6 +128,41 @@ var _ = Describe("Node restriction", Ordered, func() {
 		Expect(node.OwnerReferences).To(BeEmpty())
 	})
 
+	It("admits the agent's Events only as numapref-agent, with its reasons, about a Pod or its own Node", func() {
+		event := func(name string, mod func(*eventsv1.Event)) *eventsv1.Event {
+			e := &eventsv1.Event{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, EventTime: metav1.NowMicro(),
+				ReportingController: "numapref-agent", ReportingInstance: "numapref-agent-restrict-a",
+				Action: "SetPreferredNode", Reason: numav1.ReasonApplied, Type: corev1.EventTypeNormal, Note: "placed",
+				Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "db-0", APIVersion: "v1"},
+			}
+			if mod != nil {
+				mod(e)
+			}
+			return e
+		}
+		Eventually(func() error { return agent.Create(ctx, event("own-pod", nil)) }).Should(Succeed())
+		Expect(agent.Create(ctx, event("own-node", func(e *eventsv1.Event) {
+			e.Namespace, e.Reason, e.Type = "default", numav1.ReasonLedgerDamaged, corev1.EventTypeWarning
+			e.Regarding = corev1.ObjectReference{Kind: "Node", Name: "restrict-a", APIVersion: "v1"}
+		}))).To(Succeed())
+		for name, c := range map[string]struct {
+			mod  func(*eventsv1.Event)
+			want string
+		}{
+			"as-kubelet":     {func(e *eventsv1.Event) { e.ReportingController, e.Reason = "kubelet", numav1.ReasonApplied }, "only as numapref-agent"},
+			"foreign-reason": {func(e *eventsv1.Event) { e.Reason = "Killing" }, "only with a reason of its own"},
+			"other-node": {func(e *eventsv1.Event) {
+				e.Regarding = corev1.ObjectReference{Kind: "Node", Name: "restrict-b", APIVersion: "v1"}
+			}, "about its own Node only"},
+			"about-a-secret": {func(e *eventsv1.Event) { e.Regarding.Kind = "Secret" }, "only about a Pod or its own Node"},
+		} {
+			err := agent.Create(ctx, event(name, c.mod))
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", name, err)
+			Expect(err.Error()).To(ContainSubstring(c.want), name)
+		}
+	})
+
 	// Last: it deletes the policy's binding.
 	It("lets the agent prove the restriction, and report NodeRestrictionMissing once the binding is gone", func() {
 		opts := testAgentOptions

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,6 +53,9 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine, opts NodeA
 			return fmt.Errorf("adding NRI change forwarder: %w", err)
 		}
 	}
+	if err := forgetDeletedPreferences(mgr, opts.PreferenceCap); err != nil {
+		return err
+	}
 	if opts.NodeRestrictionCheck > 0 {
 		check := newRestrictionCheck(mgr.GetClient(), nodeName, opts.NodeRestrictionCheck, changes)
 		if err := mgr.Add(check); err != nil {
@@ -85,13 +89,16 @@ func SetupNodeAgent(mgr ctrl.Manager, nodeName string, engine Engine, opts NodeA
 // NodeCacheOptions scopes an agent's cache to what its node needs: its own pods and its own
 // NumaNodeReport, never other nodes'. NumaPreferences stay cached cluster-wide: their specs
 // decide which pods are selected, and only the summarizer writes their status, coalesced.
-// Of a NumaPreference the cache keeps only what the agent reads (agentPreference).
-func NodeCacheOptions(node string) cache.Options {
+// Of a NumaPreference the cache keeps only what the agent reads (agentPreference), and of
+// a namespace past its cap only names (capped; nil keeps every one whole). Give the same
+// capped to SetupNodeAgent (NodeAgentOptions.PreferenceCap), which frees a deleted one's
+// place.
+func NodeCacheOptions(node string, capped *PreferenceCap) cache.Options {
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", node)},
 			&numav1.NumaNodeReport{}: {Field: fields.OneTermEqualSelector("metadata.name", node)},
-			&numav1.NumaPreference{}: {Transform: agentPreference},
+			&numav1.NumaPreference{}: {Transform: capped.Transform},
 		},
 		// Nothing reads managedFields from the cache (everything is server-side applied);
 		// dropping them keeps the agent's memory small.
@@ -103,13 +110,35 @@ func NodeCacheOptions(node string) cache.Options {
 const maxStatusRetryDelay = 10 * time.Second
 
 // specChanged passes the NumaPreference events this node must react to: spec and lifecycle
-// changes. Status writes (the summarizer's) change neither.
+// changes, and a preference held back by the cache or taken whole (PreferenceCap). Other
+// status writes (the summarizer's) change none of them.
 func specChanged() predicate.Predicate {
 	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return !e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp())
+			return !e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp()) ||
+				HeldBack(e.ObjectOld) != HeldBack(e.ObjectNew)
 		},
 	})
+}
+
+// forgetDeletedPreferences has capped free a deleted preference's place in its namespace.
+// The handler is added once the manager runs, not here: an informer asked for before the
+// cache starts is one the manager waits to sync before it starts anything else, and an
+// agent started while the API is unreachable must place from its persisted state at once.
+func forgetDeletedPreferences(mgr ctrl.Manager, capped *PreferenceCap) error {
+	if capped == nil {
+		return nil
+	}
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		inf, err := mgr.GetCache().GetInformer(ctx, &numav1.NumaPreference{}, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("getting the NumaPreference informer: %w", err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: capped.Forget}); err != nil {
+			return fmt.Errorf("watching deleted NumaPreferences: %w", err)
+		}
+		return nil
+	}))
 }
 
 // forwardChanges turns the engine's change signals into controller events, after one at

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/numapref/numapref/controllers/internal/status"
 	"github.com/numapref/numapref/controllers/summarizer"
 	"github.com/numapref/numapref/internal/testutil/ctrltest"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
@@ -59,7 +60,8 @@ var (
 type agentSetup struct {
 	cfg         *rest.Config // how the agent reaches the apiserver
 	opts        NodeAgentOptions
-	summarize   bool          // run the summary controller beside the agent
+	summarize   bool // run the summary controller beside the agent
+	summary     summarizer.SummaryOptions
 	syncTimeout time.Duration // the manager's default CacheSyncTimeout (0: controller-runtime's 2 minutes)
 	runnables   []manager.Runnable
 }
@@ -68,6 +70,15 @@ type agentOption func(*agentSetup)
 
 // withSummarizer runs the summary controller in the agent's manager.
 func withSummarizer() agentOption { return func(s *agentSetup) { s.summarize = true } }
+
+// withPreferenceCap gives the agent and its summarizer a cap of n NumaPreferences per
+// namespace.
+func withPreferenceCap(n int) agentOption {
+	return func(s *agentSetup) {
+		s.opts.PreferenceCap = NewPreferenceCap(n)
+		s.summary.MaxPerNamespace = n
+	}
+}
 
 // withConfig has the agent reach the apiserver through c instead of the suite's config.
 func withConfig(c *rest.Config) agentOption { return func(s *agentSetup) { s.cfg = c } }
@@ -96,13 +107,16 @@ type runningAgent struct {
 // testAgentOptions and without the summarizer.
 func startAgent(node string, engine Engine, options ...agentOption) *runningAgent {
 	GinkgoHelper()
-	s := agentSetup{cfg: env.Config, opts: testAgentOptions}
+	s := agentSetup{cfg: env.Config, opts: testAgentOptions, summary: testSummaryOptions}
 	for _, o := range options {
 		o(&s)
 	}
+	if s.opts.PreferenceCap == nil {
+		s.opts.PreferenceCap = NewPreferenceCap(status.DefaultMaxPreferencesPerNamespace)
+	}
 	mgr, err := ctrl.NewManager(s.cfg, ctrl.Options{
 		Scheme:  env.Scheme,
-		Cache:   NodeCacheOptions(node),
+		Cache:   NodeCacheOptions(node, s.opts.PreferenceCap),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Several agents share this test process; each has its own "nodeagent" controller.
 		Controller:     config.Controller{SkipNameValidation: ptr.To(true), CacheSyncTimeout: s.syncTimeout},
@@ -115,7 +129,7 @@ func startAgent(node string, engine Engine, options ...agentOption) *runningAgen
 		Expect(mgr.Add(r)).To(Succeed())
 	}
 	if s.summarize {
-		Expect(summarizer.SetupSummary(mgr, testSummaryOptions)).To(Succeed())
+		Expect(summarizer.SetupSummary(mgr, s.summary)).To(Succeed())
 	}
 	a := &runningAgent{mgr: mgr}
 	a.stop, a.done = env.RunManager(mgr)

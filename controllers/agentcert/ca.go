@@ -13,8 +13,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -22,21 +20,6 @@ import (
 type signerCA struct {
 	cert *x509.Certificate
 	key  crypto.Signer
-}
-
-// LoadSignerCA reads the signer's CA from dir: tls.crt and tls.key, as a kubernetes.io/tls
-// Secret mounts them. It checks that the certificate is a CA and matches the key.
-func LoadSignerCA(dir string) (certPEM, keyPEM []byte, err error) {
-	if certPEM, err = os.ReadFile(filepath.Join(dir, "tls.crt")); err != nil {
-		return nil, nil, fmt.Errorf("reading the signer's CA certificate: %w", err)
-	}
-	if keyPEM, err = os.ReadFile(filepath.Join(dir, "tls.key")); err != nil {
-		return nil, nil, fmt.Errorf("reading the signer's CA key: %w", err)
-	}
-	if _, err := parseSignerCA(certPEM, keyPEM); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	return certPEM, keyPEM, nil
 }
 
 // parseSignerCA parses a CA certificate and its key, and checks that they match and that

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -36,10 +37,26 @@ func denyCSR(reason, format string, args ...any) csrDecision {
 	return csrDecision{reason: reason, message: fmt.Sprintf(format, args...)}
 }
 
-// decideCSR decides a CSR of AgentServingSigner from the CSR and the Node its requester's
-// token is bound to (nil when that node does not exist): approve only a request by
-// requester (the agents' ServiceAccount) whose names are that node's, for serving.
-func decideCSR(csr *certificatesv1.CertificateSigningRequest, node *corev1.Node, requester string) csrDecision {
+// addressBook names, for each address any Node reports (InternalIP or ExternalIP), the
+// Nodes that report it.
+type addressBook map[string][]string
+
+// addressBookOf is the address book of nodes.
+func addressBookOf(nodes ...corev1.Node) addressBook {
+	book := addressBook{}
+	for i := range nodes {
+		for _, ip := range inspect.NodeIPs(&nodes[i]) {
+			book[ip.String()] = append(book[ip.String()], nodes[i].Name)
+		}
+	}
+	return book
+}
+
+// decideCSR decides a CSR of AgentServingSigner from the CSR, the Node its requester's
+// token is bound to (nil when that node does not exist) and the addresses every Node
+// reports: approve only a request by requester (the agents' ServiceAccount) whose names
+// are that node's, for serving.
+func decideCSR(csr *certificatesv1.CertificateSigningRequest, node *corev1.Node, requester string, book addressBook) csrDecision {
 	if csr.Spec.Username != requester {
 		return denyCSR(CSRReasonWrongRequester, "requested by %q, not by the agents' service account %q", csr.Spec.Username, requester)
 	}
@@ -58,7 +75,7 @@ func decideCSR(csr *certificatesv1.CertificateSigningRequest, node *corev1.Node,
 	if err != nil {
 		return denyCSR(CSRReasonBadRequest, "%v", err)
 	}
-	if err := checkNodeNames(req, node); err != nil {
+	if err := checkNodeNames(req, node, book); err != nil {
 		return denyCSR(CSRReasonSANsNotNodes, "%v", err)
 	}
 	return csrDecision{reason: CSRReasonAgentNode, request: req,
@@ -123,8 +140,14 @@ func parseServingRequest(data []byte) (*x509.CertificateRequest, error) {
 }
 
 // checkNodeNames checks that a request names node and nothing else: common name and DNS
-// names the node's name, IP addresses (at least one) among its addresses, no URI or email.
-func checkNodeNames(req *x509.CertificateRequest, node *corev1.Node) error {
+// names the node's name, IP addresses (at least one) among the InternalIP addresses its
+// kubelet reports and reported by no other Node (book), no URI or email.
+//
+// A node's own status proves little: root on the node holds its kubelet's credentials,
+// which may write that status. What it cannot write is another Node's status, so an
+// address another Node reports (its kubelet's, or the cloud controller's) is never signed
+// for this one: root on one node cannot get a certificate for the address of another.
+func checkNodeNames(req *x509.CertificateRequest, node *corev1.Node, book addressBook) error {
 	if req.Subject.CommonName != node.Name {
 		return fmt.Errorf("common name %q is not node %q", req.Subject.CommonName, node.Name)
 	}
@@ -142,10 +165,13 @@ func checkNodeNames(req *x509.CertificateRequest, node *corev1.Node) error {
 	if len(req.IPAddresses) == 0 {
 		return fmt.Errorf("no IP address: node %q is dialled by its IP", node.Name)
 	}
-	ips := inspect.NodeIPs(node)
+	ips := inspect.NodeInternalIPs(node)
 	for _, ip := range req.IPAddresses {
 		if !slices.ContainsFunc(ips, ip.Equal) {
-			return fmt.Errorf("IP address %s is not one of node %q's %v", ip, node.Name, ips)
+			return fmt.Errorf("IP address %s is not one of node %q's InternalIP addresses %v", ip, node.Name, ips)
+		}
+		if others := slices.DeleteFunc(slices.Clone(book[ip.String()]), func(n string) bool { return n == node.Name }); len(others) > 0 {
+			return fmt.Errorf("IP address %s of node %q is also reported by Node %s", ip, node.Name, strings.Join(others, ", "))
 		}
 	}
 	return nil

@@ -32,8 +32,8 @@ import (
 
 // NodeCertificate obtains this node's own serving certificate through the CSR API and
 // renews it: a key made in memory (never written anywhere), a request naming the node
-// (CommonName and DNS SAN) and its addresses (IP SANs, from the Node's status), signed by
-// AgentServingSigner: the summarizer signs it only for the agent bound to that node
+// (CommonName and DNS SAN) and its addresses (IP SANs: the Node's InternalIP addresses), signed by
+// AgentServingSigner: the signer signs it only for the agent bound to that node
 // (SetupAgentCertSigner). A client that dials a node's address and checks the certificate
 // names that node can then tell one agent from another: root on one node cannot pose as
 // another node's agent. It is a controller-runtime Runnable; GetCertificate serves the
@@ -80,7 +80,7 @@ func (c *NodeCertificate) Ready(*http.Request) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cert == nil {
-		return errors.New("this node's serving certificate is not issued yet: is the summarizer (the signer of " + AgentServingSigner + ") running?")
+		return errors.New("this node's serving certificate is not issued yet: is the signer of " + AgentServingSigner + " (the release's signer Deployment) running?")
 	}
 	if now := c.clock().Now(); !now.Before(c.cert.Leaf.NotAfter) {
 		return fmt.Errorf("this node's serving certificate expired at %s and no new one is issued", c.cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
@@ -133,9 +133,9 @@ func (c *NodeCertificate) obtain(ctx context.Context) (*tls.Certificate, error) 
 	if err != nil {
 		return nil, fmt.Errorf("getting Node %s for its addresses: %w", c.Node, err)
 	}
-	ips := inspect.NodeIPs(node)
+	ips := inspect.NodeInternalIPs(node)
 	if len(ips) == 0 {
-		return nil, fmt.Errorf("node %s reports no InternalIP or ExternalIP address", c.Node)
+		return nil, fmt.Errorf("node %s reports no InternalIP address", c.Node)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -18,16 +18,16 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// The agent's side and the summarizer's together, on a real apiserver: the agent of node A
+// The agent's side and the signer's together, on a real apiserver: the agent of node A
 // (the agents' ServiceAccount, A's node-name claim, the agent role's CSR rights) asks for its
 // node certificate and serves what the signer issued, which names A and verifies with the CA.
 var _ = Describe("An agent's node certificate", func() {
 	ctx := context.Background()
 
-	It("is asked for by the agent and signed by the summarizer's signer", func() {
+	It("is asked for by the agent and signed by the signer", func() {
 		ensureNodeWithIP(ctx, "nodecert-a", "10.2.0.1")
 		caPEM, keyPEM := testSignerCA(GinkgoT(), time.Now().Add(24*time.Hour), true)
-		grant(ctx, "numapref-nodecert-signer", signerRules, testSummarizerUser)
+		grant(ctx, "numapref-nodecert-signer", signerRules, testSignerUser)
 		// The agent's generated rights: get on Nodes, get and create on CSRs.
 		grant(ctx, "numapref-nodecert-agent", []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},

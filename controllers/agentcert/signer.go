@@ -40,7 +40,7 @@ const (
 
 // SignerOptions configure the agents' serving-certificate signer.
 type SignerOptions struct {
-	// CACertPEM and CAKeyPEM are the signing CA (LoadSignerCA reads them).
+	// CACertPEM and CAKeyPEM are the signing CA (CASecret.Ensure keeps it).
 	CACertPEM, CAKeyPEM []byte
 	// AgentNamespace and AgentServiceAccount name the agents' ServiceAccount: the only
 	// requester whose CSRs are approved.
@@ -50,7 +50,7 @@ type SignerOptions struct {
 	MaxTTL time.Duration
 	Clock  clock.PassiveClock
 	// Recorder, when set, records an Event on each CSR the signer denies or signs. The
-	// summarizer needs the rights to create events for it.
+	// signer needs the rights to create events for it.
 	Recorder recorder.EventRecorder
 }
 
@@ -58,8 +58,8 @@ type SignerOptions struct {
 // (AgentServingSigner), and denies those it cannot verify: a requester other than the
 // agents' ServiceAccount, no node bound to its token, or names other than that node's.
 type AgentCertSigner struct {
-	client    client.Client
-	reader    client.Reader // Nodes, read from the API: the signer caches none
+	client    client.Client // the CSRs and the Nodes' addresses, from the cache
+	reader    client.Reader // a Node the cache does not hold yet, from the API
 	ca        *signerCA
 	requester string
 	opts      SignerOptions
@@ -67,8 +67,9 @@ type AgentCertSigner struct {
 
 var _ reconcile.Reconciler = (*AgentCertSigner)(nil)
 
-// NewAgentCertSigner makes the signer. It writes CSRs through c and reads Nodes through
-// reader (a manager's API reader: the signer needs a few Nodes, rarely).
+// NewAgentCertSigner makes the signer. It writes CSRs through c, reads the Nodes'
+// addresses through c's cache (SignerCacheByObject) and a Node the cache does not hold yet
+// through reader (a manager's API reader).
 func NewAgentCertSigner(c client.Client, reader client.Reader, opts SignerOptions) (*AgentCertSigner, error) {
 	if opts.AgentNamespace == "" || opts.AgentServiceAccount == "" {
 		return nil, errors.New("the agent signer needs the agents' namespace and service account")
@@ -113,23 +114,46 @@ func pendingAgentCSR(o client.Object) bool {
 }
 
 // SignerCacheByObject scopes a manager's cache of CSRs to AgentServingSigner's (a field
-// selector the apiserver supports), instead of every CSR of the cluster.
+// selector the apiserver supports), instead of every CSR of the cluster, and keeps of each
+// Node its name and addresses only (nodeAddresses).
 func SignerCacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&certificatesv1.CertificateSigningRequest{}: {Field: fields.OneTermEqualSelector("spec.signerName", AgentServingSigner)},
+		&corev1.Node{}: {Transform: nodeAddresses},
 	}
 }
 
-// The summarizer's rights as the signer: read the CSRs, approve or deny them, write the
-// certificate, for this one signer only (AgentServingSigner), and read the Node a CSR
-// names. make generate writes them into the summarizer's role, with the summarizer's own
-// (controllers/summarizer); the agents' rights to ask are the agent's role's
-// (controllers/agent).
+// maxNodeAddresses bounds the addresses the signer keeps of one Node: a node's status is
+// its kubelet's to write, root on it included.
+const maxNodeAddresses = 16
+
+// nodeAddresses is what the signer keeps of a Node: its name and its InternalIP and
+// ExternalIP addresses, to tell whether another Node reports an address a CSR names.
+func nodeAddresses(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
+	for _, a := range n.Status.Addresses {
+		if (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) && len(out.Status.Addresses) < maxNodeAddresses {
+			out.Status.Addresses = append(out.Status.Addresses, a)
+		}
+	}
+	return out, nil
+}
+
+// The signer's rights: read the CSRs, approve or deny them, write the certificate, for
+// this one signer only (AgentServingSigner), and read the Nodes' addresses. make generate
+// writes them into the signer's own ClusterRole (config/rbac/signer, the chart's
+// files/signer-role.yaml); what it keeps in its namespace (its CA Secret, the CA
+// ConfigMap, the scraper's token) is the chart's signer Role, by name. The agents' rights
+// to ask are the agent's role's (controllers/agent).
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests,verbs=get;list;watch
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/approval,verbs=update
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/status,verbs=update
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=approve;sign,resourceNames=numapref.io/agent-serving
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // Reconcile decides one CSR from the CSR and its Node, approves or denies it, and signs
 // what it approved. A CSR approved by someone else is signed only if it passes the same
@@ -146,7 +170,11 @@ func (r *AgentCertSigner) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	err = r.act(ctx, &csr, decideCSR(&csr, node, r.requester))
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing the Nodes' addresses: %w", err)
+	}
+	err = r.act(ctx, &csr, decideCSR(&csr, node, r.requester, addressBookOf(nodes.Items...)))
 	if apierrors.IsConflict(err) {
 		// Another replica, or this one a moment ago, changed the CSR since the cache
 		// showed it: the change's watch event brings it back.
@@ -177,7 +205,10 @@ func (r *AgentCertSigner) claimedNode(ctx context.Context, csr *certificatesv1.C
 		return nil, nil
 	}
 	var node corev1.Node
-	err := r.reader.Get(ctx, client.ObjectKey{Name: name}, &node)
+	err := r.client.Get(ctx, client.ObjectKey{Name: name}, &node)
+	if apierrors.IsNotFound(err) { // a node just joined, before the cache has it
+		err = r.reader.Get(ctx, client.ObjectKey{Name: name}, &node)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

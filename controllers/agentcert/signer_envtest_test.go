@@ -28,8 +28,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
-// testSummarizerUser is the summarizer's ServiceAccount, as the signer spec runs it.
-const testSummarizerUser = "system:serviceaccount:numapref-system:numapref-summarizer"
+// testSignerUser is the signer's ServiceAccount, as the signer spec runs it.
+const testSignerUser = "system:serviceaccount:numapref-system:numapref-signer"
 
 // signerRules are the rights of the signer's markers (signer.go): the signer runs with these
 // only, so that the spec fails if they do not suffice.
@@ -37,7 +37,7 @@ var signerRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval", "certificatesigningrequests/status"}, Verbs: []string{"update"}},
 	{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{AgentServingSigner}, Verbs: []string{"approve", "sign"}},
-	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 }
 
 // grant binds a new ClusterRole of rules to users.
@@ -73,12 +73,12 @@ func impersonating(user, node string) client.Client {
 	return cl
 }
 
-// startSigner runs the signer in a manager of its own, as the summarizer, with its rights
+// startSigner runs the signer in a manager of its own, as the signer's process does, with its rights
 // only, until the end of the spec.
 func startSigner(opts SignerOptions) {
 	GinkgoHelper()
 	c := rest.CopyConfig(env.Config)
-	c.Impersonate = rest.ImpersonationConfig{UserName: testSummarizerUser}
+	c.Impersonate = rest.ImpersonationConfig{UserName: testSignerUser}
 	mgr, err := ctrl.NewManager(c, ctrl.Options{
 		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache:      cache.Options{ByObject: SignerCacheByObject()},
@@ -145,10 +145,10 @@ var _ = Describe("Signer of the agents' serving certificates", func() {
 		var keyPEM []byte
 		caPEM, keyPEM = testSignerCA(GinkgoT(), time.Now().Add(24*time.Hour), true)
 		opts = SignerOptions{CACertPEM: caPEM, CAKeyPEM: keyPEM, AgentNamespace: "numapref-system", AgentServiceAccount: "numapref-agent"}
-		grant(ctx, "numapref-signer-test", signerRules, testSummarizerUser)
+		grant(ctx, "numapref-signer-test", signerRules, testSignerUser)
 		grant(ctx, "numapref-signer-test-events", []rbacv1.PolicyRule{
 			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		}, testSummarizerUser)
+		}, testSignerUser)
 		grant(ctx, "numapref-signer-test-requesters", []rbacv1.PolicyRule{
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create"}},
 		}, testAgentRequester, otherUser)
@@ -213,6 +213,23 @@ var _ = Describe("Signer of the agents' serving certificates", func() {
 			g.Expect(csr.Status.Conditions).To(BeEmpty())
 			g.Expect(csr.Status.Certificate).To(BeEmpty())
 		}, "500ms").Should(Succeed())
+	})
+
+	It("denies a node an InternalIP another Node reports too, which root on it wrote into its own status", func() {
+		node := &corev1.Node{}
+		Expect(env.Client.Get(ctx, client.ObjectKey{Name: "signer-a"}, node)).To(Succeed())
+		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.1.0.2"})
+		Expect(env.Client.Status().Update(ctx, node)).To(Succeed())
+		DeferCleanup(func() { ensureNodeWithIP(ctx, "signer-a", "10.1.0.1") })
+		startSigner(opts)
+		requestCSR(ctx, agentA, "signer-claims-b-ip", AgentServingSigner, "10.1.0.2")
+		Eventually(func(g Gomega) {
+			csr := getCSR(ctx, g, "signer-claims-b-ip")
+			t, reason := csrDecided(csr)
+			g.Expect([]string{string(t), reason}).To(Equal([]string{string(certificatesv1.CertificateDenied), CSRReasonSANsNotNodes}))
+			g.Expect(csr.Status.Conditions[0].Message).To(ContainSubstring("also reported by Node signer-b"))
+			g.Expect(csr.Status.Certificate).To(BeEmpty())
+		}).Should(Succeed())
 	})
 
 	It("fails, unsigned, a request someone else approved that names another node", func() {

@@ -16,8 +16,6 @@ import (
 	"math/big"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +103,8 @@ func TestDecideAgentCSR(t *testing.T) {
 	req := func(cn string, ips []string, names x509.CertificateRequest) []byte {
 		return servingRequest(t, key, cn, ips, names)
 	}
+	// Node b also reports fd00::1 (root on a wrote it into a's status, or the other way).
+	nodeB := testNodeWithIPs("b", "10.0.0.2", "fd00::1")
 	valid := req("a", []string{"10.0.0.1"}, x509.CertificateRequest{})
 	tampered := valid
 	if block, _ := pem.Decode(valid); block != nil {
@@ -115,11 +115,16 @@ func TestDecideAgentCSR(t *testing.T) {
 	cases := map[string]struct {
 		csr  *certificatesv1.CertificateSigningRequest
 		node *corev1.Node
+		book addressBook // default: nodeA's and nodeB's
 		want string
 	}{
 		"valid": {csr: agentCSR("c", "a", valid), node: nodeA, want: CSRReasonAgentNode},
-		"valid, every IP, the DNS name, all serving usages": {node: nodeA, want: CSRReasonAgentNode,
-			csr: agentCSR("c", "a", req("a", []string{"10.0.0.1", "fd00::1", "192.0.2.1"}, x509.CertificateRequest{DNSNames: []string{"a"}}),
+		"an ExternalIP": {node: nodeA, want: CSRReasonSANsNotNodes,
+			csr: agentCSR("c", "a", req("a", []string{"10.0.0.1", "192.0.2.1"}, x509.CertificateRequest{}))},
+		"an InternalIP another Node reports too": {node: nodeA, want: CSRReasonSANsNotNodes,
+			csr: agentCSR("c", "a", req("a", []string{"fd00::1"}, x509.CertificateRequest{}))},
+		"valid, every InternalIP, the DNS name, all serving usages": {node: nodeA, want: CSRReasonAgentNode, book: addressBookOf(*nodeA),
+			csr: agentCSR("c", "a", req("a", []string{"10.0.0.1", "fd00::1"}, x509.CertificateRequest{DNSNames: []string{"a"}}),
 				func(c *certificatesv1.CertificateSigningRequest) {
 					c.Spec.Usages = append(c.Spec.Usages, certificatesv1.UsageKeyEncipherment)
 				})},
@@ -165,7 +170,11 @@ func TestDecideAgentCSR(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d := decideCSR(tc.csr, tc.node, testAgentRequester)
+			book := tc.book
+			if book == nil {
+				book = addressBookOf(*nodeA, *nodeB)
+			}
+			d := decideCSR(tc.csr, tc.node, testAgentRequester, book)
 			if diff := cmp.Diff(tc.want, d.reason); diff != "" {
 				t.Fatalf("reason (-want +got):\n%s\nmessage: %s", diff, d.message)
 			}
@@ -213,7 +222,8 @@ func TestIssueAgentCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	csr := agentCSR("c", "a", servingRequest(t, ecKey(t), "a", []string{"10.0.0.1", "fd00::1"}, x509.CertificateRequest{DNSNames: []string{"a"}}))
-	d := decideCSR(csr, testNodeWithIPs("a", "10.0.0.1", "fd00::1"), testAgentRequester)
+	node := testNodeWithIPs("a", "10.0.0.1", "fd00::1")
+	d := decideCSR(csr, node, testAgentRequester, addressBookOf(*node))
 	if !d.approved() {
 		t.Fatalf("the test's CSR is refused: %s", d.message)
 	}
@@ -305,46 +315,6 @@ func TestAgentCertificateLifetime(t *testing.T) {
 	}
 }
 
-func TestLoadSignerCA(t *testing.T) {
-	end := time.Now().Add(24 * time.Hour)
-	caCert, caKey := testSignerCA(t, end, true)
-	leafCert, leafKey := testSignerCA(t, end, false)
-	write := func(files map[string][]byte) string {
-		dir := t.TempDir()
-		for name, data := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return dir
-	}
-	cases := map[string]struct {
-		files   map[string][]byte
-		wantErr string
-	}{
-		"helm's genCA":     {files: map[string][]byte{"tls.crt": caCert, "tls.key": caKey}},
-		"no key":           {files: map[string][]byte{"tls.crt": caCert}, wantErr: "reading the signer's CA key"},
-		"no certificate":   {files: map[string][]byte{"tls.key": caKey}, wantErr: "reading the signer's CA certificate"},
-		"not a CA":         {files: map[string][]byte{"tls.crt": leafCert, "tls.key": leafKey}, wantErr: "is not a CA"},
-		"another CA's key": {files: map[string][]byte{"tls.crt": caCert, "tls.key": leafKey}, wantErr: "loading the signer's CA"},
-		"junk certificate": {files: map[string][]byte{"tls.crt": []byte("junk"), "tls.key": caKey}, wantErr: "loading the signer's CA"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			certPEM, keyPEM, err := LoadSignerCA(write(tc.files))
-			if tc.wantErr == "" {
-				if err != nil || len(certPEM) == 0 || len(keyPEM) == 0 {
-					t.Fatalf("LoadSignerCA: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("LoadSignerCA: error %v, want one saying %q", err, tc.wantErr)
-			}
-		})
-	}
-}
-
 func TestPendingAgentCSR(t *testing.T) {
 	withConditions := func(cs ...certificatesv1.RequestConditionType) func(*certificatesv1.CertificateSigningRequest) {
 		return func(c *certificatesv1.CertificateSigningRequest) {
@@ -393,5 +363,44 @@ func TestNewAgentCertSigner(t *testing.T) {
 	}
 	if _, err := NewAgentCertSigner(nil, nil, SignerOptions{CACertPEM: certPEM, AgentNamespace: "ns", AgentServiceAccount: "sa"}); err == nil {
 		t.Error("a signer without its CA key")
+	}
+}
+
+// TestMakeCA: the CA the signer makes may sign certificates and nothing else, and signs
+// what it issues.
+func TestMakeCA(t *testing.T) {
+	now := time.Now()
+	certPEM, keyPEM, err := makeCA(now, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := parseSignerCA(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca.cert.KeyUsage != x509.KeyUsageCertSign|x509.KeyUsageCRLSign || !ca.cert.MaxPathLenZero || ca.cert.NotAfter.Sub(now) > 25*time.Hour {
+		t.Errorf("CA usages %v, path length zero %v, until %s", ca.cert.KeyUsage, ca.cert.MaxPathLenZero, ca.cert.NotAfter)
+	}
+	csr := agentCSR("c", "a", servingRequest(t, ecKey(t), "a", []string{"10.0.0.1"}, x509.CertificateRequest{}))
+	node := testNodeWithIPs("a", "10.0.0.1")
+	d := decideCSR(csr, node, testAgentRequester, addressBookOf(*node))
+	cert := parseIssued(t, ca, d.request, now, time.Hour)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now}); err != nil {
+		t.Errorf("an issued certificate does not verify: %v", err)
+	}
+}
+
+// TestParseSignerCARefusesACertificateThatIsNoCA: a CA Secret holding another kind of
+// certificate is refused, with the reason, rather than used to sign.
+func TestParseSignerCARefusesACertificateThatIsNoCA(t *testing.T) {
+	certPEM, keyPEM := testSignerCA(t, time.Now().Add(time.Hour), false)
+	if _, err := parseSignerCA(certPEM, keyPEM); err == nil || !strings.Contains(err.Error(), "is not a CA") {
+		t.Errorf("parseSignerCA of a certificate that is no CA: %v", err)
+	}
+	otherCert, _ := testSignerCA(t, time.Now().Add(time.Hour), true)
+	if _, err := parseSignerCA(otherCert, keyPEM); err == nil {
+		t.Error("a CA certificate with another's key was accepted")
 	}
 }

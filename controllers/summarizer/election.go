@@ -13,12 +13,10 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/numapref/numapref/controllers/agentcert"
 	"github.com/numapref/numapref/controllers/internal/runnable"
 )
 
@@ -32,14 +30,13 @@ type ElectionOptions struct {
 // while it holds it, runs the summarizer (SetupSummary) in a manager of its own. Losing the
 // lease (an apiserver too slow to renew it, say) stops only the summarizer, which then
 // campaigns again: the node agent beside it keeps enforcing on its node, as it would not if
-// the lease were the agent manager's, whose loss ends the process. Each of also sets up more
-// on the elected manager (the agents' certificate signer).
-func RunSummarizer(cfg *rest.Config, scheme *runtime.Scheme, election ElectionOptions, opts SummaryOptions, also ...func(ctrl.Manager) error) manager.Runnable {
+// the lease were the agent manager's, whose loss ends the process.
+func RunSummarizer(cfg *rest.Config, scheme *runtime.Scheme, election ElectionOptions, opts SummaryOptions) manager.Runnable {
 	var clk clock.Clock = clock.RealClock{}
 	return runnable.NodeLocal(func(ctx context.Context) error {
 		log := ctrl.LoggerFrom(ctx).WithName("summarizer")
 		for {
-			err := runSummarizerOnce(ctx, cfg, scheme, election, opts, also)
+			err := runSummarizerOnce(ctx, cfg, scheme, election, opts)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -53,12 +50,10 @@ func RunSummarizer(cfg *rest.Config, scheme *runtime.Scheme, election ElectionOp
 	})
 }
 
-func runSummarizerOnce(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, election ElectionOptions, opts SummaryOptions, also []func(ctrl.Manager) error) error {
+func runSummarizerOnce(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, election ElectionOptions, opts SummaryOptions) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		// Only the CSRs of the agents' signer, if the signer runs here (agentcert.SetupAgentCertSigner).
-		Cache: cache.Options{ByObject: agentcert.SignerCacheByObject()},
 		// Each campaign makes the summary controller anew, under the same name (its
 		// metrics go on); the one before it has stopped.
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
@@ -76,11 +71,6 @@ func runSummarizerOnce(ctx context.Context, cfg *rest.Config, scheme *runtime.Sc
 	}
 	if err := SetupSummary(mgr, opts); err != nil {
 		return err
-	}
-	for _, setup := range also {
-		if err := setup(mgr); err != nil {
-			return err
-		}
 	}
 	return mgr.Start(ctx)
 }

@@ -64,7 +64,12 @@ type SummaryOptions struct {
 	// preference's status sends agents at most its size per PerNode: 2s up to 200 nodes,
 	// 10s at 1,000, 50s at 5,000. A spec change waits MinInterval only.
 	PerNode time.Duration
-	Clock   clock.PassiveClock
+	// MaxPerNamespace is how many NumaPreferences of one namespace are applied, the oldest
+	// first (status.CompareAge); the others get Ready False with reason TooManyPreferences,
+	// which makes every agent keep only their names. 0: no cap. The agents must be given the
+	// same (their PreferenceCap).
+	MaxPerNamespace int
+	Clock           clock.PassiveClock
 }
 
 func (o *SummaryOptions) defaults() {
@@ -97,6 +102,8 @@ type SummaryReconciler struct {
 	pending map[types.NamespacedName]burst // report changes not written yet
 	written map[types.NamespacedName]time.Time
 	reports int // NumaNodeReports in the cache: the agents a status write reaches
+
+	ages *ageIndex // each namespace's preferences by age, for the cap
 }
 
 // burst is when the unwritten report changes of one preference began and last came.
@@ -109,7 +116,7 @@ var _ reconcile.Reconciler = (*SummaryReconciler)(nil)
 func NewSummaryReconciler(c client.Client, opts SummaryOptions) *SummaryReconciler {
 	opts.defaults()
 	return &SummaryReconciler{client: c, opts: opts,
-		pending: map[types.NamespacedName]burst{}, written: map[types.NamespacedName]time.Time{}}
+		pending: map[types.NamespacedName]burst{}, written: map[types.NamespacedName]time.Time{}, ages: newAgeIndex()}
 }
 
 // The summarizer's rights, and only its: the chart and config/rbac/summarizer give them to
@@ -129,11 +136,10 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		r.forget(req.NamespacedName)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	reports, err := r.reportsOf(ctx, req.NamespacedName)
+	want, refused, err := r.statusOf(ctx, &pref)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	want, refused := summarize(&pref, reports)
 	if equality.Semantic.DeepEqual(want, pref.Status) {
 		r.settled(req.NamespacedName, false)
 		return reconcile.Result{}, nil
@@ -148,6 +154,20 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	ctrl.LoggerFrom(ctx).V(2).Info("Updated summary", "nodes", want.Summary.Nodes, "pods", want.Summary.Pods, "tasks", want.Summary.Tasks)
 	logRefused(ctrl.LoggerFrom(ctx), refused)
 	return reconcile.Result{}, nil
+}
+
+// statusOf is the status pref should have: past its namespace's cap, the cap's verdict
+// (overCapStatus); otherwise its reports' summary.
+func (r *SummaryReconciler) statusOf(ctx context.Context, pref *numav1.NumaPreference) (numav1.NumaPreferenceStatus, []refusal, error) {
+	if over, total := r.overCap(pref); over {
+		return overCapStatus(pref, total, r.opts.MaxPerNamespace), nil, nil
+	}
+	reports, err := r.reportsOf(ctx, client.ObjectKeyFromObject(pref))
+	if err != nil {
+		return numav1.NumaPreferenceStatus{}, nil, err
+	}
+	want, refused := summarize(pref, reports)
+	return want, refused, nil
 }
 
 // reportsOf lists the reports with an entry for preference key, and those that may have
@@ -254,12 +274,22 @@ func (r *SummaryReconciler) apply(ctx context.Context, pref *numav1.NumaPreferen
 	return nil
 }
 
-// SetupSummary registers the summarizer. It runs only on the elected agent, with a cache of
+// summarizerCacheOptions is what the summarizer's cache keeps: of a NumaPreference only
+// what the summary reads (summarizerPreference), so a tenant's objects cost the summarizer
+// little however large they are; of every object, no managedFields.
+func summarizerCacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject:         map[client.Object]cache.ByObject{&numav1.NumaPreference{}: {Transform: summarizerPreference}},
+	}
+}
+
+// SetupSummary registers the summarizer. It runs only in the elected replica, with a cache of
 // its own that holds every NumaNodeReport: the other agents never receive them.
 func SetupSummary(mgr ctrl.Manager, opts SummaryOptions) error {
 	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
 		o.Scheme = mgr.GetScheme()
-		o.Cache = cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+		o.Cache = summarizerCacheOptions()
 		// The manager's mapper: the agent's (controllers/agent's NodeRESTMapper) maps
 		// reports without asking the API, so the index below is made while the API is
 		// unreachable too.
@@ -278,7 +308,7 @@ func SetupSummary(mgr ctrl.Manager, opts SummaryOptions) error {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("summary").
 		WithOptions(controller.Options{CacheSyncTimeout: runnable.CacheSyncPatience}).
-		WatchesRawSource(source.Kind(cl.GetCache(), &numav1.NumaPreference{}, &handler.TypedEnqueueRequestForObject[*numav1.NumaPreference]{})).
+		WatchesRawSource(source.Kind(cl.GetCache(), &numav1.NumaPreference{}, r.preferenceHandler())).
 		WatchesRawSource(source.Kind(cl.GetCache(), &numav1.NumaNodeReport{}, r.reportHandler())).
 		Complete(r)
 	if err != nil {

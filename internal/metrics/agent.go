@@ -190,10 +190,34 @@ var (
 			"(a refusal by something other than the policy, an error, a webhook that cannot dry-run).")
 )
 
+// Why the agent's cache keeps a NumaPreference by name only: the label values of
+// numapref_preferences_held_back.
+const (
+	// HeldOverCap: the summarizer judged it past its namespace's cap (reason
+	// TooManyPreferences in its status).
+	HeldOverCap = "over_cap"
+	// HeldUnjudged: its namespace already has twice the cap whole in this agent's cache and
+	// the summarizer has not judged it yet (a flood of new preferences).
+	HeldUnjudged = "unjudged"
+)
+
+// PreferencesHeldBack counts the NumaPreferences the agent's cache keeps by name only, by
+// why (controllers/agent's PreferenceCap). The alert NumaprefPreferencesHeldBack fires on
+// it.
+var PreferencesHeldBack = func() *prometheus.GaugeVec {
+	g := gaugeVec("preferences_held_back",
+		"NumaPreferences this agent keeps by name only and applies to no pod, by why: over_cap (the summarizer judged them past "+
+			"their namespace's cap, --max-preferences-per-namespace: reason TooManyPreferences in their status), unjudged (their "+
+			"namespace has twice the cap whole in this agent's cache and the summarizer has not judged them yet).", "why")
+	g.WithLabelValues(HeldOverCap)
+	g.WithLabelValues(HeldUnjudged)
+	return g
+}()
+
 // RegisterControllers registers the agent's controllers' metrics and the API requests in
 // reg.
 func RegisterControllers(reg prometheus.Registerer) error {
-	return register(reg, APIRequests, ReportWrites, NodeRestrictionMissing)
+	return register(reg, APIRequests, ReportWrites, NodeRestrictionMissing, PreferencesHeldBack)
 }
 
 // NewAPIReachable is numapref_api_reachable, which the agent's API reachability sets.

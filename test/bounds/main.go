@@ -40,6 +40,7 @@ import (
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/controllers/agent"
+	"github.com/numapref/numapref/controllers/summarizer"
 	"github.com/numapref/numapref/internal/testutil/largest"
 )
 
@@ -152,7 +153,7 @@ func cacheOptions(mode string, scheme *k8sruntime.Scheme) (cache.Options, error)
 	var opts cache.Options
 	switch mode {
 	case "agent":
-		opts = agent.NodeCacheOptions("node-bounds")
+		opts = agent.NodeCacheOptions("node-bounds", agent.NewPreferenceCap(summarizer.DefaultMaxPerNamespace))
 	case "managedfields":
 		opts = cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	default:

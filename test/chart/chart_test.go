@@ -112,6 +112,9 @@ type rendered struct {
 	// other holds the kinds of other APIs (cert-manager's, admission policies) by
 	// kind/name, decoded as maps.
 	other map[string]map[string]any
+	// hooks holds helm's hook resources (helm.sh/hook) by kind/name, as rendered: they
+	// are no part of the release's resources above.
+	hooks map[string][]byte
 }
 
 // clusterScoped are the kinds the chart renders without a namespace.
@@ -137,14 +140,16 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 		configMaps:          map[string]corev1.ConfigMap{},
 		services:            map[string]corev1.Service{},
 		other:               map[string]map[string]any{},
+		hooks:               map[string][]byte{},
 	}
 	for _, doc := range documents(t, out) {
 		var meta struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
 			Metadata   struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
+				Name        string            `json:"name"`
+				Namespace   string            `json:"namespace"`
+				Annotations map[string]string `json:"annotations"`
 			} `json:"metadata"`
 		}
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
@@ -155,6 +160,10 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 		}
 		if namespaced := !clusterScoped[meta.Kind]; namespaced && meta.Metadata.Namespace != namespace {
 			t.Errorf("%s %s: namespace %q, want the release namespace %q", meta.Kind, meta.Metadata.Name, meta.Metadata.Namespace, namespace)
+		}
+		if _, hook := meta.Metadata.Annotations["helm.sh/hook"]; hook {
+			r.hooks[meta.Kind+"/"+meta.Metadata.Name] = doc
+			continue
 		}
 		strict := func(into any) {
 			t.Helper()
@@ -207,7 +216,7 @@ func render(t *testing.T, values map[string]any, extra ...string) rendered {
 			var o corev1.Service
 			strict(&o)
 			r.services[o.Name] = o
-		case "Issuer", "Certificate", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "PodMonitor", "PrometheusRule":
+		case "Issuer", "Certificate", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "PodMonitor", "PrometheusRule", "ResourceQuota":
 			var o map[string]any
 			strict(&o)
 			r.other[meta.Kind+"/"+meta.Metadata.Name] = o
@@ -252,6 +261,16 @@ func generatedSummarizerRules(t *testing.T) []rbacv1.PolicyRule {
 	cluster, namespaced := readRoles(t, "config/rbac/summarizer/role.yaml")
 	if len(cluster) == 0 || len(namespaced) != 0 {
 		t.Fatal("config/rbac/summarizer/role.yaml: want a ClusterRole's rules only")
+	}
+	return cluster
+}
+
+// generatedSignerRules are the signer's, from controllers/agentcert's markers.
+func generatedSignerRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	cluster, namespaced := readRoles(t, "config/rbac/signer/role.yaml")
+	if len(cluster) == 0 || len(namespaced) != 0 {
+		t.Fatal("config/rbac/signer/role.yaml: want a ClusterRole's rules only")
 	}
 	return cluster
 }
@@ -319,7 +338,7 @@ func TestRender(t *testing.T) {
 			name:        "defaults",
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--max-preferences-per-namespace=128", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--page-migration-rate=25600", "--page-migration-max-busy=0.25", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=[$(HOST_IP)]:8443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -330,7 +349,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"forkEvents": false, "kernel": "emulated"},
 			caps:        []corev1.Capability{"SYS_PTRACE"},
 			hostNetwork: false,
-			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=false", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--max-preferences-per-namespace=128", "--fork-events=false", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--page-migration-rate=25600", "--page-migration-max-busy=0.25", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -347,7 +366,7 @@ func TestRender(t *testing.T) {
 			},
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--max-tasks-per-container=8", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/srv/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=500ms", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
+			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--max-tasks-per-container=8", "--max-preferences-per-namespace=128", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--page-migration-rate=25600", "--page-migration-max-busy=0.25", "--pod-resources-socket=/srv/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=500ms", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
 				"--metrics-bind-address=0", "--health-probe-bind-address=:9081",
 				"--zap-log-level=debug"),
 			ports:       []corev1.ContainerPort{{Name: "health", ContainerPort: 9081}},
@@ -358,7 +377,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"cgroupDriver": "cgroupfs", "logLevel": "3", "metrics": map[string]any{"enabled": true, "port": 9443}},
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--max-preferences-per-namespace=128", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--page-migration-rate=25600", "--page-migration-max-busy=0.25", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
 				"--metrics-bind-address=[$(HOST_IP)]:9443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=3"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9443}, {Name: "health", ContainerPort: 8081}},
@@ -486,8 +505,12 @@ func TestRender(t *testing.T) {
 			// The service accounts the DaemonSet and the summarizer run as, and every binding
 			// pointing at them.
 			summarizer := fullname + "-summarizer"
-			if sa := names(r.serviceAccounts); !cmp.Equal(sa, []string{pod.ServiceAccountName, summarizer}) {
-				t.Fatalf("service accounts %v, want exactly the DaemonSet's %q and the summarizer's", sa, pod.ServiceAccountName)
+			wantSAs := []string{pod.ServiceAccountName, summarizer}
+			if _, ok := r.deployments[fullname+"-signer"]; ok {
+				wantSAs = []string{pod.ServiceAccountName, fullname + "-signer", summarizer}
+			}
+			if sa := names(r.serviceAccounts); !cmp.Equal(sa, wantSAs) {
+				t.Fatalf("service accounts %v, want exactly the DaemonSet's %q, the summarizer's and, when it runs, the signer's", sa, pod.ServiceAccountName)
 			}
 			wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: pod.ServiceAccountName, Namespace: namespace}}
 			summarizerSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: summarizer, Namespace: namespace}}
@@ -525,14 +548,24 @@ func TestRender(t *testing.T) {
 			for name, cr := range r.clusterRoles {
 				gotClusterRoles[name] = cr.Rules
 			}
-			if diff := cmp.Diff(wantClusterRoles, gotClusterRoles); diff != "" {
-				t.Errorf("ClusterRoles (-want +got):\n%s", diff)
-			}
 			for name := range wantClusterRoles {
 				_, bound := r.clusterRoleBindings[name]
 				if forOthers := unboundRole(name); bound == forOthers {
 					t.Errorf("ClusterRole %s bound: %t; the chart binds its own roles only, never a reader's or a tenant's", name, bound)
 				}
+			}
+			// The signer, per-node certificates being the default with metrics.
+			_, signerRuns := r.deployments[fullname+"-signer"]
+			if signerRuns != (tc.metricsAuth && !tc.sharedCert) {
+				t.Errorf("signer Deployment rendered: %v, want it exactly with metrics (per-node certificates)", signerRuns)
+			}
+			if signerRuns {
+				signerSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: fullname + "-signer", Namespace: namespace}}
+				wantClusterRoles[fullname+"-signer"] = generatedSignerRules(t)
+				checkBinding(t, r.clusterRoleBindings, fullname+"-signer", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: fullname + "-signer"}, signerSubjects)
+			}
+			if diff := cmp.Diff(wantClusterRoles, gotClusterRoles); diff != "" {
+				t.Errorf("ClusterRoles (-want +got):\n%s", diff)
 			}
 			if len(r.clusterRoleBindings) != len(wantClusterRoles)-2*btoi(tc.metricsAuth)-2 {
 				t.Errorf("ClusterRoleBindings %v for ClusterRoles %v", keys(r.clusterRoleBindings), keys(wantClusterRoles))
@@ -546,6 +579,17 @@ func TestRender(t *testing.T) {
 					{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"numapref-summary"}, Verbs: []string{"get", "update"}},
 					{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 				},
+			}
+			if signerRuns {
+				// Its CA, the CA ConfigMap and its own ServiceAccount, by name.
+				wantRoles[fullname+"-signer"] = []rbacv1.PolicyRule{
+					{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{fullname + "-signer-ca"}, Verbs: []string{"get", "update"}},
+					{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"numapref-agent-ca"}, Verbs: []string{"get", "update"}},
+					{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"create"}},
+					{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{fullname + "-signer"}, Verbs: []string{"get"}},
+				}
+				checkRoleBinding(t, r.roleBindings, fullname+"-signer", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: fullname + "-signer"},
+					[]rbacv1.Subject{{Kind: "ServiceAccount", Name: fullname + "-signer", Namespace: namespace}})
 			}
 			if tc.metricsAuth {
 				// The CA ConfigMap, and nothing else, for every authenticated user.
@@ -671,6 +715,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"rescanInterval without unit", map[string]any{"rescanInterval": "10"}, "rescanInterval"},
 		{"rescanInterval as number", map[string]any{"rescanInterval": 10}, "rescanInterval"},
 		{"maxTasksPerContainer zero", map[string]any{"maxTasksPerContainer": 0}, "maxTasksPerContainer"},
+		{"maxPreferencesPerNamespace negative", map[string]any{"maxPreferencesPerNamespace": -1}, "maxPreferencesPerNamespace"},
 		{"forkEvents as string", map[string]any{"forkEvents": "yes"}, "forkEvents"},
 		{"relative NRI socket", map[string]any{"nri": map[string]any{"enabled": true, "socket": "nri.sock"}}, "socket"},
 		{"NRI socket at the root", map[string]any{"nri": map[string]any{"enabled": true, "socket": "/nri.sock"}}, "socket"},
@@ -710,6 +755,7 @@ func TestGeneratedCopies(t *testing.T) {
 		{"CRDs", "config/crd/bases/*.yaml", chartDir + "/crds/*"},
 		{"agent ClusterRole", "config/rbac/role.yaml", chartDir + "/files/role.yaml"},
 		{"summarizer ClusterRole", "config/rbac/summarizer/role.yaml", chartDir + "/files/summarizer-role.yaml"},
+		{"signer ClusterRole", "config/rbac/signer/role.yaml", chartDir + "/files/signer-role.yaml"},
 		{"node restriction policy", "config/rbac/node_restriction_policy.yaml", chartDir + "/files/node_restriction_policy.yaml"},
 	}
 	for _, tc := range tests {

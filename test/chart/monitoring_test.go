@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,18 +125,18 @@ func TestPodMonitor(t *testing.T) {
 			t.Errorf("selector %s=%s does not match the agent pods' labels %v", k, v, pods)
 		}
 	}
-	ca := r.configMaps["numapref-agent-ca"]
 	if ep.Port != "metrics" || ep.Scheme != "https" || ep.Path != "/metrics" || !ep.HonorLabels {
 		t.Errorf("endpoint %+v: want port metrics, https, /metrics, honorLabels", ep)
 	}
-	if ep.TLSConfig.CA.ConfigMap.Name != "numapref-agent-ca" || ep.TLSConfig.CA.ConfigMap.Key != "ca.crt" || ca.Data["ca.crt"] == "" {
-		t.Errorf("TLS CA %+v: want the chart's ConfigMap numapref-agent-ca, key ca.crt", ep.TLSConfig.CA)
+	// The signer publishes the ConfigMap with per-node certificates (the default).
+	if ep.TLSConfig.CA.ConfigMap.Name != "numapref-agent-ca" || ep.TLSConfig.CA.ConfigMap.Key != "ca.crt" {
+		t.Errorf("TLS CA %+v: want the ConfigMap numapref-agent-ca, key ca.crt", ep.TLSConfig.CA)
 	}
 	// Per-node certificates (the default): Prometheus verifies each target's address,
 	// which its node's certificate names; no shared name. With one certificate for all,
 	// the published name.
-	if ep.TLSConfig.ServerName != "" || ca.Data["serverName"] != "" || ca.Data["verify"] != "node" {
-		t.Errorf("serverName %q (ConfigMap: %q, verify %q), want none: each agent's address is verified", ep.TLSConfig.ServerName, ca.Data["serverName"], ca.Data["verify"])
+	if ep.TLSConfig.ServerName != "" {
+		t.Errorf("serverName %q, want none: each agent's address is verified", ep.TLSConfig.ServerName)
 	}
 	sharedValues := monitoringValues(map[string]any{"enabled": true}, nil, nil)
 	sharedValues["tls"] = map[string]any{"nodeCertificates": false}
@@ -148,9 +149,18 @@ func TestPodMonitor(t *testing.T) {
 	if ep.Authorization.Type != "Bearer" || ep.Authorization.Credentials.Name != scraper || ep.Authorization.Credentials.Key != "token" {
 		t.Errorf("authorization %+v: want the Bearer token of Secret %s", ep.Authorization, scraper)
 	}
-	sec := r.secrets[scraper]
-	if sec.Type != corev1.SecretTypeServiceAccountToken || sec.Annotations[corev1.ServiceAccountNameKey] != scraper {
-		t.Errorf("Secret %s: type %q, annotations %v: want the token of ServiceAccount %s", scraper, sec.Type, sec.Annotations, scraper)
+	// No token Secret that never expires: the signer keeps an expiring one there.
+	if sec, ok := r.secrets[scraper]; ok {
+		t.Errorf("the release renders Secret %s (type %q): the signer keeps an expiring token there", scraper, sec.Type)
+	}
+	signer := r.deployments[release+"-numapref-signer"].Spec.Template.Spec.Containers[0].Args
+	for _, a := range []string{"--scraper-token-secret=" + scraper, "--scraper-service-account=" + scraper, "--scraper-token-lifetime=1h"} {
+		if !slices.Contains(signer, a) {
+			t.Errorf("signer args %v lack %s", signer, a)
+		}
+	}
+	if role := r.roles[release+"-numapref-signer"]; !grantsVerb(role.Rules, "serviceaccounts/token", "create") {
+		t.Errorf("the signer may not ask for the scraper's token: %+v", role.Rules)
 	}
 	checkBinding(t, r.clusterRoleBindings, scraper,
 		rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: release + "-numapref-metrics-reader"},
@@ -167,21 +177,24 @@ func TestPodMonitor(t *testing.T) {
 	}
 }
 
-// With requireAgentAudience no ServiceAccount token works: the chart wants a Secret named.
+// The signer's token is bound to the agents' audience, so requireAgentAudience works with
+// it; a Secret named instead is used as it is, and the signer keeps none.
 func TestPodMonitorAgentAudience(t *testing.T) {
 	values := monitoringValues(map[string]any{"enabled": true}, nil, nil)
 	values["metrics"].(map[string]any)["requireAgentAudience"] = true
-	_, stderr, err := helmTemplate(t, values, operatorAPIs...)
-	if err == nil || !strings.Contains(stderr, "set metrics.podMonitor.tokenSecret.name") {
-		t.Errorf("helm template: %v, want a failure asking for tokenSecret:\n%s", err, stderr)
-	}
+	render(t, values, operatorAPIs...)
 	values["metrics"].(map[string]any)["podMonitor"] = map[string]any{"enabled": true, "tokenSecret": map[string]any{"name": "agent-token", "key": "t"}}
 	r := render(t, values, operatorAPIs...)
 	if _, ep := podMonitorOf(t, r); ep.Authorization.Credentials.Name != "agent-token" || ep.Authorization.Credentials.Key != "t" {
 		t.Errorf("credentials %+v, want agent-token/t", ep.Authorization.Credentials)
 	}
-	if _, ok := r.secrets[release+"-numapref-metrics-scraper"]; ok {
-		t.Error("the scraper's token Secret rendered although a Secret is named")
+	if slices.Contains(names(r.serviceAccounts), release+"-numapref-metrics-scraper") {
+		t.Error("the scraper's identity rendered although a Secret is named")
+	}
+	for _, a := range r.deployments[release+"-numapref-signer"].Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--scraper-") {
+			t.Errorf("the signer keeps a scraper token although a Secret is named: %s", a)
+		}
 	}
 }
 

@@ -7,7 +7,6 @@ package chart
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -31,8 +30,8 @@ func TestSummarizer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := render(t, tc.values)
 			d, ok := r.deployments[fullname+"-summarizer"]
-			if !ok || len(r.deployments) != 1 {
-				t.Fatalf("deployments %v, want the summarizer's", keys(r.deployments))
+			if _, signer := r.deployments[fullname+"-signer"]; !ok || !signer || len(r.deployments) != 2 {
+				t.Fatalf("deployments %v, want the summarizer's and the signer's", keys(r.deployments))
 			}
 			if d.Spec.Replicas == nil || *d.Spec.Replicas != tc.replicas {
 				t.Errorf("replicas = %v, want %d", d.Spec.Replicas, tc.replicas)
@@ -52,21 +51,17 @@ func TestSummarizer(t *testing.T) {
 			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
 				t.Errorf("pod securityContext %+v, want non-root", psc)
 			}
-			// Per-node certificates (the default) add the CA's volume, read-only, and the
-			// signer's flags: TestNodeCertificates checks those.
-			if len(pod.Containers) != 1 || slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name != "signer-ca" }) {
-				t.Fatalf("%d containers and volumes %v, want one container and no volume but the signer's CA", len(pod.Containers), pod.Volumes)
+			// The summarizer signs nothing: it mounts nothing (TestNodeCertificates).
+			if len(pod.Containers) != 1 || len(pod.Volumes) != 0 {
+				t.Fatalf("%d containers and volumes %v, want one container and no volume", len(pod.Containers), pod.Volumes)
 			}
 			c := pod.Containers[0]
 			if sc := c.SecurityContext; sc == nil || sc.Capabilities == nil || !cmp.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 ||
 				boolString(sc.Privileged) != "false" || boolString(sc.AllowPrivilegeEscalation) != "false" || boolString(sc.ReadOnlyRootFilesystem) != "true" {
 				t.Errorf("container securityContext %+v, want every capability dropped, none added, read-only, unprivileged", sc)
 			}
-			wantArgs := []string{"summarizer", "--health-probe-bind-address=:8082", "--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"}
-			signer := func(a string) bool {
-				return strings.HasPrefix(a, "--agent-signer-ca-dir=") || strings.HasPrefix(a, "--agent-service-account=")
-			}
-			if diff := cmp.Diff(wantArgs, slices.DeleteFunc(slices.Clone(c.Args), signer)); diff != "" {
+			wantArgs := []string{"summarizer", "--health-probe-bind-address=:8082", "--leader-election-namespace=$(POD_NAMESPACE)", "--max-preferences-per-namespace=128", "--zap-log-level=info"}
+			if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)
 			}
 
@@ -95,6 +90,21 @@ func grants(rules []rbacv1.PolicyRule, resources ...string) bool {
 	for _, r := range rules {
 		for _, res := range resources {
 			if slices.Contains(r.Resources, res) || slices.Contains(r.Resources, "*") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// grantsVerb tells whether rules grant any of verbs on resource.
+func grantsVerb(rules []rbacv1.PolicyRule, resource string, verbs ...string) bool {
+	for _, r := range rules {
+		if !slices.Contains(r.Resources, resource) && !slices.Contains(r.Resources, "*") {
+			continue
+		}
+		for _, v := range verbs {
+			if slices.Contains(r.Verbs, v) || slices.Contains(r.Verbs, "*") {
 				return true
 			}
 		}

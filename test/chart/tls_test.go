@@ -6,9 +6,14 @@
 package chart
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +31,9 @@ const (
 	fullname   = release + "-numapref"
 	serverName = fullname + "-agent." + namespace + ".svc"
 	tlsSecret  = fullname + "-agent-tls"
-	caSecret   = fullname + "-agent-ca"
+	caSecret   = fullname + "-signer-ca"
+	cmCASecret = fullname + "-cm-ca"
+	signerName = fullname + "-signer"
 )
 
 func parseCert(t *testing.T, what string, b []byte) *x509.Certificate {
@@ -42,7 +49,9 @@ func parseCert(t *testing.T, what string, b []byte) *x509.Certificate {
 	return c
 }
 
-// caConfigMap checks the published CA and name and returns the CA certificate.
+// caConfigMap checks the published trust anchor and name and returns the anchor: the
+// shared certificate itself, which is no CA, so that its key, which the release holds,
+// can sign nothing a client accepts.
 func caConfigMap(t *testing.T, r rendered) *x509.Certificate {
 	t.Helper()
 	cm, ok := r.configMaps[inspect.CAConfigMap]
@@ -52,22 +61,14 @@ func caConfigMap(t *testing.T, r rendered) *x509.Certificate {
 	if got := cm.Data[inspect.CAConfigMapNameKey]; got != serverName {
 		t.Errorf("ConfigMap %s = %q, want %q", inspect.CAConfigMapNameKey, got, serverName)
 	}
-	ca := parseCert(t, "ConfigMap ca.crt", []byte(cm.Data[inspect.CAConfigMapCAKey]))
-	if !ca.IsCA {
-		t.Error("the published certificate is not a CA")
+	anchor := parseCert(t, "ConfigMap ca.crt", []byte(cm.Data[inspect.CAConfigMapCAKey]))
+	if anchor.IsCA || anchor.KeyUsage&x509.KeyUsageCertSign != 0 {
+		t.Error("the published certificate may sign certificates: its key is in the release")
 	}
-	// The CA Secret holds the same certificate, with the key no pod mounts.
-	sec, ok := r.secrets[caSecret]
-	if !ok || sec.Type != corev1.SecretTypeTLS {
-		t.Fatalf("CA Secret %s: %+v", caSecret, sec.Type)
+	if _, ok := r.secrets[caSecret]; ok {
+		t.Errorf("the release holds the CA Secret %s", caSecret)
 	}
-	if string(sec.Data["tls.crt"]) != cm.Data[inspect.CAConfigMapCAKey] {
-		t.Error("the CA Secret and the ConfigMap hold different certificates")
-	}
-	if _, err := tls.X509KeyPair(sec.Data["tls.crt"], sec.Data["tls.key"]); err != nil {
-		t.Errorf("CA Secret: %v", err)
-	}
-	return ca
+	return anchor
 }
 
 // sharedCertificate is the values of one serving certificate for every agent, signed by
@@ -83,7 +84,7 @@ func sharedCertificate(tlsValues map[string]any) map[string]any {
 // TestServingCertificate: what the agents serve and how clients verify it, for both ways
 // the chart provisions it, and nothing of it without the metrics port.
 func TestServingCertificate(t *testing.T) {
-	t.Run("generated: signed by the published CA for the published name", func(t *testing.T) {
+	t.Run("generated: self-signed, published, for the published name", func(t *testing.T) {
 		r := render(t, sharedCertificate(nil))
 		ca := caConfigMap(t, r)
 		sec, ok := r.secrets[tlsSecret]
@@ -100,7 +101,15 @@ func TestServingCertificate(t *testing.T) {
 			t.Errorf("the serving certificate does not verify with the published CA as %s: %v", serverName, err)
 		}
 		if string(sec.Data["ca.crt"]) != string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})) {
-			t.Error("the serving Secret's ca.crt is not the published CA")
+			t.Error("the serving Secret's ca.crt is not the published certificate")
+		}
+		// A certificate its key signs does not verify with the anchor: the key is no CA's.
+		forged := signWith(t, ca, sec.Data["tls.key"], serverName)
+		if _, err := forged.Verify(x509.VerifyOptions{DNSName: serverName, Roots: roots}); err == nil {
+			t.Error("a certificate signed with the release's key verifies with the published anchor")
+		}
+		if _, ok := r.deployments[signerName]; ok {
+			t.Error("a signer Deployment with nothing to do")
 		}
 		if d := time.Until(leaf.NotAfter); d < 364*24*time.Hour || d > 366*24*time.Hour {
 			t.Errorf("valid for %s more, want tls.validityDays (365)", d.Round(time.Hour))
@@ -148,7 +157,7 @@ func TestServingCertificate(t *testing.T) {
 	})
 
 	t.Run("generated, shorter life", func(t *testing.T) {
-		r := render(t, sharedCertificate(map[string]any{"caValidityDays": 100, "validityDays": 30, "renewBeforeDays": 5}))
+		r := render(t, sharedCertificate(map[string]any{"validityDays": 30, "renewBeforeDays": 5}))
 		caConfigMap(t, r)
 		leaf := parseCert(t, "tls.crt", r.secrets[tlsSecret].Data["tls.crt"])
 		if d := time.Until(leaf.NotAfter); d < 29*24*time.Hour || d > 31*24*time.Hour {
@@ -156,10 +165,21 @@ func TestServingCertificate(t *testing.T) {
 		}
 	})
 
-	t.Run("cert-manager: a Certificate for the name, issued by the chart's CA", func(t *testing.T) {
+	t.Run("cert-manager: a Certificate for the name, issued by cert-manager's own CA, which the signer publishes", func(t *testing.T) {
 		r := render(t, map[string]any{"certManager": map[string]any{"enabled": true, "duration": "720h", "renewBefore": "240h"}},
 			"--api-versions", "cert-manager.io/v1")
-		caConfigMap(t, r)
+		if len(r.secrets) != 0 {
+			t.Errorf("the release holds Secrets %v: cert-manager makes them", keys(r.secrets))
+		}
+		if _, ok := r.configMaps[inspect.CAConfigMap]; ok {
+			t.Errorf("the release renders ConfigMap %s: the signer publishes cert-manager's CA", inspect.CAConfigMap)
+		}
+		args := r.deployments[signerName].Spec.Template.Spec.Containers[0].Args
+		for _, a := range []string{"--publish-ca-from-secret=" + tlsSecret, "--server-name=" + serverName} {
+			if !slices.Contains(args, a) {
+				t.Errorf("signer args %v lack %s", args, a)
+			}
+		}
 		if _, ok := r.secrets[tlsSecret]; ok {
 			t.Errorf("the chart renders Secret %s: cert-manager owns it", tlsSecret)
 		}
@@ -173,18 +193,29 @@ func TestServingCertificate(t *testing.T) {
 			"duration": "720h", "renewBefore": "240h",
 			"privateKey": map[string]any{"algorithm": "ECDSA", "size": float64(256), "rotationPolicy": "Always"},
 			"usages":     []any{"digital signature", "server auth"},
-			"issuerRef":  map[string]any{"group": "cert-manager.io", "kind": "Issuer", "name": caSecret},
+			"issuerRef":  map[string]any{"group": "cert-manager.io", "kind": "Issuer", "name": cmCASecret},
 		}
 		delete(spec, "secretTemplate")
 		if diff := cmp.Diff(want, spec); diff != "" {
 			t.Errorf("Certificate spec (-want +got):\n%s", diff)
 		}
-		issuer, ok := r.other["Issuer/"+caSecret]
+		issuer, ok := r.other["Issuer/"+cmCASecret]
 		if !ok {
-			t.Fatalf("no Issuer %s", caSecret)
+			t.Fatalf("no Issuer %s", cmCASecret)
 		}
-		if diff := cmp.Diff(map[string]any{"ca": map[string]any{"secretName": caSecret}}, issuer["spec"]); diff != "" {
+		if diff := cmp.Diff(map[string]any{"ca": map[string]any{"secretName": cmCASecret}}, issuer["spec"]); diff != "" {
 			t.Errorf("Issuer spec (-want +got):\n%s", diff)
+		}
+		caCert, ok := r.other["Certificate/"+cmCASecret]
+		if !ok {
+			t.Fatalf("no CA Certificate %s", cmCASecret)
+		}
+		caSpec := caCert["spec"].(map[string]any)
+		if caSpec["isCA"] != true || caSpec["secretName"] != cmCASecret || caSpec["issuerRef"].(map[string]any)["name"] != fullname+"-selfsigned" {
+			t.Errorf("CA Certificate spec %v: want a CA into %s from the SelfSigned Issuer", caSpec, cmCASecret)
+		}
+		if self, ok := r.other["Issuer/"+fullname+"-selfsigned"]; !ok || !cmp.Equal(self["spec"], map[string]any{"selfSigned": map[string]any{}}) {
+			t.Errorf("SelfSigned Issuer: %v", self)
 		}
 		// The agents mount the Secret cert-manager writes.
 		var secretName string
@@ -219,6 +250,26 @@ func TestServingCertificate(t *testing.T) {
 			t.Errorf("secrets %v, config maps %v, services %v without the metrics port", keys(r.secrets), keys(r.configMaps), keys(r.services))
 		}
 	})
+}
+
+// signWith makes a certificate for name signed with keyPEM as if by parent.
+func signWith(t *testing.T, parent *x509.Certificate, keyPEM []byte, name string) *x509.Certificate {
+	t.Helper()
+	pair, err := tls.X509KeyPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: parent.Raw}), keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), pair.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseCert(t, "forged", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 func abs(v int64) int64 {

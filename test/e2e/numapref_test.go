@@ -223,12 +223,14 @@ func installAgent(ctx context.Context, set ...string) {
 // lease too: helm deletes the summarizer's RBAC together with the summarizer, so the last
 // leader may be refused the release of its lease, and an install after this one (the other
 // ordered container) would wait the lease out before any summary is written.
-func uninstallAgent(ctx context.Context) {
+// It returns helm's output, which holds the uninstall check's (the pre-delete hook's log).
+func uninstallAgent(ctx context.Context) string {
 	GinkgoHelper()
 	out, err := helm(ctx, "uninstall", release, "-n", agentNamespace, "--wait")
 	Expect(err).NotTo(HaveOccurred(), out)
-	out, err = kubectl(ctx, "delete", "lease", "numapref-summary", "-n", agentNamespace, "--ignore-not-found")
-	Expect(err).NotTo(HaveOccurred(), out)
+	lease, err := kubectl(ctx, "delete", "lease", "numapref-summary", "-n", agentNamespace, "--ignore-not-found")
+	Expect(err).NotTo(HaveOccurred(), lease)
+	return out
 }
 
 var _ = Describe("numapref installed with Helm on a real node", Ordered, func() {

@@ -60,7 +60,8 @@ var _ = Describe("helm uninstall", Ordered, func() {
 
 	It("puts every task's previous value back and removes the state dir", func(ctx SpecContext) {
 		start := time.Now()
-		uninstallAgent(ctx)
+		out := uninstallAgent(ctx)
+		Expect(out).To(ContainSubstring("numapref: node %s: drained", primaryNode()), "helm uninstall prints the check's word")
 		// The pod and its NumaPreference are still there: only the uninstall undid the values.
 		for name, id := range ids {
 			Eventually(allPreferOn(ctx, primaryNode(), id, -1, 9)).WithContext(ctx).WithTimeout(30*time.Second).
@@ -70,4 +71,63 @@ var _ = Describe("helm uninstall", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), "the state dir is still on the node:\n%s", out)
 		logf("helm uninstall put every value back and removed %s within %s", stateDir, time.Since(start).Round(time.Millisecond))
 	}, SpecTimeout(3*time.Minute))
+})
+
+var _ = Describe("helm uninstall with the agent crash-looping", Ordered, func() {
+	var (
+		cl  client.Client
+		ids map[string]string // container name -> ID of the placed pod
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		Expect(err).NotTo(HaveOccurred())
+		cl = newClient(cfg)
+	})
+
+	AfterAll(func(ctx SpecContext) {
+		_, _ = kubectl(ctx, "delete", "numapref", "e2e-stay", "-n", ns, "--ignore-not-found", "--wait=true")
+		_, _ = kubectl(ctx, "delete", "pod", "stay", "-n", ns, "--ignore-not-found", "--grace-period=1", "--wait=true")
+		if out, err := helm(ctx, "status", release, "-n", agentNamespace); err == nil {
+			logf("uninstalling after a failed spec:\n%s", out)
+			uninstallAgent(ctx)
+		}
+	}, NodeTimeout(3*time.Minute))
+
+	It("names the node whose values stay, and a later install and uninstall put them back", func(ctx SpecContext) {
+		installAgent(ctx)
+		Expect(cl.Create(ctx, workloadPod("stay", map[string]string{"app": "e2e-stay"}, nil, "app"))).To(Succeed())
+		ids = containerIDs(ctx, cl, ns, "stay")
+		applyPreference(ctx, "e2e-stay")
+		for _, id := range ids {
+			Eventually(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+
+		By("the agent crash-loops: a rolling update to a flag it refuses (the old agent, restarted, does not drain)")
+		ds := release + "-numapref-agent"
+		out, err := kubectl(ctx, "patch", "daemonset", ds, "-n", agentNamespace, "--type=json",
+			"-p", `[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--no-such-flag"}]`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() (string, error) {
+			return kubectl(ctx, "get", "pods", "-n", agentNamespace, "-l", "app.kubernetes.io/component=agent",
+				"-o", `go-template={{range .items}}{{range .status.containerStatuses}}{{.restartCount}} {{end}}{{end}}`)
+		}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(2*time.Second).Should(MatchRegexp(`^[1-9]`), "the new agent restarts")
+
+		out = uninstallAgent(ctx)
+		Expect(out).To(ContainSubstring("numapref: node %s: VALUES STAY", primaryNode()), "helm uninstall names the node:\n%s", out)
+		for name, id := range ids {
+			Consistently(allPreferOn(ctx, primaryNode(), id, 0, 9)).WithContext(ctx).WithTimeout(3*time.Second).
+				Should(Succeed(), "container %s keeps the value no agent undid", name)
+		}
+
+		By("installed again, an agent finds the ledger; uninstalled with it running, it puts everything back")
+		installAgent(ctx)
+		out = uninstallAgent(ctx)
+		Expect(out).To(ContainSubstring("numapref: node %s: drained", primaryNode()), out)
+		Expect(kubectl(ctx, "delete", "numapref", "e2e-stay", "-n", ns, "--wait=true")).Error().NotTo(HaveOccurred())
+		for name, id := range ids {
+			Eventually(allPreferOn(ctx, primaryNode(), id, -1, 9)).WithContext(ctx).WithTimeout(30*time.Second).
+				Should(Succeed(), "container %s after the second uninstall", name)
+		}
+	}, SpecTimeout(6*time.Minute))
 })

@@ -127,12 +127,13 @@ func startAgents(ctx context.Context, wg *sync.WaitGroup, cfg *rest.Config, sche
 	engines := make([]*stubEngine, nodes)
 	for i := range nodes {
 		node := nodeName(i)
-		mgr, err := newManager(cfg, scheme, func(o *ctrl.Options) { o.Cache = agent.NodeCacheOptions(node) })
+		capped := agent.NewPreferenceCap(summarizer.DefaultMaxPerNamespace)
+		mgr, err := newManager(cfg, scheme, func(o *ctrl.Options) { o.Cache = agent.NodeCacheOptions(node, capped) })
 		if err != nil {
 			return nil, fmt.Errorf("creating the manager of %s: %w", node, err)
 		}
 		engines[i] = newStubEngine(tasks)
-		opts := agent.NodeAgentOptions{Facts: func() agent.NodeFacts { return stubFacts }, ReportInterval: reportInterval}
+		opts := agent.NodeAgentOptions{Facts: func() agent.NodeFacts { return stubFacts }, ReportInterval: reportInterval, PreferenceCap: capped}
 		if err := agent.SetupNodeAgent(mgr, node, engines[i], opts); err != nil {
 			return nil, fmt.Errorf("setting up the agent of %s: %w", node, err)
 		}
