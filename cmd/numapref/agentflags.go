@@ -115,6 +115,14 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.reportInterval, "report-interval", 5*time.Second, "least time between two writes of this node's NumaNodeReport")
 	fs.DurationVar(&f.restrictionCheck, "node-restriction-check-interval", 10*time.Minute, "how often the agent proves, with two dry-run writes, that the node restriction policy refuses its writes outside its own node (at start, then this often); "+
 		"if the API accepts them it reports NodeRestrictionMissing (SECURITY.md); 0 never checks")
+	f.registerDevices(fs)
+	fs.StringVar(&f.profile, "profile", "", "for measurement: write a CPU profile to <path>.cpu from start to a clean exit (SIGTERM), and the allocations to <path>.allocs at exit")
+	fs.BoolVar(&f.seccomp, "seccomp", true, "once started, confine the agent with a seccomp filter of its own: ptrace, other processes' memory, signals to others and kernel changes fail with EPERM (SECURITY.md); false is an escape hatch")
+}
+
+// registerDevices registers the flags of mode FollowDevices: where the devices of a
+// container and their NUMA nodes are read.
+func (f *agentFlags) registerDevices(fs *flag.FlagSet) {
 	fs.StringVar(&f.podResourcesSocket, "pod-resources-socket", podresources.DefaultSocket, "the kubelet's PodResources socket, which mode FollowDevices reads "+
 		"the containers' devices from (the chart mounts its directory read-only); empty: none, FollowDevices containers report DeviceAllocationsUnreadable")
 	fs.DurationVar(&f.podResourcesTimeout, "pod-resources-timeout", devices.DefaultTimeout, "the bound of each read of a pod's devices (the kubelet's PodResources "+
@@ -134,8 +142,6 @@ func (f *agentFlags) register(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&f.numaTopologyRoot, "numa-topology-root", "", "with -kernel=emulated, for tests and demos: read the NUMA nodes, their CPUs and free memory under this "+
 		"sysfs-like root (its devices/system/node and devices/system/cpu) instead of the host's, emulating a host of more nodes; a cpuset.mems of every real node counts as every emulated one")
-	fs.StringVar(&f.profile, "profile", "", "for measurement: write a CPU profile to <path>.cpu from start to a clean exit (SIGTERM), and the allocations to <path>.allocs at exit")
-	fs.BoolVar(&f.seccomp, "seccomp", true, "once started, confine the agent with a seccomp filter of its own: ptrace, other processes' memory, signals to others and kernel changes fail with EPERM (SECURITY.md); false is an escape hatch")
 }
 
 // defaultMetricsAddr listens on the node's own IP, not on every address of a host-network
