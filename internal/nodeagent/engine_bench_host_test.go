@@ -60,6 +60,7 @@ type passBench struct {
 	desires  []desire.Desire
 	cgroups  []*cgroups.Container
 	loads    []*hostlab.Workload
+	emuDir   string // the emulator's state
 }
 
 // benchStateDir returns a fresh directory on tmpfs when there is one, else on disk.
@@ -96,12 +97,13 @@ func newPassBench(b *testing.B, containers, threads int) *passBench {
 	if err := os.WriteFile(filepath.Join(sys, "devices/system/node/possible"), []byte("0-1\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	emu, err := emulator.New(emulator.Options{StateDir: benchStateDir(b), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true})
+	emuDir := benchStateDir(b)
+	emu, err := emulator.New(emulator.Options{StateDir: emuDir, ProcRoot: "/proc", SysRoot: sys, ForkEvents: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { emu.Close() })
-	pb := &passBench{lab: lab, resolver: r, emu: emu}
+	pb := &passBench{lab: lab, resolver: r, emu: emu, emuDir: emuDir}
 	for i := range containers {
 		w, d := benchContainer(b, lab, fmt.Sprintf("%s-%d", b.Name(), i), threads)
 		cg, err := r.Resolve(d.Ref)

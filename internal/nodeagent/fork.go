@@ -156,6 +156,14 @@ func (e *Engine) markSet() setMark {
 func (e *Engine) noteForkSet(fork *forkMark, tid int, set setMark) {
 	if tid == fork.tid {
 		e.cfg.Metrics.reportForkLag(fork, set, true)
+		if e.cfg.hooks.forkSet != nil {
+			var lag time.Duration
+			if fork.kernelNs != 0 && set.mono >= fork.kernelNs {
+				lag = time.Duration(set.mono - fork.kernelNs)
+			}
+			stages, ok := fork.stages(set)
+			e.cfg.hooks.forkSet(lag, stages, ok)
+		}
 		return
 	}
 	e.forks.noteSet(tid, set)
