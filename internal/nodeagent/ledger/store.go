@@ -124,14 +124,38 @@ func (s *Store) Len() int { return len(s.live) }
 // Dirty says whether the ledger changed since its last write.
 func (s *Store) Dirty() bool { return s.dirty }
 
-// touch notes that the entry of key changes: the next write compares it with what is on
-// disk. Every method that changes the ledger calls it.
+// touch notes that the entry of key changes as a whole (created, its container ID, gone,
+// its tasks replaced): the next write compares all of it with what is on disk. touchTask
+// notes that only task tid of it changes, so that the next write compares that task alone:
+// a fork's write costs the same however many tasks the container has. Every method that
+// changes the ledger calls one of them.
 func (s *Store) touch(key desire.ContainerKey) {
-	if s.j.touched == nil {
-		s.j.touched = map[desire.ContainerKey]bool{}
+	s.touched(key).all = true
+}
+
+func (s *Store) touchTask(key desire.ContainerKey, tid int) {
+	t := s.touched(key)
+	if t.all {
+		return
 	}
-	s.j.touched[key] = true
+	if t.tids == nil {
+		t.tids = map[int]bool{}
+	}
+	t.tids[tid] = true
+}
+
+// touched is the record of what changes in the entry of key until the next write.
+func (s *Store) touched(key desire.ContainerKey) *touched {
+	if s.j.touched == nil {
+		s.j.touched = map[desire.ContainerKey]*touched{}
+	}
+	t := s.j.touched[key]
+	if t == nil {
+		t = &touched{}
+		s.j.touched[key] = t
+	}
 	s.dirty = true
+	return t
 }
 
 // written notes a successful write: what is on disk is the ledger.
@@ -144,20 +168,27 @@ func (s *Store) written() {
 // none. rerun says the entry was of the same container under another container ID: it
 // runs again.
 func (s *Store) Record(key desire.ContainerKey, c known.Change) (rerun bool) {
-	s.touch(key)
 	entry := s.live[key]
-	if entry == nil {
+	switch {
+	case entry == nil:
 		entry = &known.Container{PodUID: string(key.PodUID), Container: key.Container, Tasks: map[int]*known.Task{}}
 		s.live[key] = entry
-	} else if entry.Ref.ContainerID != c.Ref.ContainerID && !desire.SameContainer(entry.Ref.ContainerID, c.Ref.ContainerID) {
-		rerun = true
+		s.touch(key)
+	case entry.Ref != c.Ref:
+		s.touch(key)
+		rerun = entry.Ref.ContainerID != c.Ref.ContainerID && !desire.SameContainer(entry.Ref.ContainerID, c.Ref.ContainerID)
 	}
 	entry.Ref = c.Ref
 	for tid, t := range c.Put {
+		s.touchTask(key, tid)
 		entry.Tasks[tid] = t.Clone()
 	}
 	for _, tid := range c.Forget {
+		s.touchTask(key, tid)
 		delete(entry.Tasks, tid)
+	}
+	if len(c.Put) == 0 && len(c.Forget) == 0 {
+		s.touched(key) // nothing changes, but the write still says so
 	}
 	return rerun
 }
@@ -171,7 +202,7 @@ func (s *Store) Forget(key desire.ContainerKey) {
 // DropTask forgets task tid of container key: it exited or left the container, or its
 // id names another task now.
 func (s *Store) DropTask(key desire.ContainerKey, tid int) {
-	s.touch(key)
+	s.touchTask(key, tid)
 	if entry := s.live[key]; entry != nil {
 		delete(entry.Tasks, tid)
 	}
@@ -180,7 +211,7 @@ func (s *Store) DropTask(key desire.ContainerKey, tid int) {
 // TakeValue takes node off the values task tid of container key may hold: the kernel
 // refused to set it.
 func (s *Store) TakeValue(key desire.ContainerKey, tid, node int) {
-	s.touch(key)
+	s.touchTask(key, tid)
 	if t := s.task(key, tid); t != nil {
 		t.Values = slices.DeleteFunc(t.Values, func(v int) bool { return v == node })
 	}
@@ -189,7 +220,7 @@ func (s *Store) TakeValue(key desire.ContainerKey, tid, node int) {
 // Confirm records that task tid of container key holds node, set by the agent and
 // confirmed: the only value it may hold.
 func (s *Store) Confirm(key desire.ContainerKey, tid, node int) {
-	s.touch(key)
+	s.touchTask(key, tid)
 	if t := s.task(key, tid); t != nil {
 		t.Values = []int{node}
 	}
