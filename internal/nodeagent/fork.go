@@ -14,6 +14,7 @@ import (
 // forkMark is the fork event a one-container pass runs for.
 type forkMark struct {
 	tid      int
+	tgid     int       // the process of the task, as the event names it (0: unknown)
 	kernelNs uint64    // the event's kernel timestamp (CLOCK_MONOTONIC), 0 if none
 	arrival  time.Time // on the engine's clock
 	// The stages of the passes for this event, on the engine's clock, for
@@ -85,7 +86,7 @@ func (e *Engine) onProcEvent(ev numa.ProcEvent) {
 	if ev.Kind != numa.ProcEventFork {
 		return
 	}
-	fork := &forkMark{tid: ev.ChildTID, kernelNs: ev.TimestampNs, arrival: arrival}
+	fork := &forkMark{tid: ev.ChildTID, tgid: ev.ChildTGID, kernelNs: ev.TimestampNs, arrival: arrival}
 	e.passMu.Lock()
 	key, ok := e.forks.containerOf(ev)
 	if set, done := e.forks.takeSet(ev.ChildTID); done {

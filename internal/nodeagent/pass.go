@@ -6,9 +6,11 @@ package nodeagent
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
 	"github.com/numapref/numapref/internal/nodeagent/ledger"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
@@ -98,10 +100,30 @@ func (e *Engine) forkPass(key desire.ContainerKey, fork *forkMark) {
 	if !ok || d.Placement.Automatic() && !e.placements.resolved.Has(key) {
 		return // gone, or new since the last full pass, which is on its way (SetDesired kicks one)
 	}
+	pl, fromEvent := e.planFromEvent(p, key, d, fork)
 	fork.passStarted(p.start)
-	pl := plan.One(e.planInput(p), key, e.trusted(key, d, fork))
+	if !fromEvent {
+		pl = plan.One(e.planInput(p), key, e.trusted(key, d, fork))
+	}
 	fork.planned = e.cfg.Clock.Now()
 	e.finish(p, pl)
+}
+
+// planFromEvent plans fork pass p for container key, desired as d, from its event alone
+// (plan.Fork) when it may: at the event's first look, for a container whose last pass
+// applied every task it listed under the same desire. Else ok is false, and the pass
+// lists the container (the event's task not listed yet by a look before, an outcome to
+// judge again).
+func (e *Engine) planFromEvent(p *pass, key desire.ContainerKey, d desire.Desire, fork *forkMark) (pl plan.Plan, ok bool) {
+	last, known := p.results[key]
+	listed, listedBefore := e.forks.listing[key]
+	if !fork.firstPass.IsZero() || fork.tgid <= 0 || !known || !listedBefore ||
+		last.Desire != d || last.Reason != numav1.ReasonApplied || len(last.Failed) > 0 {
+		return plan.Plan{}, false
+	}
+	in := plan.Input{Known: e.ledger.View(), Kernel: kernelReader{e.cfg.Kernel}, ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support,
+		MaxTasks: e.cfg.MaxTasksPerContainer, IDs: p.ids, ForkTID: fork.tid, Log: e.cfg.Log}
+	return plan.Fork(in, key, last, listed, cgroups.TaskRef{TID: fork.tid, TGID: fork.tgid})
 }
 
 // startPass checks the one container key at its start: none of its tasks is trusted and
@@ -210,4 +232,16 @@ func skipUnrecorded(sets []plan.PendingSet, results map[desire.ContainerKey]plan
 			r.Tasks, r.Node, n, err)
 		results[key] = r
 	}
+}
+
+// unlist removes task tid from pass p's listing of container key: a SET found it gone, or
+// not (yet) in the container, so a fork event's look again finds it unlisted. Listings
+// are shared once published, so the listing is copied.
+func (p *pass) unlist(key desire.ContainerKey, tid int) {
+	l, ok := p.listing[key]
+	if !ok || !slices.ContainsFunc(l.Tasks, func(t cgroups.TaskRef) bool { return t.TID == tid }) {
+		return
+	}
+	l.Tasks = slices.DeleteFunc(slices.Clone(l.Tasks), func(t cgroups.TaskRef) bool { return t.TID == tid })
+	p.listing[key] = l
 }
