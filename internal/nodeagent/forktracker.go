@@ -69,9 +69,11 @@ func (f *forkTracker) containerOf(ev numa.ProcEvent) (desire.ContainerKey, bool)
 func (f *forkTracker) noteListing(full bool, tgids map[int]desire.ContainerKey, listing map[desire.ContainerKey]plan.Listing) {
 	if full {
 		f.tgids = tgids
+		f.watch.dirty = true
 	} else {
 		for tgid, key := range tgids {
 			f.tgids[tgid] = key
+			f.watch.dirty = f.watch.dirty || !f.watch.passes(tgid)
 		}
 	}
 	f.listing = listing
