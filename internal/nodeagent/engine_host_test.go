@@ -307,11 +307,22 @@ func TestEngineUndoesAfterRestart(t *testing.T) {
 	}
 }
 
+// dialForkReader opens the proc connector's socket, subscribed to forks, as the agent
+// gives it to its engine (EngineConfig.ForkReader), until the test ends.
+func dialForkReader(t testing.TB) *numa.ProcConn {
+	t.Helper()
+	pc, err := numa.DialProcConnector(numa.ProcEventFork)
+	testenv.RequireNoError(t, err, "opening the proc connector (CAP_NET_ADMIN)", "sudo make host")
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+// The engine reads the socket itself, as the agent wires it, filters it and places a
+// container's forked children from their events alone.
 func TestEngineCatchesForkedChildrenFromEvents(t *testing.T) {
 	el := newEngineLab(t)
-	pe := openProcEvents(t)
 	w, _, d := el.container(t, "a", 0, 2)
-	e := el.engine(t, pe.Events())
+	e := el.engineWith(t, EngineConfig{ForkReader: dialForkReader(t)})
 	startEngine(t, e)
 	e.SetDesired([]desire.Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })

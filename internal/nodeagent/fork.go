@@ -4,6 +4,7 @@
 package nodeagent
 
 import (
+	"context"
 	"time"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
@@ -68,6 +69,37 @@ func (f *forkMark) stages(set setMark) (d [6]time.Duration, ok bool) {
 type setMark struct {
 	mono uint64
 	at   time.Time
+}
+
+// forkReader is the proc connector's socket as the engine reads it (numa.ProcConn).
+type forkReader interface {
+	// Read returns the events queued, waiting for one; idle is called when it finds the
+	// socket empty (numa.ProcConn.Read).
+	Read(idle func(now int64)) ([]numa.ProcEvent, error)
+	// StopReading makes the Read that waits, and every later one, fail.
+	StopReading() error
+}
+
+// readForks reads the fork events of ForkReader until ctx ends, and handles each on this
+// goroutine as it is read: the fork's pass runs straight from the socket (it takes the
+// pass lock as every pass does). While the events read are handled, the forks count as
+// waiting (markForks); the socket found empty, they no longer do.
+func (e *Engine) readForks(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	idle := func(int64) { e.forks.reading.Store(false) }
+	for {
+		events, err := e.cfg.ForkReader.Read(idle)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.cfg.Log.Error(err, "Reading fork events; new processes are caught by rescans only", "rescanInterval", e.cfg.RescanInterval)
+			}
+			return
+		}
+		e.forks.reading.Store(true)
+		for _, ev := range events {
+			e.onProcEvent(ev)
+		}
+	}
 }
 
 // onProcEvent handles one proc connector event: a fork runs a pass for the container of

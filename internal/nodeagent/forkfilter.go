@@ -79,7 +79,7 @@ func (f *forkTracker) armMark() {
 func (e *Engine) markForks() {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	e.forks.mark(len(e.cfg.ProcEvents) > 0)
+	e.forks.mark(len(e.cfg.ProcEvents) > 0 || e.forks.reading.Load())
 }
 
 // mark takes a reading of the last pid for the filter's mark, unless events wait.

@@ -30,6 +30,8 @@ type forkTracker struct {
 	sets map[int]setMark
 	// lost is set when fork events were lost since the last full pass (verifyStarts).
 	lost atomic.Bool
+	// reading is set while the fork events read from the socket are handled (readForks).
+	reading atomic.Bool
 
 	// retries are the fork passes to run again (retryUnlisted), after delays.
 	retries chan forkRetry

@@ -24,10 +24,10 @@ import (
 
 // BenchmarkForkStorm times fork→applied of a selected container's raw fork() children
 // while a process in no container forks 1,000 times a second, the engine wired as the
-// agent wires it: fork events only, the kernel's filter of forks kept by the engine, the
-// ledger on disk. Each op is one raw fork of the selected workload, timed from the
-// request until the kernel backend holds the child at node 0; the child is killed
-// between ops (untimed).
+// agent wires it: the proc connector's socket read by the engine (fork events only, the
+// kernel's filter of forks kept by the engine), the ledger on disk. Each op is one raw
+// fork of the selected workload, timed from the request until the kernel backend holds
+// the child at node 0; the child is killed between ops (untimed).
 //
 //   - kernel=emulator: the emulator the agent runs on this host, in this process as in
 //     the agent's (its listener takes every fork of the host); placed is read from its
@@ -62,18 +62,13 @@ func benchForkStorm(b *testing.B, rate int, backend string) {
 	default:
 		placed = func(pid int) <-chan struct{} { return pollEmulated(pb.emuDir, pid) }
 	}
-	pe, err := numa.OpenProcEvents(numa.ProcEventFork)
-	if err != nil {
-		b.Skipf("opening the proc connector (CAP_NET_ADMIN): %v", err)
-	}
-	b.Cleanup(func() { pe.Close() })
 	var mu sync.Mutex
 	var agentLags []time.Duration
 	stages := make([][]time.Duration, len(forkStageNames))
 	cfg := EngineConfig{
 		Resolver: pb.resolver, Kernel: kernel, Support: numa.Support{Supported: true, Backend: backend}, OnlineNodes: []int{0, 1},
 		LedgerPath: filepath.Join(b.TempDir(), "ledger.json"), RescanInterval: time.Hour,
-		ProcEvents: pe.Events(), ForkFilter: pe, Metrics: m, Log: logr.Discard(),
+		ForkReader: dialForkReader(b), Metrics: m, Log: logr.Discard(),
 	}
 	record := false // only the timed forks'
 	cfg.hooks.forkSet = func(lag time.Duration, st [6]time.Duration, ok bool) {

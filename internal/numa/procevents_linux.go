@@ -210,6 +210,10 @@ func (c *ProcConn) read(idle func(now int64)) ([]ProcEvent, error) {
 	return c.events, parseErr
 }
 
+// StopReading makes a Read that waits, and every later one, return an error
+// (os.ErrDeadlineExceeded), for a reader that ends before the socket is closed.
+func (c *ProcConn) StopReading() error { return c.f.SetReadDeadline(time.Unix(1, 0)) }
+
 // Close unsubscribes and closes the socket.
 func (c *ProcConn) Close() error {
 	_ = c.send(procCnMcastIgnore)
