@@ -337,8 +337,7 @@ func (l *listener) handle(ev numa.ProcEvent) error {
 		atomic.AddUint64(l.page.u64(offLost), 1)
 		atomic.StoreUint64(l.page.u64(offWatchSince), l.e.now())
 	case numa.ProcEventFork:
-		meta, err := l.e.store.readMeta()
-		if err != nil || meta.FirstForcedAt == 0 {
+		if forcedAt, err := l.e.firstForcedAt(); err != nil || forcedAt == 0 {
 			return err // nothing was ever forced: every task holds the default
 		}
 		if ev.ChildTID != ev.ChildTGID {
