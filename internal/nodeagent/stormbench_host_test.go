@@ -38,13 +38,16 @@ import (
 //     pass, the ledger) with the benchmark's small share (its request to the workload,
 //     the child's kill). That is the agent's CPU per selected fork, the emulator's share
 //     excluded.
+//   - kernel=none: the same with nothing selected, each op a raw fork and nothing to wait
+//     for: the CPU per op of the benchmark's own part (and of an agent that has nothing
+//     to do), which standin's less this is the agent's.
 //
 // It reports fork→applied p50 and p99 from the workload's side (from the request, so the
 // raw fork's own time is in it), the agent's own lag since the kernel's event to the SET's
 // return and each stage of it (mean, p50, p99: the values numapref_fork_apply_{lag,
 // stage}_seconds observe, exactly), and the process's CPU per op.
 func BenchmarkForkStorm(b *testing.B) {
-	for _, backend := range []string{"emulator", "standin"} {
+	for _, backend := range []string{"emulator", "standin", "none"} {
 		b.Run("rate=1000/kernel="+backend, func(b *testing.B) { benchForkStorm(b, 1000, backend) })
 	}
 }
@@ -59,6 +62,10 @@ func benchForkStorm(b *testing.B, rate int, backend string) {
 		pb.emu.Close() // its listener would take every fork of the storm
 		k := newStandinKernel()
 		kernel, placed = k, func(pid int) <-chan struct{} { return k.atNode(pid, 0) }
+	case "none":
+		pb.emu.Close()
+		pb.desires = nil
+		kernel, placed = newStandinKernel(), func(int) <-chan struct{} { return closed }
 	default:
 		placed = func(pid int) <-chan struct{} { return pollEmulated(pb.emuDir, pid) }
 	}
@@ -150,6 +157,9 @@ func benchForkStorm(b *testing.B, rate int, backend string) {
 		reportPercentiles(b, "stage-"+stage, stages[i])
 	}
 }
+
+// closed is a closed channel.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // processCPU is this process's CPU time so far (user and system, every thread).
 func processCPU() time.Duration {
