@@ -168,9 +168,14 @@ func or[T int | time.Duration](v, def T) T {
 // builds its own state (pass.go). Only the engine SETs, records and undoes (apply.go).
 type Engine struct {
 	cfg EngineConfig
-	// passMu runs one pass at a time; it guards forks, placements and ledger.
+	// passMu runs one pass at a time; it guards forks and placements, and the ledger's
+	// entries a pass reads (the ledger has its own lock besides: the start lane).
 	passMu sync.Mutex
-	kick   chan struct{} // a full pass is due (the desire changed, a ledger write to retry)
+	// startMu runs one start lane at a time (start.go): placing a container at its start
+	// never waits for passMu; lane holds what it learnt for the next pass.
+	startMu sync.Mutex
+	lane    laneNotes
+	kick    chan struct{} // a full pass is due (the desire changed, a ledger write to retry)
 	// desires is what the engine is asked to place (desires.go); it has its own lock.
 	desires *desires
 	// forks follows the listed processes and their fork events (forktracker.go).

@@ -120,6 +120,7 @@ func (e *Engine) onProcEvent(ev numa.ProcEvent) {
 	}
 	fork := &forkMark{tid: ev.ChildTID, tgid: ev.ChildTGID, kernelNs: ev.TimestampNs, arrival: arrival}
 	e.passMu.Lock()
+	e.takeLaneNotes(nil, nil) // a container placed at its start: its init's forks find it
 	key, ok := e.forks.containerOf(ev)
 	if set, done := e.forks.takeSet(ev.ChildTID); done {
 		// An earlier event's pass listed and set this task before its own event came.

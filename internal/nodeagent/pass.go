@@ -12,6 +12,7 @@ import (
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/known"
 	"github.com/numapref/numapref/internal/nodeagent/ledger"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
@@ -39,6 +40,9 @@ func (k passKind) String() string { return [...]string{"full", "fork", "start"}[
 type pass struct {
 	kind passKind
 	fork *forkMark // the fork event of a fork pass; nil for the others
+	// known is the ledger the pass plans from, read before its desire: a container the
+	// start lane records meanwhile is in the desire then, never an orphan.
+	known known.View
 	// desired is the desire the pass acts on, of generation gen.
 	desired map[desire.ContainerKey]desire.Desire
 	gen     uint64
@@ -51,8 +55,13 @@ type pass struct {
 // newPass snapshots the desire; ok is false before the engine is synced (nothing to do).
 // A fork pass has fork's event. The caller holds passMu.
 func (e *Engine) newPass(kind passKind, fork *forkMark) (p *pass, ok bool) {
+	e.takeLaneNotes(nil, nil)
 	p = &pass{kind: kind, fork: fork, start: e.cfg.Clock.Now(),
 		ids: plan.NewIdentifier(e.cfg.ProcRoot, e.cfg.handles, e.cfg.maxPIDFDs)}
+	p.known = e.ledger.View()
+	if e.cfg.hooks.betweenReads != nil {
+		e.cfg.hooks.betweenReads(kind)
+	}
 	p.desired, p.gen, ok = e.desires.forPass(kind == passFull)
 	if !ok {
 		return nil, false
@@ -121,7 +130,7 @@ func (e *Engine) planFromEvent(p *pass, key desire.ContainerKey, d desire.Desire
 		last.Desire != d || last.Reason != numav1.ReasonApplied || len(last.Failed) > 0 {
 		return plan.Plan{}, false
 	}
-	in := plan.Input{Known: e.ledger.View(), Kernel: kernelReader{e.cfg.Kernel}, ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support,
+	in := plan.Input{Known: p.known, Kernel: kernelReader{e.cfg.Kernel}, ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support,
 		MaxTasks: e.cfg.MaxTasksPerContainer, IDs: p.ids, ForkTID: fork.tid, Log: e.cfg.Log}
 	return plan.Fork(in, key, last, listed, cgroups.TaskRef{TID: fork.tid, TGID: fork.tgid})
 }
@@ -150,7 +159,7 @@ func (e *Engine) startPass(key desire.ContainerKey) (plan.Result, bool) {
 // kernel as a reader.
 func (e *Engine) planInput(p *pass) plan.Input {
 	in := plan.Input{
-		Desired: p.desired, Known: e.ledger.View(), Kernel: kernelReader{e.cfg.Kernel}, Cgroups: e.cfg.Resolver,
+		Desired: p.desired, Known: p.known, Kernel: kernelReader{e.cfg.Kernel}, Cgroups: e.cfg.Resolver,
 		ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support, MemFree: e.cfg.MemFree, Log: e.cfg.Log,
 		MaxTasks: e.cfg.MaxTasksPerContainer, LedgerTasks: ledger.TaskCapacity(e.cfg.ledgerLimit), VerifyStarts: e.verifyStarts(p), IDs: p.ids,
 		Policies: e.cfg.Policies, PolicyRuntime: e.cfg.PolicyRuntime != nil && e.cfg.PolicyRuntime(), Asked: e.asked.get,
@@ -179,6 +188,7 @@ func (e *Engine) finish(p *pass, pl plan.Plan) {
 	defer p.ids.ReleaseAll()
 	e.placements.adopt(pl) // the choices saved before the SETs: a crash must not reshuffle a running pod
 	e.apply(p, pl)
+	e.takeLaneNotes(p, &pl) // a start placed while this pass ran
 	e.forks.noteListing(p.kind == passFull, pl.TGIDs, p.listing)
 	e.forks.filterForks()
 	if e.published.publish(p.results, p.listing) {
