@@ -7,7 +7,6 @@ package nodeagent
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -121,13 +120,7 @@ func newPassBench(b *testing.B, containers, threads int) *passBench {
 // the desire that asks for node 0 (this host's only node: every cpuset holds it).
 func benchContainer(b *testing.B, lab *hostlab.Lab, name string, threads int) (*hostlab.Workload, desire.Desire) {
 	b.Helper()
-	uid := fmt.Sprintf("%x", sha256.Sum256([]byte(name)))
-	podUID := uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32]
-	c, err := lab.Container(corev1.PodQOSBurstable, podUID, uid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := c.StartWorkload(threads)
+	podUID, c, w, err := lab.NamedWorkload(corev1.PodQOSBurstable, name, threads)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,8 +6,6 @@
 package nodeagent
 
 import (
-	"crypto/sha256"
-	"fmt"
 	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"os/exec"
@@ -128,13 +126,7 @@ func (el *engineLab) engineWith(t *testing.T, cfg EngineConfig) *Engine {
 // that asks for node.
 func (el *engineLab) container(t *testing.T, name string, node, threads int) (*hostlab.Workload, *hostlab.Container, desire.Desire) {
 	t.Helper()
-	uid := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name()+name)))
-	podUID := uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32]
-	c, err := el.lab.Container(corev1.PodQOSBurstable, podUID, uid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := c.StartWorkload(threads)
+	podUID, c, w, err := el.lab.NamedWorkload(corev1.PodQOSBurstable, t.Name()+name, threads)
 	if err != nil {
 		t.Fatal(err)
 	}
