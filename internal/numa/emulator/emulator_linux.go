@@ -332,7 +332,7 @@ func (e *Emulator) resolve(t target) (taskEntry, error) {
 	if forcedAt == 0 || t.task.StartTime < forcedAt {
 		return def, nil // born before anything was forced
 	}
-	if e.page != nil && e.page.waitHandled(t.task.StartTime, e.syncTimeout) {
+	if e.page != nil && e.page.waitHandled(t.task.StartTime, e.syncTimeout, e.listener) {
 		ent, ok, err := e.store.readEntry(t.tgid(), t.task.TID)
 		if err != nil {
 			return taskEntry{}, err
