@@ -95,9 +95,9 @@ func (el *engineLab) openEmulator(t *testing.T) {
 	t.Cleanup(func() { emu.Close() })
 }
 
-func (el *engineLab) engine(t *testing.T, events <-chan numa.ProcEvent) *Engine {
+func (el *engineLab) engine(t *testing.T) *Engine {
 	t.Helper()
-	return el.engineWith(t, EngineConfig{ProcEvents: events})
+	return el.engineWith(t, EngineConfig{})
 }
 
 // engineWith makes an engine on the lab, with the emulator unless cfg names a kernel,
@@ -248,7 +248,7 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 func TestEngineUndoLeavesTheApplicationsOwnValue(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 3)
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, w.Pid())
 
@@ -277,7 +277,7 @@ func TestEngineUndoLeavesTheApplicationsOwnValue(t *testing.T) {
 func TestEngineUndoesAfterRestart(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 3)
-	first := el.engine(t, nil)
+	first := el.engine(t)
 	first.SetDesired([]desire.Desire{d})
 	if v := el.settle(t, first, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("not applied: %v", v)
@@ -287,7 +287,7 @@ func TestEngineUndoesAfterRestart(t *testing.T) {
 	// state dir) keeps the values, the ledger remembers them.
 	el.emu.Close()
 	el.openEmulator(t)
-	second := el.engine(t, nil)
+	second := el.engine(t)
 	second.Pass() // not synced yet: must not undo what it has not read the desire of
 	if v := el.values(t, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("an unsynced engine changed tasks: %v", v)
@@ -490,7 +490,7 @@ func TestEngineHonoursCpusetPinning(t *testing.T) {
 	if err := c.SetMems("0"); err != nil {
 		t.Fatal(err)
 	}
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	e.Pass()
 	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonMemoryPinnedElsewhere {
@@ -561,7 +561,7 @@ func TestEngineWithoutKernelSupportCallsNothing(t *testing.T) {
 func TestEngineNodeNotPresent(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 3, 1)
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	e.Pass()
 	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonNodeNotPresent {
@@ -575,7 +575,7 @@ func TestEngineNodeNotPresent(t *testing.T) {
 func TestEngineFollowsARestartedContainer(t *testing.T) {
 	el := newEngineLab(t)
 	old, _, d := el.container(t, "a", 0, 2)
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, old.Pid())
 

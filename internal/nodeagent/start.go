@@ -107,8 +107,15 @@ func (e *Engine) laneApply(cp plan.ContainerPlan) laneNote {
 		note.result = results[key]
 		return note
 	}
-	b := e.startSets(key, cp.Sets[0].Cgroup)
-	for _, s := range cp.Sets {
+	note.result = e.laneSets(key, r, cp.Sets)
+	return note
+}
+
+// laneSets issues the start lane's SETs of container key, bracketed, records their outcome
+// in its ledger entry (copies, Replace) and returns its result r with it.
+func (e *Engine) laneSets(key desire.ContainerKey, r plan.Result, sets []plan.PendingSet) plan.Result {
+	b := e.startSets(key, sets[0].Cgroup)
+	for _, s := range sets {
 		state, err := b.set(s.Task, s.Node, nil)
 		switch {
 		case state == setSkipped && b.listErr == nil:
@@ -144,8 +151,7 @@ func (e *Engine) laneApply(cp plan.ContainerPlan) laneNote {
 	if r.Reason == numav1.ReasonApplied && len(r.Failed) > 0 {
 		r.Reason = worstFailure(r.Failed)
 	}
-	note.result = r
-	return note
+	return r
 }
 
 // laneNote is what the start lane learnt of one container for the owners the pass lock
