@@ -24,7 +24,8 @@
 #      own builds, hack/k8s-binaries.sh), which the VM reaches through qemu's user
 #      network with restrict=on and one guestfwd (run.sh --guestfwd): on the
 #      patched kernel test/kernellab/agent's TestAgent (Applied through the API,
-#      prctl GET and /proc/<tid>/sched agree, forks placed, /metrics and /inspect,
+#      prctl GET and /proc/<tid>/sched agree, forks placed, fork->applied beside its
+#      floor (a minimal fork-event reader that SETs the child), /metrics and /inspect,
 #      idle cost against the bare floor loop, undo on delete) and TestEffect (the
 #      seed's four scenarios and a fifth, 4 with the preference set before the
 #      workload's first touch as NRI sets it; 90 s each, sampled every second from
@@ -361,6 +362,14 @@ else
 		forklag+=$'\n'"    stages: $stages"
 	else
 		step "agent-patched: fork->applied stages (agent)" FAIL "no forkstages line ($alog)"
+	fi
+	# The floor in the same boot: a minimal reader of the fork event that SETs the child.
+	floor="$(grep -E '^forkfloor ' "$alog" 2>/dev/null | cut -d' ' -f2- || true)"
+	if [[ -n "$floor" ]]; then
+		step "agent-patched: fork->applied floor" ok "$floor"
+		forklag+=$'\n'"    floor: $floor"
+	else
+		step "agent-patched: fork->applied floor" FAIL "no forkfloor line ($alog)"
 	fi
 	if [[ -n "$before" ]]; then
 		for side in before after; do
