@@ -221,9 +221,8 @@ func (c *ProcConn) Close() error {
 }
 
 func monotonicNow() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
+	ns, _ := MonotonicNs()
+	return int64(ns)
 }
 
 // ProcEvents delivers the kernel's process events (fork, exec, exit) from the netlink proc
