@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,33 +79,32 @@ func TestForkingServer(t *testing.T) {
 		runs++
 		return client.pgbench(t, fmt.Sprintf("bench-%d", runs), d)
 	}
+	procs := cgroupProcs(t, postmaster)
+	own := pidSet(t, procs) // the server's own processes (no backend), placed with it
+	// Both runs are sampled alike, so that the sampler's CPU costs each the same.
+	sampled := func(d time.Duration) (pgbenchResult, backendSamples) {
+		stop, done := make(chan struct{}), make(chan backendSamples)
+		go func() { done <- sampleBackends(backend, procs, own, stop) }()
+		r := bench(d)
+		close(stop)
+		return r, <-done
+	}
 	bench(serverRun / 3) // warm-up: the server's caches, not counted
-	without := bench(serverRun)
+	without, _ := sampled(serverRun)
 
 	a := cl.startAgent(t, lab, "--nri-socket="+rt.nriSocket(), "--nri-start-grace=1h")
 	poll(t, apiWait, "the postmaster placed by the agent's start path (NRI Synchronize)", func() error {
 		return placed(backend, postmaster, criNode)
 	})
-	before := children(postmaster) // the server's own processes, placed with it
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var s backendSamples
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s = sampleBackends(backend, postmaster, before, stop)
-	}()
 	cpu0, err := cpuSeconds(a.pid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	with := bench(serverRun)
+	with, s := sampled(serverRun)
 	cpu1, err := cpuSeconds(a.pid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(stop)
-	wg.Wait()
 
 	fewer := 100 * (without.tps - with.tps) / without.tps
 	perBackend := (cpu1 - cpu0) / float64(max(with.transactions, 1)) * 1e6
@@ -186,10 +184,7 @@ func (p *criPod) pgbench(t *testing.T, name string, d time.Duration) pgbenchResu
 		}
 		return nil
 	})
-	b, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := []byte(logMessages(t, logPath))
 	tps, n := pgbenchTPS.FindSubmatch(b), pgbenchTransactions.FindSubmatch(b)
 	if tps == nil || n == nil {
 		t.Fatalf("pgbench %s: no tps or transactions line in its log:\n%s", name, b)
@@ -201,39 +196,46 @@ func (p *criPod) pgbench(t *testing.T, name string, d time.Duration) pgbenchResu
 	return r
 }
 
-// children lists the processes whose parent is pid.
-func children(pid int) map[int]bool {
+// cgroupProcs is the cgroup.procs file of process pid's cgroup (cgroup v2).
+func cgroupProcs(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "0::")
+	if !ok {
+		t.Fatalf("/proc/%d/cgroup: %q is no cgroup v2 line", pid, b)
+	}
+	return filepath.Join("/sys/fs/cgroup", path, "cgroup.procs")
+}
+
+// pidSet reads the pids of a cgroup.procs file.
+func pidSet(t *testing.T, procs string) map[int]bool {
+	t.Helper()
+	pids, err := readPids(procs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[int]bool{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, err := parentOf(child); err == nil && ppid == pid {
-			out[child] = true
-		}
+	for _, pid := range pids {
+		out[pid] = true
 	}
 	return out
 }
 
-// parentOf reads the parent of pid from /proc/<pid>/stat (the field after the command,
-// which may hold spaces and parentheses).
-func parentOf(pid int) (int, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+func readPids(procs string) ([]int, error) {
+	b, err := os.ReadFile(procs)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0, fmt.Errorf("/proc/%d/stat: too short", pid)
-	}
-	return strconv.Atoi(f[1])
+	return pids, nil
 }
 
 // backendSamples is what sampleBackends saw: samples of backends at least serverPlacedAge
@@ -243,13 +245,13 @@ type backendSamples struct {
 	seen, placed           map[int]bool
 }
 
-// sampleBackends looks at the postmaster's children every 20 ms until stop, leaving out
-// the server's own processes (not backends), and checks each backend at least
-// serverPlacedAge old with the real prctl GET and /proc/<pid>/sched; a backend gone
+// sampleBackends looks at the server container's processes (cgroup.procs file procs)
+// every 50 ms until stop, leaving out the server's own (own), and checks each backend at
+// least serverPlacedAge old with the real prctl GET and /proc/<pid>/sched; a backend gone
 // meanwhile is not counted.
-func sampleBackends(backend *prctl.Prctl, postmaster int, own map[int]bool, stop <-chan struct{}) backendSamples {
+func sampleBackends(backend *prctl.Prctl, procs string, own map[int]bool, stop <-chan struct{}) backendSamples {
 	s := backendSamples{seen: map[int]bool{}, placed: map[int]bool{}}
-	tick := time.NewTicker(20 * time.Millisecond)
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
@@ -257,7 +259,8 @@ func sampleBackends(backend *prctl.Prctl, postmaster int, own map[int]bool, stop
 			return s
 		case <-tick.C:
 		}
-		for pid := range children(postmaster) {
+		pids, _ := readPids(procs)
+		for _, pid := range pids {
 			if own[pid] {
 				continue
 			}
@@ -276,6 +279,23 @@ func sampleBackends(backend *prctl.Prctl, postmaster int, own map[int]bool, stop
 			}
 		}
 	}
+}
+
+// logMessages is the text of a CRI container log ("<time> <stream> <tag> <message>" lines),
+// the messages alone, a line each.
+func logMessages(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.SplitN(line, " ", 4); len(f) == 4 {
+			out.WriteString(f[3] + "\n")
+		}
+	}
+	return out.String()
 }
 
 // envDuration is the duration in environment variable name, or def.
