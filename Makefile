@@ -134,6 +134,12 @@ bench: ## Benchmarks (benchstat-friendly; the engine's need root).
 kernel-lab: preflight-kernel-lab ## Kernel lab: the patched and control kernels under qemu, conformance, the diff, the agent.
 	hack/kernel/lab.sh $(if $(KERNEL_LAB_OUT),--out $(KERNEL_LAB_OUT)) $(if $(filter 0,$(KERNEL_LAB_STRICT)),--no-strict)
 
+# Outside `make test`: one more boot of the patched kernel, 5-6 min under TCG on top of the
+# kernels' build, and a cold image build (mmdebstrap) of about 2 min.
+.PHONY: kernel-lab-server
+kernel-lab-server: preflight-kernel-lab-server ## Kernel lab: PostgreSQL 15 in a CRI pod on the real prctl, pgbench -C without and with the agent.
+	hack/kernel/lab.sh --server $(if $(KERNEL_LAB_OUT),--out $(KERNEL_LAB_OUT))
+
 # E2E_PROVIDER=kind: a three-node kind cluster (test/kindnode) with the kind binary pinned in
 # hack/tools.sh. Where no Docker engine answers, the suite starts its own dockerd and uses
 # the node image of hack/kind/node-image.sh (set E2E_KIND_NODE_IMAGE to choose another).

@@ -7,7 +7,8 @@
 #
 # Groups: base (every target), localnode (make demo, make e2e: a real node on this
 # machine), kind (make e2e-kind: Docker and the offline node image), kernellab (make
-# kernel-lab: qemu, the kernel source and its build tools), monitoring (make
+# kernel-lab: qemu, the kernel source and its build tools), kernellab-server (make
+# kernel-lab-server: mmdebstrap), monitoring (make
 # monitoring-test, make e2e: promtool and a Prometheus server).
 set -euo pipefail
 
@@ -29,12 +30,15 @@ declare -A groups=(
   # pkg-config and libseccomp-dev (with build-essential's gcc) build the static runc the
   # lab's VM runs its CRI pod with (hack/runtime-binaries.sh links libseccomp.a).
   [kernellab]="qemu-system-x86 linux-source-6.12 flex bison libelf-dev bc cpio xz-utils patch build-essential pkg-config libseccomp-dev"
+  # The kernel lab's forking server (make kernel-lab-server): mmdebstrap for its image's
+  # Debian rootfs (hack/kernel/server-image.sh).
+  [kernellab-server]="mmdebstrap"
   # Monitoring (test/monitoring, test/e2e/monitoring_test.go): Debian's Prometheus 2.42, its
   # promtool for the rules' unit tests, and the server the e2e starts by hand and stops by
   # pid (no service starts while installing: policy-rc.d below).
   [monitoring]="prometheus"
 )
-order=(base localnode kind kernellab monitoring)
+order=(base localnode kind kernellab kernellab-server monitoring)
 
 check_only=0
 if [ "${1:-}" = --missing ]; then check_only=1; shift; fi

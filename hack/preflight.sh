@@ -4,7 +4,8 @@
 # running as root; otherwise it stops at once and says exactly what to run.
 #
 #   hack/preflight.sh TARGET     TARGET: demo, test, unit, host, integration, chart,
-#                                monitoring, fuzz, lint, kernel-lab, e2e, e2e-kind
+#                                monitoring, fuzz, lint, kernel-lab, kernel-lab-server,
+#                                e2e, e2e-kind
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: hack/preflight.sh TARGET}
@@ -19,6 +20,7 @@ case "$target" in
   monitoring) groups+=(monitoring) ;;                             # promtool
   host) root=1 ;;
   kernel-lab) groups+=(kernellab) root=1 disk_gib=8 ;;            # kernel tree ~5 GiB while it builds
+  kernel-lab-server) groups+=(kernellab kernellab-server) root=1 disk_gib=8 ;; # that, and mmdebstrap
   demo) groups+=(localnode) root=1 disk_gib=14 ;;                 # Kubernetes build cache ~9 GiB
   e2e) groups+=(localnode monitoring) root=1 disk_gib=14 ;;       # that, and a real Prometheus
   e2e-kind) groups+=(kind) root=1 disk_gib=18 ;;                  # that, the node image ~1 GiB, dockerd's data ~3 GiB

@@ -174,12 +174,11 @@ func policiesOfRelease(log logr.Logger, probeErr error, online []int) mempolicy.
 	return mempolicy.Support{Node: -1}
 }
 
-// forkSource is the proc connector's fork events and the kernel-side filter on them; both
-// nil without -fork-events or when the connector cannot be opened.
+// forkSource is the proc connector's socket, subscribed to forks, which the engine reads
+// and filters; nil without -fork-events or when the connector cannot be opened.
 type forkSource struct {
-	events <-chan numa.ProcEvent
-	filter interface{ FilterForks(numa.ForkFilter) error }
-	close  func()
+	conn  *numa.ProcConn
+	close func()
 }
 
 func openForkEvents(f *agentFlags) forkSource {
@@ -188,12 +187,12 @@ func openForkEvents(f *agentFlags) forkSource {
 		return none
 	}
 	// Forks only: the engine acts on nothing else, and the kernel drops the rest.
-	pe, err := numa.OpenProcEvents(numa.ProcEventFork)
+	pc, err := numa.DialProcConnector(numa.ProcEventFork)
 	if err != nil {
 		ctrl.Log.WithName("agent").Error(err, "Fork events unavailable; new processes are caught by rescans only", "rescanInterval", f.rescanInterval)
 		return none
 	}
-	return forkSource{events: pe.Events(), filter: pe, close: func() { _ = pe.Close() }}
+	return forkSource{conn: pc, close: func() { _ = pc.Close() }}
 }
 
 // agentEngine is the engine and, when the state dir's ledger could not be read, why: the
@@ -224,7 +223,7 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 	if err != nil {
 		return agentEngine{}, err
 	}
-	engine, err := nodeagent.NewEngine(nodeagent.EngineConfig{
+	cfg := nodeagent.EngineConfig{
 		Resolver: resolver, Kernel: h.kernel, Support: h.support, Policies: h.policies, ProcRoot: h.procRoot, OnlineNodes: h.topo.Online,
 		LedgerPath:  stateDir.Ledger(),
 		ChoicesPath: stateDir.Choices(),
@@ -232,10 +231,14 @@ func newAgentEngine(f *agentFlags, h *agentHost, forks forkSource) (agentEngine,
 		CPUNode:     h.topo.CPUNode, MemFree: func(node int) (uint64, error) { return numa.ReadNodeMemFree(sysRoot, node) },
 		Topology:       func() (numa.Online, error) { return numa.ReadOnline(sysRoot) }, // node and CPU hotplug
 		RescanInterval: f.rescanInterval, MaxTasksPerContainer: f.maxTasks, StartGrace: f.nriStartGrace,
-		ProcEvents: forks.events, ForkFilter: forks.filter, Metrics: metrics, Log: ctrl.Log.WithName("engine"),
+		Metrics: metrics, Log: ctrl.Log.WithName("engine"),
 		PageMover: pageMover(h.mover),
 		Devices:   devs.reader, DevicesTimeout: f.podResourcesTimeout, DevicesMetrics: devs.metrics,
-	})
+	}
+	if forks.conn != nil {
+		cfg.ForkReader = forks.conn
+	}
+	engine, err := nodeagent.NewEngine(cfg)
 	var ledgerDamaged error
 	if errors.Is(err, ledger.ErrDamaged) {
 		ledgerDamaged = err

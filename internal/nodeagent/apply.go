@@ -111,6 +111,7 @@ func (e *Engine) applyContainer(p *pass, sets []plan.PendingSet) {
 			// set, for the one to restore).
 		case state == setSkipped:
 			e.ledger.DropTask(key, s.Task.TID) // exited, recycled or moved out since listed: the next pass looks again
+			p.unlist(key, s.Task.TID)
 		case state == setRefused:
 			e.ledger.TakeValue(key, s.Task.TID, s.Node)
 			e.cfg.Metrics.reportSet(plan.CountFailure(r.Failed, err))

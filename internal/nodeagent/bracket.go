@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
@@ -181,4 +182,11 @@ type engineHooks struct {
 	beforeSet func(tid int)
 	// journalStep runs at the steps of a ledger write (ledger.Options.Step).
 	journalStep func(step string, f *os.File, frame []byte)
+	// betweenReads runs in a pass of kind between its reading of the ledger and its
+	// reading of the desire (newPass).
+	betweenReads func(kind passKind)
+	// forkSet runs when a fork pass set the task of its own event: the lag since the
+	// kernel's timestamp of the event (0 without one) and the stages of forkStageNames
+	// (ok false without them), as numapref_fork_apply_{lag,stage}_seconds observe them.
+	forkSet func(sinceEvent time.Duration, stages [6]time.Duration, ok bool)
 }

@@ -40,7 +40,7 @@ func (e *Engine) PolicyAtCreation(d desire.Desire, cs cpuset.Cpuset) (r plan.Res
 	key := d.Key()
 	desired = maps.Clone(desired)
 	desired[key] = d
-	ps := &pass{kind: passStart, desired: desired, ids: plan.NewIdentifier(e.cfg.ProcRoot, e.cfg.handles, 0)}
+	ps := &pass{kind: passStart, desired: desired, ids: plan.NewIdentifier(e.cfg.ProcRoot, e.cfg.handles, 0), known: e.ledger.View()}
 	pl, p := plan.AtCreation(e.planInput(ps), plan.Creation{Key: key, Cpuset: cs})
 	e.placements.adopt(pl) // a choice made here is kept, for the container's start
 	if d.Placement.Automatic() && d.Placement.Mode != numav1.PlacementModeFollowCPUs {

@@ -25,7 +25,8 @@
 //	            announces and their grace, generations, the API's reachability, draining
 //	desiredstate.go
 //	            the last desired state, on disk: a restart while the API is away enforces it
-//	start.go    placing a container at its start (PlaceAtStart, SetAPIReachable)
+//	start.go    placing a container at its start (PlaceAtStart, SetAPIReachable): the
+//	            start lane, which waits for no pass, and its notes for the next pass
 //	forktracker.go
 //	            the fork tracker: the listed processes, the last listings, the tasks fork
 //	            passes set before their events, lost events, the looks again

@@ -29,7 +29,7 @@ func TestEffectCollectorRealProcessesNumaMaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, w.Pid(), shell, forked)
 

@@ -76,10 +76,16 @@ type EngineConfig struct {
 	// RescanInterval is how often every container is checked again (forks reset the
 	// preference of the child, so new processes must be caught).
 	RescanInterval time.Duration
-	// ProcEvents, when not nil, delivers fork events so new tasks are handled at once.
+	// ForkReader, when not nil, is the proc connector's socket (numa.ProcConn, subscribed
+	// to forks): a goroutine of the engine's reads it and runs each fork's pass as it reads
+	// the event, with no queue and no other goroutine between the socket and the pass
+	// (readForks). ProcEvents, when not nil, delivers fork events through a channel to the
+	// apply loop instead (fakes of the unit tests). Either way new tasks are handled at once.
+	ForkReader forkReader
 	ProcEvents <-chan numa.ProcEvent
-	// ForkFilter, when not nil, is the filter of the socket behind ProcEvents: the engine
-	// narrows it to the forks it may act on (forkfilter.go).
+	// ForkFilter, when not nil, is the filter of the socket behind ForkReader or
+	// ProcEvents: the engine narrows it to the forks it may act on (forkfilter.go). A
+	// ForkReader that filters is its own by default.
 	ForkFilter forkFilterer
 	// ForkRetryDelays are the looks a fork pass takes again when it did not list the new
 	// task (see DefaultForkRetryDelays); nil means the default.
@@ -132,6 +138,9 @@ func (cfg EngineConfig) withDefaults() EngineConfig {
 	if cfg.maxPIDFDs == 0 {
 		cfg.maxPIDFDs = plan.PIDFDBound() // at most half the open files the process may have
 	}
+	if f, ok := cfg.ForkReader.(forkFilterer); ok && cfg.ForkFilter == nil {
+		cfg.ForkFilter = f
+	}
 	if cfg.ForkRetryDelays == nil {
 		cfg.ForkRetryDelays = DefaultForkRetryDelays
 	}
@@ -173,9 +182,14 @@ func or[T int | time.Duration](v, def T) T {
 // builds its own state (pass.go). Only the engine SETs, records and undoes (apply.go).
 type Engine struct {
 	cfg EngineConfig
-	// passMu runs one pass at a time; it guards forks, placements and ledger.
+	// passMu runs one pass at a time; it guards forks and placements, and the ledger's
+	// entries a pass reads (the ledger has its own lock besides: the start lane).
 	passMu sync.Mutex
-	kick   chan struct{} // a full pass is due (the desire changed, a ledger write to retry)
+	// startMu runs one start lane at a time (start.go): placing a container at its start
+	// never waits for passMu; lane holds what it learnt for the next pass.
+	startMu sync.Mutex
+	lane    laneNotes
+	kick    chan struct{} // a full pass is due (the desire changed, a ledger write to retry)
 	// desires is what the engine is asked to place (desires.go); it has its own lock.
 	desires *desires
 	// forks follows the listed processes and their fork events (forktracker.go).
@@ -253,6 +267,16 @@ func (e *Engine) Changes() <-chan struct{} { return e.published.changes }
 func (e *Engine) Start(ctx context.Context) error {
 	tick := e.cfg.Clock.NewTicker(e.cfg.RescanInterval)
 	defer tick.Stop()
+	if e.cfg.ForkReader != nil {
+		read := make(chan struct{})
+		go e.readForks(ctx, read)
+		defer func() {
+			if err := e.cfg.ForkReader.StopReading(); err != nil {
+				e.cfg.Log.Error(err, "Stopping the fork events' reader")
+			}
+			<-read
+		}()
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -7,7 +7,6 @@ package nodeagent
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -60,6 +59,7 @@ type passBench struct {
 	desires  []desire.Desire
 	cgroups  []*cgroups.Container
 	loads    []*hostlab.Workload
+	emuDir   string // the emulator's state
 }
 
 // benchStateDir returns a fresh directory on tmpfs when there is one, else on disk.
@@ -96,12 +96,13 @@ func newPassBench(b *testing.B, containers, threads int) *passBench {
 	if err := os.WriteFile(filepath.Join(sys, "devices/system/node/possible"), []byte("0-1\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	emu, err := emulator.New(emulator.Options{StateDir: benchStateDir(b), ProcRoot: "/proc", SysRoot: sys, ForkEvents: true})
+	emuDir := benchStateDir(b)
+	emu, err := emulator.New(emulator.Options{StateDir: emuDir, ProcRoot: "/proc", SysRoot: sys, ForkEvents: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { emu.Close() })
-	pb := &passBench{lab: lab, resolver: r, emu: emu}
+	pb := &passBench{lab: lab, resolver: r, emu: emu, emuDir: emuDir}
 	for i := range containers {
 		w, d := benchContainer(b, lab, fmt.Sprintf("%s-%d", b.Name(), i), threads)
 		cg, err := r.Resolve(d.Ref)
@@ -119,13 +120,7 @@ func newPassBench(b *testing.B, containers, threads int) *passBench {
 // the desire that asks for node 0 (this host's only node: every cpuset holds it).
 func benchContainer(b *testing.B, lab *hostlab.Lab, name string, threads int) (*hostlab.Workload, desire.Desire) {
 	b.Helper()
-	uid := fmt.Sprintf("%x", sha256.Sum256([]byte(name)))
-	podUID := uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32]
-	c, err := lab.Container(corev1.PodQOSBurstable, podUID, uid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := c.StartWorkload(threads)
+	podUID, c, w, err := lab.NamedWorkload(corev1.PodQOSBurstable, name, threads)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,8 +6,6 @@
 package nodeagent
 
 import (
-	"crypto/sha256"
-	"fmt"
 	"github.com/numapref/numapref/internal/testutil/files"
 	"os"
 	"os/exec"
@@ -97,9 +95,9 @@ func (el *engineLab) openEmulator(t *testing.T) {
 	t.Cleanup(func() { emu.Close() })
 }
 
-func (el *engineLab) engine(t *testing.T, events <-chan numa.ProcEvent) *Engine {
+func (el *engineLab) engine(t *testing.T) *Engine {
 	t.Helper()
-	return el.engineWith(t, EngineConfig{ProcEvents: events})
+	return el.engineWith(t, EngineConfig{})
 }
 
 // engineWith makes an engine on the lab, with the emulator unless cfg names a kernel,
@@ -128,13 +126,7 @@ func (el *engineLab) engineWith(t *testing.T, cfg EngineConfig) *Engine {
 // that asks for node.
 func (el *engineLab) container(t *testing.T, name string, node, threads int) (*hostlab.Workload, *hostlab.Container, desire.Desire) {
 	t.Helper()
-	uid := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name()+name)))
-	podUID := uid[:8] + "-" + uid[8:12] + "-" + uid[12:16] + "-" + uid[16:20] + "-" + uid[20:32]
-	c, err := el.lab.Container(corev1.PodQOSBurstable, podUID, uid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := c.StartWorkload(threads)
+	podUID, c, w, err := el.lab.NamedWorkload(corev1.PodQOSBurstable, t.Name()+name, threads)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +248,7 @@ func TestEngineAppliesToEveryTaskAndUndoes(t *testing.T) {
 func TestEngineUndoLeavesTheApplicationsOwnValue(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 3)
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, w.Pid())
 
@@ -285,7 +277,7 @@ func TestEngineUndoLeavesTheApplicationsOwnValue(t *testing.T) {
 func TestEngineUndoesAfterRestart(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 3)
-	first := el.engine(t, nil)
+	first := el.engine(t)
 	first.SetDesired([]desire.Desire{d})
 	if v := el.settle(t, first, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("not applied: %v", v)
@@ -295,7 +287,7 @@ func TestEngineUndoesAfterRestart(t *testing.T) {
 	// state dir) keeps the values, the ledger remembers them.
 	el.emu.Close()
 	el.openEmulator(t)
-	second := el.engine(t, nil)
+	second := el.engine(t)
 	second.Pass() // not synced yet: must not undo what it has not read the desire of
 	if v := el.values(t, w.Pid()); !allEqual(v, 0) {
 		t.Fatalf("an unsynced engine changed tasks: %v", v)
@@ -307,11 +299,22 @@ func TestEngineUndoesAfterRestart(t *testing.T) {
 	}
 }
 
+// dialForkReader opens the proc connector's socket, subscribed to forks, as the agent
+// gives it to its engine (EngineConfig.ForkReader), until the test ends.
+func dialForkReader(t testing.TB) *numa.ProcConn {
+	t.Helper()
+	pc, err := numa.DialProcConnector(numa.ProcEventFork)
+	testenv.RequireNoError(t, err, "opening the proc connector (CAP_NET_ADMIN)", "sudo make host")
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+// The engine reads the socket itself, as the agent wires it, filters it and places a
+// container's forked children from their events alone.
 func TestEngineCatchesForkedChildrenFromEvents(t *testing.T) {
 	el := newEngineLab(t)
-	pe := openProcEvents(t)
 	w, _, d := el.container(t, "a", 0, 2)
-	e := el.engine(t, pe.Events())
+	e := el.engineWith(t, EngineConfig{ForkReader: dialForkReader(t)})
 	startEngine(t, e)
 	e.SetDesired([]desire.Desire{d})
 	waitFor(t, "the workload has node 0", func() bool { return allEqual(el.values(t, w.Pid()), 0) })
@@ -487,7 +490,7 @@ func TestEngineHonoursCpusetPinning(t *testing.T) {
 	if err := c.SetMems("0"); err != nil {
 		t.Fatal(err)
 	}
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	e.Pass()
 	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonMemoryPinnedElsewhere {
@@ -558,7 +561,7 @@ func TestEngineWithoutKernelSupportCallsNothing(t *testing.T) {
 func TestEngineNodeNotPresent(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 3, 1)
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	e.Pass()
 	if r := e.Results()[d.Key()]; r.Reason != numav1.ReasonNodeNotPresent {
@@ -572,7 +575,7 @@ func TestEngineNodeNotPresent(t *testing.T) {
 func TestEngineFollowsARestartedContainer(t *testing.T) {
 	el := newEngineLab(t)
 	old, _, d := el.container(t, "a", 0, 2)
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, old.Pid())
 

@@ -6,6 +6,7 @@ package nodeagent
 import (
 	"fmt"
 	"github.com/numapref/numapref/internal/testutil/files"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -36,10 +37,13 @@ type fakeHost struct {
 	// SETs (ThreadIDs) still to fail.
 	cpus          []int
 	threadIDsErrs int
+	// reads counts the calls that read the container's cgroup, by method: Resolve,
+	// ListTIDs, Cpuset, ThreadIDs.
+	reads map[string]int
 }
 
 func newFakeHost(t *testing.T) *fakeHost {
-	return &fakeHost{t: t, proc: t.TempDir(), values: map[int]int{}}
+	return &fakeHost{t: t, proc: t.TempDir(), values: map[int]int{}, reads: map[string]int{}}
 }
 
 // fakeDesire is the desire for node of the fake host's container.
@@ -127,13 +131,24 @@ func (h *fakeHost) snapshot() map[int]int {
 	return out
 }
 
+// readCounts is a copy of reads.
+func (h *fakeHost) readCounts() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.reads)
+}
+
 func (h *fakeHost) Resolve(ref cgroups.ContainerRef) (*cgroups.Container, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reads["Resolve"]++
 	return &cgroups.Container{Ref: ref, Path: "/fake"}, nil
 }
 
 func (h *fakeHost) ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.reads["ListTIDs"]++
 	var out []cgroups.TaskRef
 	for _, tid := range h.tids {
 		out = append(out, cgroups.TaskRef{TGID: h.tids[0], TID: tid})
@@ -144,6 +159,7 @@ func (h *fakeHost) ListTIDs(*cgroups.Container) ([]cgroups.TaskRef, error) {
 func (h *fakeHost) ThreadIDs(*cgroups.Container) ([]int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.reads["ThreadIDs"]++
 	if h.threadIDsErrs > 0 {
 		h.threadIDsErrs--
 		return nil, fmt.Errorf("reading cgroup.threads of /fake: %w", unix.EIO)
@@ -156,6 +172,7 @@ func (h *fakeHost) ThreadIDs(*cgroups.Container) ([]int, error) {
 func (h *fakeHost) Cpuset(*cgroups.Container) (cpuset.Cpuset, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.reads["Cpuset"]++
 	return cpuset.Cpuset{Mems: []int{0, 1}, CPUs: slices.Clone(h.cpus)}, nil
 }
 

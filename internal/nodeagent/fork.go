@@ -4,6 +4,7 @@
 package nodeagent
 
 import (
+	"context"
 	"time"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
@@ -14,6 +15,7 @@ import (
 // forkMark is the fork event a one-container pass runs for.
 type forkMark struct {
 	tid      int
+	tgid     int       // the process of the task, as the event names it (0: unknown)
 	kernelNs uint64    // the event's kernel timestamp (CLOCK_MONOTONIC), 0 if none
 	arrival  time.Time // on the engine's clock
 	// The stages of the passes for this event, on the engine's clock, for
@@ -69,6 +71,37 @@ type setMark struct {
 	at   time.Time
 }
 
+// forkReader is the proc connector's socket as the engine reads it (numa.ProcConn).
+type forkReader interface {
+	// Read returns the events queued, waiting for one; idle is called when it finds the
+	// socket empty (numa.ProcConn.Read).
+	Read(idle func(now int64)) ([]numa.ProcEvent, error)
+	// StopReading makes the Read that waits, and every later one, fail.
+	StopReading() error
+}
+
+// readForks reads the fork events of ForkReader until ctx ends, and handles each on this
+// goroutine as it is read: the fork's pass runs straight from the socket (it takes the
+// pass lock as every pass does). While the events read are handled, the forks count as
+// waiting (markForks); the socket found empty, they no longer do.
+func (e *Engine) readForks(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	idle := func(int64) { e.forks.reading.Store(false) }
+	for {
+		events, err := e.cfg.ForkReader.Read(idle)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.cfg.Log.Error(err, "Reading fork events; new processes are caught by rescans only", "rescanInterval", e.cfg.RescanInterval)
+			}
+			return
+		}
+		e.forks.reading.Store(true)
+		for _, ev := range events {
+			e.onProcEvent(ev)
+		}
+	}
+}
+
 // onProcEvent handles one proc connector event: a fork runs a pass for the container of
 // the new task's process (or of its creator), a lost event a full pass.
 func (e *Engine) onProcEvent(ev numa.ProcEvent) {
@@ -85,8 +118,9 @@ func (e *Engine) onProcEvent(ev numa.ProcEvent) {
 	if ev.Kind != numa.ProcEventFork {
 		return
 	}
-	fork := &forkMark{tid: ev.ChildTID, kernelNs: ev.TimestampNs, arrival: arrival}
+	fork := &forkMark{tid: ev.ChildTID, tgid: ev.ChildTGID, kernelNs: ev.TimestampNs, arrival: arrival}
 	e.passMu.Lock()
+	e.takeLaneNotes(nil, nil) // a container placed at its start: its init's forks find it
 	key, ok := e.forks.containerOf(ev)
 	if set, done := e.forks.takeSet(ev.ChildTID); done {
 		// An earlier event's pass listed and set this task before its own event came.
@@ -156,6 +190,14 @@ func (e *Engine) markSet() setMark {
 func (e *Engine) noteForkSet(fork *forkMark, tid int, set setMark) {
 	if tid == fork.tid {
 		e.cfg.Metrics.reportForkLag(fork, set, true)
+		if e.cfg.hooks.forkSet != nil {
+			var lag time.Duration
+			if fork.kernelNs != 0 && set.mono >= fork.kernelNs {
+				lag = time.Duration(set.mono - fork.kernelNs)
+			}
+			stages, ok := fork.stages(set)
+			e.cfg.hooks.forkSet(lag, stages, ok)
+		}
 		return
 	}
 	e.forks.noteSet(tid, set)

@@ -48,7 +48,11 @@ type forkWatch struct {
 	marks    [2]int // the last pid at the last two readings, older first
 	set      numa.ForkFilter
 	attached bool // set is the socket's filter
-	armed    bool // a reading is on its way
+	// dirty says the listings or the mark changed since the filter was last judged in a
+	// way set may not cover (filterForks); a one-container pass's new process that set
+	// passes already (a child born after the mark) leaves it clean, and costs no judging.
+	dirty bool
+	armed bool // a reading is on its way
 	// read is when the last reading was due, and wait how long it waited (armMark).
 	read time.Time
 	wait time.Duration
@@ -75,7 +79,7 @@ func (f *forkTracker) armMark() {
 func (e *Engine) markForks() {
 	e.passMu.Lock()
 	defer e.passMu.Unlock()
-	e.forks.mark(len(e.cfg.ProcEvents) > 0)
+	e.forks.mark(len(e.cfg.ProcEvents) > 0 || e.forks.reading.Load())
 }
 
 // mark takes a reading of the last pid for the filter's mark, unless events wait.
@@ -85,6 +89,7 @@ func (f *forkTracker) mark(eventsWait bool) {
 	if eventsWait {
 		return
 	}
+	w.dirty = true
 	pid, _ := numa.ReadLastPid(f.procRoot) // 0: unknown
 	if pid == 0 || pid < w.marks[1] {
 		w.marks = [2]int{0, pid} // unknown, or wrapped around: no mark holds
@@ -97,6 +102,18 @@ func (f *forkTracker) mark(eventsWait bool) {
 // maxStaleTGIDs is how many processes no longer listed an attached filter may still pass
 // before it is replaced (keepFilter).
 const maxStaleTGIDs = 64
+
+// passes says whether the attached filter passes the forks of process tgid.
+func (w *forkWatch) passes(tgid int) bool {
+	if !w.attached || w.set.All() {
+		return w.attached
+	}
+	if tgid > w.set.Above {
+		return true
+	}
+	_, found := slices.BinarySearch(w.set.TGIDs, tgid)
+	return found
+}
 
 // keepFilter says whether the attached filter can stay although the listings changed:
 // with the same mark, it passes every fork the wanted one does, and at most maxStaleTGIDs
@@ -128,6 +145,10 @@ func (f *forkTracker) filterForks() {
 		return
 	}
 	w := &f.watch
+	if w.attached && !w.dirty {
+		return
+	}
+	w.dirty = false
 	want := numa.ForkFilter{Above: w.marks[0]}
 	if want.All() || len(f.tgids) > numa.MaxFilterTGIDs {
 		want = numa.ForkFilter{}

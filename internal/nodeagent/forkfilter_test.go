@@ -152,3 +152,38 @@ func TestKeepFilter(t *testing.T) {
 		}
 	}
 }
+
+// A fork pass that lists a new process judges the filter only when the attached one does
+// not pass that process's forks: a child born after the mark (a forking server's) costs
+// no judging, one born before it (a pid reused below the mark) gets a filter that names it.
+func TestForkPassJudgesTheFilterOnlyForWhatItDoesNotPass(t *testing.T) {
+	h := newFakeHost(t)
+	h.addTask(100, -1)
+	rec := &filterRecorder{}
+	fc := clocktesting.NewFakeClock(time.Now())
+	e := h.engine(EngineConfig{ForkFilter: rec, Clock: fc})
+	e.SetDesired([]desire.Desire{fakeDesire(0)})
+	e.Pass()
+	lastPid := filepath.Join(h.proc, "sys", "kernel", "ns_last_pid")
+	for _, pid := range []string{"500", "600"} {
+		files.Write(t, lastPid, pid+"\n")
+		e.markForks()
+	}
+	fork := func(child int) {
+		h.addTask(child, -1)
+		e.onProcEvent(numa.ProcEvent{Kind: numa.ProcEventFork, ParentTGID: 100, ParentTID: 100, ChildTGID: child, ChildTID: child})
+	}
+	before := len(rec.set)
+	fork(650)
+	if got := rec.set[before:]; len(got) != 0 {
+		t.Errorf("a child born after the mark attached %v: the attached filter passes its forks already", got)
+	}
+	fork(450)
+	want := numa.ForkFilter{Above: 500, TGIDs: []int{100, 450, 650}}
+	if got := rec.set[before:]; len(got) != 1 || !got[0].Equal(want) {
+		t.Errorf("a process born before the mark attached %v, want [%v]", got, want)
+	}
+	if v := h.value(450); v != 0 {
+		t.Errorf("the process below the mark holds %d, want 0", v)
+	}
+}

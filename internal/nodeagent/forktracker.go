@@ -30,6 +30,8 @@ type forkTracker struct {
 	sets map[int]setMark
 	// lost is set when fork events were lost since the last full pass (verifyStarts).
 	lost atomic.Bool
+	// reading is set while the fork events read from the socket are handled (readForks).
+	reading atomic.Bool
 
 	// retries are the fork passes to run again (retryUnlisted), after delays.
 	retries chan forkRetry
@@ -69,9 +71,11 @@ func (f *forkTracker) containerOf(ev numa.ProcEvent) (desire.ContainerKey, bool)
 func (f *forkTracker) noteListing(full bool, tgids map[int]desire.ContainerKey, listing map[desire.ContainerKey]plan.Listing) {
 	if full {
 		f.tgids = tgids
+		f.watch.dirty = true
 	} else {
 		for tgid, key := range tgids {
 			f.tgids[tgid] = key
+			f.watch.dirty = f.watch.dirty || !f.watch.passes(tgid)
 		}
 	}
 	f.listing = listing

@@ -57,7 +57,7 @@ func TestInspectPodOnRealHost(t *testing.T) {
 			}},
 	}
 
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	e.SetDesired([]desire.Desire{d})
 	el.settle(t, e, db.Pid())
 	// Every thread of the pass's listing still runs, so the threads running now include

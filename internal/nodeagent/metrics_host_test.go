@@ -147,7 +147,7 @@ func TestEngineManagedView(t *testing.T) {
 	el := newEngineLab(t)
 	w, _, d := el.container(t, "a", 0, 3)
 	_, _, missing := el.container(t, "b", 3, 1) // NodeNotPresent: never listed
-	e := el.engine(t, nil)
+	e := el.engine(t)
 	if got := e.Managed(); len(got) != 0 {
 		t.Fatalf("Managed() before any pass = %+v, want none", got)
 	}

@@ -6,10 +6,13 @@ package nodeagent
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
+	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/known"
 	"github.com/numapref/numapref/internal/nodeagent/ledger"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
@@ -37,6 +40,9 @@ func (k passKind) String() string { return [...]string{"full", "fork", "start"}[
 type pass struct {
 	kind passKind
 	fork *forkMark // the fork event of a fork pass; nil for the others
+	// known is the ledger the pass plans from, read before its desire: a container the
+	// start lane records meanwhile is in the desire then, never an orphan.
+	known known.View
 	// desired is the desire the pass acts on, of generation gen.
 	desired map[desire.ContainerKey]desire.Desire
 	gen     uint64
@@ -49,8 +55,13 @@ type pass struct {
 // newPass snapshots the desire; ok is false before the engine is synced (nothing to do).
 // A fork pass has fork's event. The caller holds passMu.
 func (e *Engine) newPass(kind passKind, fork *forkMark) (p *pass, ok bool) {
+	e.takeLaneNotes(nil, nil)
 	p = &pass{kind: kind, fork: fork, start: e.cfg.Clock.Now(),
 		ids: plan.NewIdentifier(e.cfg.ProcRoot, e.cfg.handles, e.cfg.maxPIDFDs)}
+	p.known = e.ledger.View()
+	if e.cfg.hooks.betweenReads != nil {
+		e.cfg.hooks.betweenReads(kind)
+	}
 	p.desired, p.gen, ok = e.desires.forPass(kind == passFull)
 	if !ok {
 		return nil, false
@@ -98,10 +109,30 @@ func (e *Engine) forkPass(key desire.ContainerKey, fork *forkMark) {
 	if !ok || d.Placement.Automatic() && !e.placements.resolved.Has(key) {
 		return // gone, or new since the last full pass, which is on its way (SetDesired kicks one)
 	}
+	pl, fromEvent := e.planFromEvent(p, key, d, fork)
 	fork.passStarted(p.start)
-	pl := plan.One(e.planInput(p), key, e.trusted(key, d, fork))
+	if !fromEvent {
+		pl = plan.One(e.planInput(p), key, e.trusted(key, d, fork))
+	}
 	fork.planned = e.cfg.Clock.Now()
 	e.finish(p, pl)
+}
+
+// planFromEvent plans fork pass p for container key, desired as d, from its event alone
+// (plan.Fork) when it may: at the event's first look, for a container whose last pass
+// applied every task it listed under the same desire. Else ok is false, and the pass
+// lists the container (the event's task not listed yet by a look before, an outcome to
+// judge again).
+func (e *Engine) planFromEvent(p *pass, key desire.ContainerKey, d desire.Desire, fork *forkMark) (pl plan.Plan, ok bool) {
+	last, known := p.results[key]
+	listed, listedBefore := e.forks.listing[key]
+	if !fork.firstPass.IsZero() || fork.tgid <= 0 || !known || !listedBefore ||
+		last.Desire != d || last.Reason != numav1.ReasonApplied || len(last.Failed) > 0 {
+		return plan.Plan{}, false
+	}
+	in := plan.Input{Known: p.known, Kernel: kernelReader{e.cfg.Kernel}, ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support,
+		MaxTasks: e.cfg.MaxTasksPerContainer, IDs: p.ids, ForkTID: fork.tid, Log: e.cfg.Log}
+	return plan.Fork(in, key, last, listed, cgroups.TaskRef{TID: fork.tid, TGID: fork.tgid})
 }
 
 // startPass checks the one container key at its start: none of its tasks is trusted and
@@ -128,7 +159,7 @@ func (e *Engine) startPass(key desire.ContainerKey) (plan.Result, bool) {
 // kernel as a reader.
 func (e *Engine) planInput(p *pass) plan.Input {
 	in := plan.Input{
-		Desired: p.desired, Known: e.ledger.View(), Kernel: kernelReader{e.cfg.Kernel}, Cgroups: e.cfg.Resolver,
+		Desired: p.desired, Known: p.known, Kernel: kernelReader{e.cfg.Kernel}, Cgroups: e.cfg.Resolver,
 		ProcRoot: e.cfg.ProcRoot, Support: e.cfg.Support, MemFree: e.cfg.MemFree, Log: e.cfg.Log,
 		MaxTasks: e.cfg.MaxTasksPerContainer, LedgerTasks: ledger.TaskCapacity(e.cfg.ledgerLimit), VerifyStarts: e.verifyStarts(p), IDs: p.ids,
 		Policies: e.cfg.Policies, PolicyRuntime: e.cfg.PolicyRuntime != nil && e.cfg.PolicyRuntime(), Asked: e.asked.get,
@@ -157,6 +188,7 @@ func (e *Engine) finish(p *pass, pl plan.Plan) {
 	defer p.ids.ReleaseAll()
 	e.placements.adopt(pl) // the choices saved before the SETs: a crash must not reshuffle a running pod
 	e.apply(p, pl)
+	e.takeLaneNotes(p, &pl) // a start placed while this pass ran
 	if p.kind == passFull {
 		e.moves.follow(p.results, p.listing, e.placements.topo.Nodes())
 	} else {
@@ -215,4 +247,16 @@ func skipUnrecorded(sets []plan.PendingSet, results map[desire.ContainerKey]plan
 			r.Tasks, r.Node, n, err)
 		results[key] = r
 	}
+}
+
+// unlist removes task tid from pass p's listing of container key: a SET found it gone, or
+// not (yet) in the container, so a fork event's look again finds it unlisted. Listings
+// are shared once published, so the listing is copied.
+func (p *pass) unlist(key desire.ContainerKey, tid int) {
+	l, ok := p.listing[key]
+	if !ok || !slices.ContainsFunc(l.Tasks, func(t cgroups.TaskRef) bool { return t.TID == tid }) {
+		return
+	}
+	l.Tasks = slices.DeleteFunc(slices.Clone(l.Tasks), func(t cgroups.TaskRef) bool { return t.TID == tid })
+	p.listing[key] = l
 }

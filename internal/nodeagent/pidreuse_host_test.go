@@ -7,7 +7,6 @@ package nodeagent
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -379,8 +378,7 @@ func pidReuseLab(t *testing.T) pidReuseConfig {
 	t.Helper()
 	testenv.RequireFile(t, "/proc/sys/kernel/ns_last_pid", "a kernel with CONFIG_CHECKPOINT_RESTORE (ns_last_pid)")
 	lab := newLab(t)
-	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name())))
-	podUID := sum[:8] + "-" + sum[8:12] + "-" + sum[12:16] + "-" + sum[16:20] + "-" + sum[20:32]
+	podUID, sum := hostlab.IDsOf(t.Name())
 	c, err := lab.Container(corev1.PodQOSBurstable, podUID, sum)
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,9 @@ import (
 // longer desired, skipped, gone) or runs again under a new container ID, so that a
 // container placed again is judged again.
 const (
-	// PlacedAtStart: by a start pass (PlaceAtStart, NRI's StartContainer), or by any pass
-	// while PlaceAtStart waits for the pass lock, before the container's first instruction.
+	// PlacedAtStart: by PlaceAtStart (NRI's StartContainer: the start lane, or a start
+	// pass), or by any pass while PlaceAtStart places it, before the container's first
+	// instruction.
 	PlacedAtStart = "Start"
 	// PlacedAtAfterStart: by any other pass (the API's pod status, a fork event, a
 	// rescan), after the container started.
@@ -42,7 +43,7 @@ func placedBeforeRestart(l known.View) map[desire.ContainerKey]string {
 // notePlaced judges how container key was first placed when pass p confirmed the SETs
 // confirmed in it, unless it was placed already, and observes the time from its start.
 func (e *Engine) notePlaced(p *pass, key desire.ContainerKey, confirmed []issuedSet) {
-	if len(confirmed) == 0 || e.placements.placedAt[key] != "" {
+	if len(confirmed) == 0 || e.placements.placed(key) != "" {
 		return
 	}
 	starts := make([]uint64, len(confirmed))
@@ -63,6 +64,8 @@ func (e *Engine) notePlaced(p *pass, key desire.ContainerKey, confirmed []issued
 // when atStart, else after it. observe says d is the time from the container's start to
 // now, to be observed.
 func (m *placementMemory) judgePlaced(key desire.ContainerKey, atStart bool, starts []uint64) (at string, d time.Duration, observe bool) {
+	m.placedMu.Lock()
+	defer m.placedMu.Unlock()
 	if m.placedAt[key] != "" {
 		return "", 0, false
 	}
@@ -90,14 +93,25 @@ func (m *placementMemory) sinceStart(starts []uint64) (time.Duration, bool) {
 
 // forgetPlaced forgets how container key was placed: it is undone, or runs again under a
 // new container ID.
-func (m *placementMemory) forgetPlaced(key desire.ContainerKey) { delete(m.placedAt, key) }
+func (m *placementMemory) forgetPlaced(key desire.ContainerKey) {
+	m.placedMu.Lock()
+	defer m.placedMu.Unlock()
+	delete(m.placedAt, key)
+}
+
+// placed is how container key was first placed ("" not yet).
+func (m *placementMemory) placed(key desire.ContainerKey) string {
+	m.placedMu.Lock()
+	defer m.placedMu.Unlock()
+	return m.placedAt[key]
+}
 
 // publishPlaced copies into the results of pass p how each container it planned was
 // placed.
 func (e *Engine) publishPlaced(p *pass, pl plan.Plan) {
 	for _, cp := range pl.Containers {
 		r := p.results[cp.Key]
-		r.PlacedAt = e.placements.placedAt[cp.Key]
+		r.PlacedAt = e.placements.placed(cp.Key)
 		p.results[cp.Key] = r
 	}
 }

@@ -5,6 +5,7 @@ package nodeagent
 
 import (
 	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 // the sticky choices of Spread and MostFreeMemory and their file (choices.go), every
 // automatic container's node as the last resolving pass chose it, the host's topology
 // and when it is read again (topology.go), and how each container was first placed
-// (placedat.go). The engine's passMu guards it.
+// (placedat.go). The engine's passMu guards it, but for placedAt.
 type placementMemory struct {
 	choicesPath string // "" keeps the choices in memory only
 	choices     plan.Choices
@@ -41,6 +42,8 @@ type placementMemory struct {
 
 	// placedAt says how each container was first placed; bootAtStart is CLOCK_BOOTTIME
 	// when the engine was made (bootAtStartOK false: unreadable), boottime reads it now.
+	// placedMu guards placedAt: the start lane judges without the pass lock.
+	placedMu      sync.Mutex
 	placedAt      map[desire.ContainerKey]string
 	bootAtStart   uint64
 	bootAtStartOK bool

@@ -66,6 +66,29 @@ func (p *published) publish(results map[desire.ContainerKey]plan.Result, listing
 	return changed
 }
 
+// publishOne makes r and listing (nil: none) container key's published result and
+// listing, the others' unchanged (the start lane's, which holds no pass). The maps are
+// copied: published ones are never modified. A change of the results is signalled.
+func (p *published) publishOne(key desire.ContainerKey, r plan.Result, listing *plan.Listing) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := !resultEqual(r, p.res[key])
+	p.res = maps.Clone(p.res)
+	p.res[key] = r
+	p.managed = maps.Clone(p.managed)
+	if p.managed == nil {
+		p.managed = map[desire.ContainerKey]plan.Listing{}
+	}
+	if listing != nil {
+		p.managed[key] = *listing
+	} else {
+		delete(p.managed, key)
+	}
+	if changed {
+		signal(p.changes)
+	}
+}
+
 // view is every container's result, with its listing (zero when it was not listed).
 func (p *published) view() ([]plan.Result, []plan.Listing) {
 	p.mu.Lock()

@@ -210,6 +210,10 @@ func (c *ProcConn) read(idle func(now int64)) ([]ProcEvent, error) {
 	return c.events, parseErr
 }
 
+// StopReading makes a Read that waits, and every later one, return an error
+// (os.ErrDeadlineExceeded), for a reader that ends before the socket is closed.
+func (c *ProcConn) StopReading() error { return c.f.SetReadDeadline(time.Unix(1, 0)) }
+
 // Close unsubscribes and closes the socket.
 func (c *ProcConn) Close() error {
 	_ = c.send(procCnMcastIgnore)
@@ -217,9 +221,8 @@ func (c *ProcConn) Close() error {
 }
 
 func monotonicNow() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
+	ns, _ := MonotonicNs()
+	return int64(ns)
 }
 
 // ProcEvents delivers the kernel's process events (fork, exec, exit) from the netlink proc

@@ -23,3 +23,21 @@ func (p *ProcEvents) Events() <-chan ProcEvent {
 
 // Close does nothing.
 func (p *ProcEvents) Close() error { return nil }
+
+// ProcConn is a proc connector socket; it exists on Linux only.
+type ProcConn struct{}
+
+// DialProcConnector fails: the proc connector is Linux's.
+func DialProcConnector(...ProcEventKind) (*ProcConn, error) { return nil, errNotLinux }
+
+// Read fails: the proc connector is Linux's.
+func (c *ProcConn) Read(func(now int64)) ([]ProcEvent, error) { return nil, errNotLinux }
+
+// FilterForks fails: the proc connector is Linux's.
+func (c *ProcConn) FilterForks(ForkFilter) error { return errNotLinux }
+
+// StopReading does nothing.
+func (c *ProcConn) StopReading() error { return nil }
+
+// Close does nothing.
+func (c *ProcConn) Close() error { return nil }

@@ -67,10 +67,7 @@ type options struct {
 }
 
 func main() {
-	hostlab.RunWorkloadIfAsked()
-	if os.Getenv(forkerEnv) != "" {
-		os.Exit(runForker(os.Getenv(forkerEnv)))
-	}
+	hostlab.RunWorkloadIfAsked() // a lab workload, or a storm's forker
 	var o options
 	var rates string
 	flag.StringVar(&o.agent, "agent", "", "the agent binary (go build -o /tmp/numapref ./cmd/numapref)")

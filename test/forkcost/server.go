@@ -23,7 +23,6 @@ import (
 
 	"github.com/numapref/numapref/internal/nodeagent/cgroups"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
-	"github.com/numapref/numapref/internal/numa"
 	"github.com/numapref/numapref/internal/testutil/hostlab"
 )
 
@@ -257,7 +256,7 @@ func (s *server) sampleBackends(emuDir string, stop <-chan struct{}) (sampled, n
 		}
 		for _, f := range strings.Fields(string(data)) {
 			pid, _ := strconv.Atoi(f)
-			if age, err := processAge(pid); err != nil || age < 100*time.Millisecond {
+			if age, err := hostlab.ProcessAge(pid); err != nil || age < 100*time.Millisecond {
 				continue
 			}
 			err := placed(emuDir, pid)
@@ -269,25 +268,6 @@ func (s *server) sampleBackends(emuDir string, stop <-chan struct{}) (sampled, n
 			}
 		}
 	}
-}
-
-// processAge is how long ago pid started: its start time (clock ticks after boot,
-// numa.ReadTask) against /proc/uptime.
-func processAge(pid int) (time.Duration, error) {
-	task, err := numa.ReadTask("/proc", pid)
-	if err != nil {
-		return 0, err
-	}
-	up, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		return 0, err
-	}
-	uptime, err := strconv.ParseFloat(strings.Fields(string(up))[0], 64)
-	if err != nil {
-		return 0, fmt.Errorf("parsing /proc/uptime: %w", err)
-	}
-	const ticks = 100 // USER_HZ
-	return time.Duration((uptime - float64(task.StartTime)/ticks) * float64(time.Second)), nil
 }
 
 func (s *server) close() {

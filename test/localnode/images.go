@@ -24,43 +24,23 @@ import (
 )
 
 // Image is a container image made from one static binary, without Docker: the same
-// shape as the Dockerfile's final stage (the binary at Path, root user, no shell).
+// shape as the Dockerfile's final stage (the binary at Path, root user, no shell). With
+// Rootfs, it is that root filesystem instead (one layer), with no binary added.
 type Image struct {
 	Ref        string   // e.g. numapref.local/numapref:e2e
 	Binary     string   // the static binary on the host
 	Path       string   // where it goes in the image, e.g. /numapref
+	Rootfs     string   // a tarball of a whole root filesystem, instead of Binary and Path
 	Entrypoint []string // defaults to [Path]
 	Cmd        []string
 	Env        []string // defaults to PATH=/
+	User       string   // defaults to 0:0
 }
 
 // WriteTarball writes the image as a `docker save` tarball, which
 // `ctr images import` reads.
 func (im Image) WriteTarball(path string) error {
-	bin, err := os.ReadFile(im.Binary)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", im.Binary, err)
-	}
-	var layerTar bytes.Buffer
-	tw := tar.NewWriter(&layerTar)
-	epoch := time.Unix(0, 0)
-	for _, h := range []*tar.Header{
-		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: epoch},
-		{Name: im.Path[1:], Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin)), ModTime: epoch},
-	} {
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-	}
-	if _, err := tw.Write(bin); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar.Bytes())), nil
-	})
+	layer, err := im.layer()
 	if err != nil {
 		return err
 	}
@@ -74,16 +54,20 @@ func (im Image) WriteTarball(path string) error {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
-	cfg.Created = v1.Time{Time: epoch}
+	cfg.Created = v1.Time{Time: time.Unix(0, 0)}
 	entry := im.Entrypoint
-	if entry == nil {
+	if entry == nil && im.Rootfs == "" {
 		entry = []string{im.Path}
 	}
 	env := im.Env
 	if env == nil {
 		env = []string{"PATH=/"}
 	}
-	cfg.Config = v1.Config{Entrypoint: entry, Cmd: im.Cmd, User: "0:0", Env: env}
+	user := im.User
+	if user == "" {
+		user = "0:0"
+	}
+	cfg.Config = v1.Config{Entrypoint: entry, Cmd: im.Cmd, User: user, Env: env}
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return err
 	}
@@ -92,6 +76,37 @@ func (im Image) WriteTarball(path string) error {
 		return fmt.Errorf("image reference %q: %w", im.Ref, err)
 	}
 	return tarball.WriteToFile(path, ref, img)
+}
+
+// layer is the image's one layer: Rootfs as it is, or /tmp and the binary at Path.
+func (im Image) layer() (v1.Layer, error) {
+	if im.Rootfs != "" {
+		return tarball.LayerFromFile(im.Rootfs)
+	}
+	bin, err := os.ReadFile(im.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", im.Binary, err)
+	}
+	var layerTar bytes.Buffer
+	tw := tar.NewWriter(&layerTar)
+	epoch := time.Unix(0, 0)
+	for _, h := range []*tar.Header{
+		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: epoch},
+		{Name: im.Path[1:], Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin)), ModTime: epoch},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := tw.Write(bin); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar.Bytes())), nil
+	})
 }
 
 // The images a local node runs, all built from this repository.

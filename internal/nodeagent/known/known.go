@@ -51,6 +51,32 @@ type Container struct {
 	Tasks map[int]*Task        `json:"tasks"`
 }
 
+// Apply makes change ch to the entry.
+func (c *Container) Apply(ch Change) {
+	c.Ref = ch.Ref
+	for tid, t := range ch.Put {
+		c.Tasks[tid] = t.Clone()
+	}
+	for _, tid := range ch.Forget {
+		delete(c.Tasks, tid)
+	}
+}
+
+// TakeValue takes node off the values task tid may hold: the kernel refused to set it.
+func (c *Container) TakeValue(tid, node int) {
+	if t := c.Tasks[tid]; t != nil {
+		t.Values = slices.DeleteFunc(t.Values, func(v int) bool { return v == node })
+	}
+}
+
+// Confirm records that task tid holds node, set by the agent and confirmed: the only
+// value it may hold.
+func (c *Container) Confirm(tid, node int) {
+	if t := c.Tasks[tid]; t != nil {
+		t.Values = []int{node}
+	}
+}
+
 // Key is the container's key.
 func (c *Container) Key() desire.ContainerKey {
 	return desire.ContainerKey{PodUID: types.UID(c.PodUID), Container: c.Container}

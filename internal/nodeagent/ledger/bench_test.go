@@ -17,12 +17,14 @@ import (
 )
 
 // BenchmarkLedgerWrite is the ledger write of a fork pass: the ledger holds containers ×
-// 10 tasks, and each op records one new task in one container (forgetting the previous
+// tasks (10,000 tasks: a forking server's exited backends, which stay until the next full
+// pass forgets them), and each op records one new task in one container (forgetting the previous
 // op's, so the ledger keeps its size) and writes it ahead, on the disk of the test's
 // temporary directory, as a fork pass that SETs does.
 func BenchmarkLedgerWrite(b *testing.B) {
-	for _, containers := range []int{10, 110} {
-		b.Run(fmt.Sprintf("containers=%d", containers), func(b *testing.B) {
+	for _, size := range []struct{ containers, tasks int }{{10, 10}, {110, 10}, {1, 10000}} {
+		containers := size.containers
+		b.Run(fmt.Sprintf("containers=%d,tasks=%d", containers, size.tasks), func(b *testing.B) {
 			s, err := Open(filepath.Join(b.TempDir(), "ledger.json"), Options{Log: logr.Discard()})
 			if err != nil {
 				b.Fatal(err)
@@ -35,8 +37,8 @@ func BenchmarkLedgerWrite(b *testing.B) {
 			for c := range containers {
 				key, r := ref(c)
 				tasks := map[int]*known.Task{}
-				for t := range 10 {
-					tid := 1000 + c*10 + t
+				for t := range size.tasks {
+					tid := 1000 + c*size.tasks + t
 					tasks[tid] = &known.Task{Start: uint64(tid) * 7, Prev: -1, Values: []int{1}}
 				}
 				s.Record(key, known.Change{Ref: r, Put: tasks})

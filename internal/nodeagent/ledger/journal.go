@@ -191,6 +191,33 @@ func applyChange(l known.Containers, c *containerChange) {
 	}
 }
 
+// diffTasks is the change that makes tasks tids of the entry disk into live's (nil for
+// none), where nothing else of it changed; either may be nil (no entry: then the whole
+// entries are compared).
+func diffTasks(key desire.ContainerKey, live, disk *known.Container, tids map[int]bool) *containerChange {
+	if live == nil || disk == nil || live.Ref != disk.Ref {
+		return diffEntries(key, live, disk)
+	}
+	c := &containerChange{PodUID: string(key.PodUID), Container: key.Container}
+	for tid := range tids {
+		t, d := live.Tasks[tid], disk.Tasks[tid]
+		switch {
+		case t == nil && d != nil:
+			c.Drop = append(c.Drop, tid)
+		case t != nil && (d == nil || !d.Equal(t)):
+			if c.Put == nil {
+				c.Put = map[int]*known.Task{}
+			}
+			c.Put[tid] = t
+		}
+	}
+	slices.Sort(c.Drop)
+	if c.Put == nil && c.Drop == nil {
+		return nil
+	}
+	return c
+}
+
 // diffEntries is the change that makes the entry disk into live (nil for none); either
 // may be nil (no entry).
 func diffEntries(key desire.ContainerKey, live, disk *known.Container) *containerChange {

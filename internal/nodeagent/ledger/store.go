@@ -5,8 +5,9 @@ package ledger
 
 import (
 	"fmt"
+	"maps"
 	"os"
-	"slices"
+	"sync"
 
 	"github.com/go-logr/logr"
 
@@ -46,9 +47,16 @@ func (o Options) withDefaults() Options {
 // Store is the ledger: what the agent set, in memory and on disk. Every change goes
 // through its methods, which note the container they touch, so the next Write finds
 // every change since the last one: a value is never set without its entry on disk
-// because a change was made behind the store's back. A Store is used by one goroutine at
-// a time (the engine's passes).
+// because a change was made behind the store's back.
+//
+// Its methods lock it, so two writers may use it at once: the engine's passes, one at a
+// time, and its start lane (a container placed at its start, which waits for no pass).
+// A pass reads entries through a View without the lock and changes them in place through
+// the methods; the start lane reads an entry through Entry (a copy) and changes it only
+// through Replace, which puts a changed copy in its place: so an entry a pass's view holds
+// is never changed under it but by that pass.
 type Store struct {
+	mu   sync.Mutex
 	path string // "" keeps the ledger in memory only
 	opts Options
 	live known.Containers
@@ -115,23 +123,88 @@ func (s *Store) logJournal(note journalNote) {
 	s.opts.Log.V(2).Info("Read the ledger journal", "changes", note.records)
 }
 
-// View is a read-only view of the ledger, valid while the store does not change.
-func (s *Store) View() known.View { return known.NewView(s.live) }
+// View is a read-only view of the ledger: of its entries as they are, in a map of its own
+// (so the start lane's Replace does not change it). An entry it holds changes when the
+// holder's own pass changes it.
+func (s *Store) View() known.View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return known.NewView(maps.Clone(s.live))
+}
+
+// Entry is a view of a copy of container key's entry alone, for a reader that holds no
+// pass (the start lane).
+func (s *Store) Entry(key desire.ContainerKey) known.View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := known.Containers{}
+	if e := s.live[key]; e != nil {
+		c[key] = e.Clone()
+	}
+	return known.NewView(c)
+}
+
+// Replace makes change to a copy of container key's entry (a new one if there is none)
+// and puts the copy in its place: the start lane's way to change the ledger, which
+// changes no entry a pass's view holds.
+func (s *Store) Replace(key desire.ContainerKey, change func(c *known.Container)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touch(key)
+	c := &known.Container{PodUID: string(key.PodUID), Container: key.Container, Tasks: map[int]*known.Task{}}
+	if e := s.live[key]; e != nil {
+		c = e.Clone()
+	}
+	change(c)
+	s.live[key] = c
+}
 
 // Len is the number of containers the ledger holds.
-func (s *Store) Len() int { return len(s.live) }
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
 
 // Dirty says whether the ledger changed since its last write.
-func (s *Store) Dirty() bool { return s.dirty }
+func (s *Store) Dirty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dirty
+}
 
-// touch notes that the entry of key changes: the next write compares it with what is on
-// disk. Every method that changes the ledger calls it.
+// touch notes that the entry of key changes as a whole (created, its container ID, gone,
+// its tasks replaced): the next write compares all of it with what is on disk. touchTask
+// notes that only task tid of it changes, so that the next write compares that task alone:
+// a fork's write costs the same however many tasks the container has. Every method that
+// changes the ledger calls one of them.
 func (s *Store) touch(key desire.ContainerKey) {
-	if s.j.touched == nil {
-		s.j.touched = map[desire.ContainerKey]bool{}
+	s.touched(key).all = true
+}
+
+func (s *Store) touchTask(key desire.ContainerKey, tid int) {
+	t := s.touched(key)
+	if t.all {
+		return
 	}
-	s.j.touched[key] = true
+	if t.tids == nil {
+		t.tids = map[int]bool{}
+	}
+	t.tids[tid] = true
+}
+
+// touched is the record of what changes in the entry of key until the next write.
+func (s *Store) touched(key desire.ContainerKey) *touched {
+	if s.j.touched == nil {
+		s.j.touched = map[desire.ContainerKey]*touched{}
+	}
+	t := s.j.touched[key]
+	if t == nil {
+		t = &touched{}
+		s.j.touched[key] = t
+	}
 	s.dirty = true
+	return t
 }
 
 // written notes a successful write: what is on disk is the ledger.
@@ -144,26 +217,35 @@ func (s *Store) written() {
 // none. rerun says the entry was of the same container under another container ID: it
 // runs again.
 func (s *Store) Record(key desire.ContainerKey, c known.Change) (rerun bool) {
-	s.touch(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	entry := s.live[key]
-	if entry == nil {
+	switch {
+	case entry == nil:
 		entry = &known.Container{PodUID: string(key.PodUID), Container: key.Container, Tasks: map[int]*known.Task{}}
 		s.live[key] = entry
-	} else if entry.Ref.ContainerID != c.Ref.ContainerID && !desire.SameContainer(entry.Ref.ContainerID, c.Ref.ContainerID) {
-		rerun = true
+		s.touch(key)
+	case entry.Ref != c.Ref:
+		s.touch(key)
+		rerun = entry.Ref.ContainerID != c.Ref.ContainerID && !desire.SameContainer(entry.Ref.ContainerID, c.Ref.ContainerID)
 	}
-	entry.Ref = c.Ref
-	for tid, t := range c.Put {
-		entry.Tasks[tid] = t.Clone()
+	for tid := range c.Put {
+		s.touchTask(key, tid)
 	}
 	for _, tid := range c.Forget {
-		delete(entry.Tasks, tid)
+		s.touchTask(key, tid)
+	}
+	entry.Apply(c)
+	if len(c.Put) == 0 && len(c.Forget) == 0 {
+		s.touched(key) // nothing changes, but the write still says so
 	}
 	return rerun
 }
 
 // Forget drops the entry of container key: undone, or its cgroup gone.
 func (s *Store) Forget(key desire.ContainerKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.touch(key)
 	delete(s.live, key)
 }
@@ -171,7 +253,9 @@ func (s *Store) Forget(key desire.ContainerKey) {
 // DropTask forgets task tid of container key: it exited or left the container, or its
 // id names another task now.
 func (s *Store) DropTask(key desire.ContainerKey, tid int) {
-	s.touch(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touchTask(key, tid)
 	if entry := s.live[key]; entry != nil {
 		delete(entry.Tasks, tid)
 	}
@@ -180,24 +264,30 @@ func (s *Store) DropTask(key desire.ContainerKey, tid int) {
 // TakeValue takes node off the values task tid of container key may hold: the kernel
 // refused to set it.
 func (s *Store) TakeValue(key desire.ContainerKey, tid, node int) {
-	s.touch(key)
-	if t := s.task(key, tid); t != nil {
-		t.Values = slices.DeleteFunc(t.Values, func(v int) bool { return v == node })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touchTask(key, tid)
+	if entry := s.live[key]; entry != nil {
+		entry.TakeValue(tid, node)
 	}
 }
 
 // Confirm records that task tid of container key holds node, set by the agent and
 // confirmed: the only value it may hold.
 func (s *Store) Confirm(key desire.ContainerKey, tid, node int) {
-	s.touch(key)
-	if t := s.task(key, tid); t != nil {
-		t.Values = []int{node}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touchTask(key, tid)
+	if entry := s.live[key]; entry != nil {
+		entry.Confirm(tid, node)
 	}
 }
 
 // KeepTasks makes tasks the entry's tasks: those of a container an undo could not
 // finish (the kernel refused them), kept to be tried again.
 func (s *Store) KeepTasks(key desire.ContainerKey, tasks map[int]*known.Task) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.touch(key)
 	if entry := s.live[key]; entry != nil {
 		entry.Tasks = make(map[int]*known.Task, len(tasks))
@@ -207,18 +297,13 @@ func (s *Store) KeepTasks(key desire.ContainerKey, tasks map[int]*known.Task) {
 	}
 }
 
-func (s *Store) task(key desire.ContainerKey, tid int) *known.Task {
-	if entry := s.live[key]; entry != nil {
-		return entry.Tasks[tid]
-	}
-	return nil
-}
-
 // Write writes what changed in the ledger since its last write, if it has a file: one
 // record appended to the journal, or a compaction when the journal cannot be appended to
 // (none open, the files replaced, the bound reached). It is the write ahead
 // of the SETs of a pass, and the write of their outcomes.
 func (s *Store) Write() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.path == "" {
 		s.written()
 		return nil
@@ -253,6 +338,8 @@ func (s *Store) Write() error {
 // CompactPastSize compacts the ledger when the journal has grown past the snapshot's size
 // (and Options.CompactAt).
 func (s *Store) CompactPastSize() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	j := &s.j
 	if s.path == "" || j.f == nil || j.size <= max(s.opts.CompactAt, j.snapSize) {
 		return nil

@@ -41,8 +41,16 @@ type journal struct {
 	// disk is the ledger the snapshot and the journal hold together, a copy: the store's
 	// own entries change in place.
 	disk known.Containers
-	// touched are the containers whose entries may have changed since the last write.
-	touched map[desire.ContainerKey]bool
+	// touched are the containers whose entries may have changed since the last write, and
+	// in each, what may have (Store.touch).
+	touched map[desire.ContainerKey]*touched
+}
+
+// touched is what may have changed in one container's entry since the last write: all of
+// it, or the tasks tids.
+type touched struct {
+	all  bool
+	tids map[int]bool
 }
 
 // changes is the record of what changed in the touched entries of l since the journal
@@ -57,7 +65,13 @@ func (j *journal) changes(l known.Containers) journalRecord {
 	})
 	var rec journalRecord
 	for _, k := range keys {
-		if c := diffEntries(k, l[k], j.disk[k]); c != nil {
+		var c *containerChange
+		if t := j.touched[k]; t.all {
+			c = diffEntries(k, l[k], j.disk[k])
+		} else {
+			c = diffTasks(k, l[k], j.disk[k], t.tids)
+		}
+		if c != nil {
 			rec.Changes = append(rec.Changes, *c)
 		}
 	}

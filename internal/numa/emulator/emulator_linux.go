@@ -45,6 +45,9 @@ type Emulator struct {
 	// Close, calls fail with errClosed instead of touching released state.
 	closeMu sync.RWMutex
 	closed  bool
+	// forcedAt caches meta.json's FirstForcedAt once it is set: it changes only when a new
+	// boot wipes the state, at New, so every fork event and lookup need not read it again.
+	forcedAt atomic.Uint64
 }
 
 var errClosed = errors.New("emulator: closed")
@@ -320,14 +323,14 @@ func (e *Emulator) resolve(t target) (taskEntry, error) {
 		return ent, nil
 	}
 	def := defaultEntry(t.tgid(), t.task)
-	meta, err := e.store.readMeta()
+	forcedAt, err := e.firstForcedAt()
 	if err != nil {
 		return taskEntry{}, err
 	}
-	if meta.FirstForcedAt == 0 || t.task.StartTime < meta.FirstForcedAt {
+	if forcedAt == 0 || t.task.StartTime < forcedAt {
 		return def, nil // born before anything was forced
 	}
-	if e.page != nil && e.page.waitHandled(t.task.StartTime, e.syncTimeout) {
+	if e.page != nil && e.page.waitHandled(t.task.StartTime, e.syncTimeout, e.listener) {
 		ent, ok, err := e.store.readEntry(t.tgid(), t.task.TID)
 		if err != nil {
 			return taskEntry{}, err
@@ -351,17 +354,33 @@ func (e *Emulator) resolve(t target) (taskEntry, error) {
 	return result, err
 }
 
+// firstForcedAt is meta.json's FirstForcedAt: 0 while nothing was ever forced.
+func (e *Emulator) firstForcedAt() (uint64, error) {
+	if at := e.forcedAt.Load(); at != 0 {
+		return at, nil
+	}
+	meta, err := e.store.readMeta()
+	if err != nil {
+		return 0, err
+	}
+	e.forcedAt.Store(meta.FirstForcedAt)
+	return meta.FirstForcedAt, nil
+}
+
 func (e *Emulator) set(t target, nid int) error {
 	return e.store.withLock(func() error {
-		if nid != numa.NoNode {
+		if nid != numa.NoNode && e.forcedAt.Load() == 0 {
+			var at uint64
 			err := e.store.updateMeta(func(m *emulatorMeta) {
 				if m.FirstForcedAt == 0 {
 					m.FirstForcedAt = e.now()
 				}
+				at = m.FirstForcedAt
 			})
 			if err != nil {
 				return err
 			}
+			e.forcedAt.Store(at)
 		}
 		return e.store.writeEntry(taskEntry{
 			TID: t.task.TID, TGID: t.tgid(), Start: t.task.StartTime,

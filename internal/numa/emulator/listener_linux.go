@@ -132,7 +132,9 @@ func (p *listenerPage) active() bool {
 // waitHandled waits until the listener has handled every event queued before now, or
 // timeout passes. born is the start tick of the task the caller asks about; the wait is
 // useless (false) for a task born before the listener started watching.
-func (p *listenerPage) waitHandled(born uint64, timeout time.Duration) bool {
+// local, when not nil, is this process's own listener: the wait is then on its Go
+// signal instead of the shared page's futex (see listener.published).
+func (p *listenerPage) waitHandled(born uint64, timeout time.Duration, local *listener) bool {
 	if !p.active() || born <= atomic.LoadUint64(p.u64(offWatchSince)) {
 		return false
 	}
@@ -141,6 +143,10 @@ func (p *listenerPage) waitHandled(born uint64, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		seq := atomic.LoadUint32(p.u32(offSeq))
+		var published <-chan struct{}
+		if local != nil {
+			published = local.nextPublish()
+		}
 		if int64(atomic.LoadUint64(p.u64(offWatermark))) >= target {
 			// A listener that restarted in between watches from a later tick.
 			return atomic.LoadUint64(p.u64(offMagic)) == listenerMagic &&
@@ -150,7 +156,16 @@ func (p *listenerPage) waitHandled(born uint64, timeout time.Duration) bool {
 		if remaining <= 0 || !p.active() {
 			return false
 		}
-		futexWait(p.u32(offSeq), seq, remaining)
+		if published == nil {
+			futexWait(p.u32(offSeq), seq, remaining)
+			continue
+		}
+		t := time.NewTimer(remaining)
+		select {
+		case <-published:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 }
 
@@ -225,6 +240,21 @@ type listener struct {
 	lastErr   error
 	errors    uint64
 	lastSweep time.Time
+
+	// published is closed, and replaced, at every publish: a lookup in this process waits
+	// on it, in the Go scheduler, rather than in a futex system call, which would keep the
+	// waiting goroutine's processor from the listener's goroutine until the runtime's
+	// monitor takes it back (up to 10 ms on an idle process): the wait for the listener
+	// would then wait for the listener's own turn to run.
+	pubMu     sync.Mutex
+	published chan struct{}
+}
+
+// nextPublish is a channel closed at the next publish.
+func (l *listener) nextPublish() <-chan struct{} {
+	l.pubMu.Lock()
+	defer l.pubMu.Unlock()
+	return l.published
 }
 
 // startListener makes e the machine's listener if no other process is, and if the proc
@@ -264,7 +294,7 @@ func startListener(e *Emulator, page *listenerPage) (*listener, error) {
 	atomic.StoreUint64(page.u64(offWatchSince), since)
 	atomic.StoreUint64(page.u64(offMagic), listenerMagic)
 	l := &listener{e: e, conn: conn, page: page, done: make(chan struct{}), lastSweep: time.Now(),
-		trace: trace, traceWhy: traceWhy}
+		trace: trace, traceWhy: traceWhy, published: make(chan struct{})}
 	go l.run()
 	// Tasks born in the subscription's own tick may predate it; make every task the caller
 	// creates from now on count as watched.
@@ -328,6 +358,10 @@ func (l *listener) publish(now int64) {
 	atomic.StoreUint64(l.page.u64(offWatermark), uint64(now))
 	atomic.AddUint32(l.page.u32(offSeq), 1)
 	futexWake(l.page.u32(offSeq))
+	l.pubMu.Lock()
+	close(l.published)
+	l.published = make(chan struct{})
+	l.pubMu.Unlock()
 }
 
 func (l *listener) handle(ev numa.ProcEvent) error {
@@ -337,8 +371,7 @@ func (l *listener) handle(ev numa.ProcEvent) error {
 		atomic.AddUint64(l.page.u64(offLost), 1)
 		atomic.StoreUint64(l.page.u64(offWatchSince), l.e.now())
 	case numa.ProcEventFork:
-		meta, err := l.e.store.readMeta()
-		if err != nil || meta.FirstForcedAt == 0 {
+		if forcedAt, err := l.e.firstForcedAt(); err != nil || forcedAt == 0 {
 			return err // nothing was ever forced: every task holds the default
 		}
 		if ev.ChildTID != ev.ChildTGID {

@@ -111,3 +111,17 @@ func ProcessMemory(pid int) (Memory, error) {
 	}
 	return m, nil
 }
+
+// ProcessAge is how long ago process pid started: its start time (numa.ReadTask, ticks
+// of CLOCK_BOOTTIME) against that clock now.
+func ProcessAge(pid int) (time.Duration, error) {
+	task, err := numa.ReadTask("/proc", pid)
+	if err != nil {
+		return 0, err
+	}
+	now, ok := numa.BoottimeNs()
+	if !ok {
+		return 0, errors.New("reading CLOCK_BOOTTIME failed")
+	}
+	return time.Duration(now) - time.Duration(task.StartTime)*time.Second/numa.TicksPerSecond, nil
+}

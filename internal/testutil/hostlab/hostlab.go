@@ -11,6 +11,7 @@
 package hostlab
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -86,6 +87,23 @@ type Container struct {
 	path string // relative to each hierarchy
 	// ContainerID is the containerd form, as pod status reports it.
 	ContainerID string
+}
+
+// IDsOf is a pod UID and a 64-hex container id made of name, the same for the same name.
+func IDsOf(name string) (podUID, containerID string) {
+	id := fmt.Sprintf("%x", sha256.Sum256([]byte(name)))
+	return id[:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:32], id
+}
+
+// NamedWorkload makes the container of a pod of QoS class qos whose UID and container id
+// are made of name (IDsOf), and starts a workload with threads extra threads in it.
+func (l *Lab) NamedWorkload(qos corev1.PodQOSClass, name string, threads int) (podUID string, c *Container, w *Workload, err error) {
+	podUID, id := IDsOf(name)
+	if c, err = l.Container(qos, podUID, id); err != nil {
+		return "", nil, nil, err
+	}
+	w, err = c.StartWorkload(threads)
+	return podUID, c, w, err
 }
 
 // Container makes the cgroup of one container of pod podUID with QoS class qos, the way

@@ -28,8 +28,8 @@ import (
 // starts workloads calls RunWorkloadIfAsked first thing (tests in TestMain).
 const workloadEnv = "NUMAPREF_HOSTLAB_WORKLOAD"
 
-// RunWorkloadIfAsked turns this process into a workload when it was started as one, and
-// never returns then. A workload reads commands on stdin and answers on stdout:
+// RunWorkloadIfAsked turns this process into a workload, or a storm (StartStorm), when it
+// was started as one, and never returns then. A workload reads commands on stdin and answers on stdout:
 //
 //	threads N   start N more OS threads (each locked and idle); answers "ok"
 //	fork        start `sh -c 'sleep 600 & echo $!; wait'`: sh is a CLONE_VM child (Go's
@@ -45,6 +45,7 @@ const workloadEnv = "NUMAPREF_HOSTLAB_WORKLOAD"
 //	            reading a byte of every cache line; answers "tids <tid> ..." once touched
 //	exit        exit
 func RunWorkloadIfAsked() {
+	runStormIfAsked()
 	if os.Getenv(workloadEnv) != "1" {
 		return
 	}

@@ -245,50 +245,9 @@ func (rt *criRuntime) crictl(t *testing.T, args ...string) string {
 // stopped and removed at cleanup.
 func (rt *criRuntime) runPod(t *testing.T, lab *hostlab.Lab, name string, labels map[string]string) (node, policy string) {
 	t.Helper()
-	uid := string(uuid.NewUUID())
-	dir := filepath.Join(rt.node.Dir, "pods", name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	const (
-		hostNetwork = 2 // runtime.v1 NamespaceMode_NODE
-		container   = "main"
-	)
-	pod := map[string]any{
-		"metadata":      map[string]any{"name": name, "namespace": workloadNS, "uid": uid},
-		"labels":        labels,
-		"log_directory": dir,
-		"dns_config":    map[string]any{"servers": []string{"10.0.2.3"}},
-		"linux": map[string]any{
-			"cgroup_parent":    lab.KubeletCgroupRoot() + "/kubepods/besteffort/pod" + uid,
-			"security_context": map[string]any{"namespace_options": map[string]any{"network": hostNetwork}},
-		},
-	}
-	ctr := map[string]any{
-		"metadata": map[string]any{"name": container},
-		"image":    map[string]any{"image": localnode.WorkloadImage},
-		"args":     []string{"first-node"},
-		"log_path": container + ".log",
-	}
-	podFile, ctrFile := filepath.Join(dir, "pod.json"), filepath.Join(dir, "container.json")
-	for path, v := range map[string]any{podFile: pod, ctrFile: ctr} {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	start := time.Now()
-	podID := rt.crictl(t, "runp", podFile)
-	t.Cleanup(func() {
-		rt.crictl(t, "stopp", podID)
-		rt.crictl(t, "rmp", podID)
-	})
-	ctrID := rt.crictl(t, "create", podID, ctrFile, podFile)
-	rt.crictl(t, "start", ctrID)
-	logPath := filepath.Join(dir, container+".log")
+	pod := rt.startPod(t, lab, name, labels)
+	_, logPath := pod.startContainer(t, map[string]any{"image": map[string]any{"image": localnode.WorkloadImage}, "args": []string{"first-node"}}, "main")
 	var lines []string
 	poll(t, apiWait, "the first two lines of "+logPath, func() error {
 		var err error
@@ -305,6 +264,69 @@ func (rt *criRuntime) runPod(t *testing.T, lab *hostlab.Lab, name string, labels
 		t.Fatalf("pod %s: its container's second line is %q, want first-policy P", name, lines[1])
 	}
 	return node, policy
+}
+
+// criPod is a pod sandbox started through CRI (startPod).
+type criPod struct {
+	rt      *criRuntime
+	id      string
+	dir     string // its log directory, where its config files go too
+	podFile string
+}
+
+// startPod starts a pod sandbox named name with labels, in the workload namespace and a
+// BestEffort pod cgroup under the hostlab's kubelet root, on the host's network (the VM
+// has no CNI), as crictl runp does for a kubelet. It is stopped and removed at cleanup.
+func (rt *criRuntime) startPod(t *testing.T, lab *hostlab.Lab, name string, labels map[string]string) *criPod {
+	t.Helper()
+	uid := string(uuid.NewUUID())
+	dir := filepath.Join(rt.node.Dir, "pods", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const hostNetwork = 2 // runtime.v1 NamespaceMode_NODE
+	p := &criPod{rt: rt, dir: dir, podFile: filepath.Join(dir, "pod.json")}
+	writeJSON(t, p.podFile, map[string]any{
+		"metadata":      map[string]any{"name": name, "namespace": workloadNS, "uid": uid},
+		"labels":        labels,
+		"log_directory": dir,
+		"dns_config":    map[string]any{"servers": []string{"10.0.2.3"}},
+		"linux": map[string]any{
+			"cgroup_parent":    lab.KubeletCgroupRoot() + "/kubepods/besteffort/pod" + uid,
+			"security_context": map[string]any{"namespace_options": map[string]any{"network": hostNetwork}},
+		},
+	})
+	p.id = rt.crictl(t, "runp", p.podFile)
+	t.Cleanup(func() {
+		rt.crictl(t, "stopp", p.id)
+		rt.crictl(t, "rmp", p.id)
+	})
+	return p
+}
+
+// startContainer creates and starts, in pod p, a container named name of config ctr (the
+// CRI's ContainerConfig as JSON, less its metadata and log path), and returns its ID and
+// the path of its log.
+func (p *criPod) startContainer(t *testing.T, ctr map[string]any, name string) (id, logPath string) {
+	t.Helper()
+	ctr["metadata"] = map[string]any{"name": name}
+	ctr["log_path"] = name + ".log"
+	ctrFile := filepath.Join(p.dir, name+".json")
+	writeJSON(t, ctrFile, ctr)
+	id = p.rt.crictl(t, "create", p.id, ctrFile, p.podFile)
+	p.rt.crictl(t, "start", id)
+	return id, filepath.Join(p.dir, name+".log")
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // firstLogLines reads the first n lines of a CRI container log ("<time> <stream> <tag>
