@@ -506,10 +506,10 @@ $pidreuse"
 	fi
 	if ((failed)); then echo "KERNEL LAB: FAIL"; else echo "KERNEL LAB: PASS"; fi
 } | tee "$out/summary"
-# A passing run in a directory of its own keeps only its summary, the effect table and the
-# picture (the boots' logs and initramfs are ~500 MB).
+# A passing run in a directory of its own keeps only its summary, the effect tables and
+# their pictures (the boots' logs and initramfs are ~500 MB).
 if ((!failed)) && [[ -n "$own_out" ]]; then
-	find "$out" -mindepth 1 -maxdepth 1 ! -name summary ! -name effect-table.md ! -name effect-locality.svg -exec rm -rf {} +
-	echo "kept: $out/summary $out/effect-table.md $out/effect-locality.svg" >&2
+	find "$out" -mindepth 1 -maxdepth 1 ! -name summary ! -name 'effect-*table.md' ! -name 'effect-*locality.svg' -exec rm -rf {} +
+	echo "kept: $out/summary and the effect tables and pictures ($out/effect-*)" >&2
 fi
 exit "$failed"
