@@ -72,4 +72,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || { [ $made_policy = 0 ] || rm -f "$policy"; exit 1; }
   [ $made_policy = 0 ] || rm -f "$policy"
 fi
+# The kernel lab fetches its control kernel with apt-get download, which needs the
+# archive's package lists: a fresh Debian image has none, and the apt-get update above
+# runs only when a package is missing.
+case " ${want[*]} " in
+*" kernellab "*)
+  if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
+    [ "$(id -u)" = 0 ] || { echo "install-deps: the kernel lab needs apt's package lists: sudo apt-get update" >&2; exit 1; }
+    echo "install-deps: no apt package lists (the kernel lab's control kernel is fetched with apt-get download): apt-get update" >&2
+    apt-get update -qq
+  fi
+  ;;
+esac
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || { echo "install-deps: Go is required (/usr/local/go on these machines)" >&2; exit 1; }
