@@ -55,6 +55,9 @@ func runDevicePlugin(ctx context.Context, args []string) error {
 			return err
 		}
 		if err := p.register(ctx, filepath.Join(*dir, "kubelet.sock")); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while the kubelet's answer was on its way: a clean stop
+			}
 			return err
 		}
 		logf("device plugin %s: registered %d devices", name, len(ds))
