@@ -196,14 +196,23 @@ func waitJudged(ctx context.Context, c client.Client, o options, procs ...*proce
 				return err
 			}
 		}
-		var list numav1.NumaPreferenceList
-		if err := c.List(ctx, &list, client.InNamespace(tenant)); err != nil {
-			return err
-		}
-		judged := 0
-		for i := range list.Items {
-			if meta.FindStatusCondition(list.Items[i].Status.Conditions, numav1.ConditionReady) != nil {
+		// In pages, and only until the first unjudged one: a whole list of 10,000 objects
+		// of 256 KiB is 2.6 GB, which would load the apiserver and this process more than
+		// the processes measured.
+		judged, cont := 0, ""
+		for {
+			var list numav1.NumaPreferenceList
+			if err := c.List(ctx, &list, client.InNamespace(tenant), client.Limit(100), client.Continue(cont)); err != nil {
+				return err
+			}
+			for i := range list.Items {
+				if meta.FindStatusCondition(list.Items[i].Status.Conditions, numav1.ConditionReady) == nil {
+					return fmt.Errorf("%s not judged yet (%d before it judged)", list.Items[i].Name, judged)
+				}
 				judged++
+			}
+			if cont = list.Continue; cont == "" {
+				break
 			}
 		}
 		if judged < o.n {
