@@ -18,7 +18,7 @@ const (
 	// containers included) and wins over AnnotationPreferredNode.
 	AnnotationPreferredNodePrefix = AnnotationPreferredNode + "."
 	// AnnotationMemoryPolicy says, for every container the pod's annotations place, whether
-	// a memory policy is given at creation: Auto, AtCreation or Off (spec.memoryPolicy).
+	// a memory policy is given at creation: Auto, AtCreation or Never (spec.memoryPolicy).
 	AnnotationMemoryPolicy = "numapref.io/memory-policy"
 	// AnnotationFollowResourceNames and AnnotationFollowDeviceClassNames name, for every
 	// container the pod's annotations place in mode FollowDevices, the devices it follows:
@@ -27,20 +27,21 @@ const (
 	AnnotationFollowResourceNames    = "numapref.io/follow-resource-names"
 	AnnotationFollowDeviceClassNames = "numapref.io/follow-device-class-names"
 	// AnnotationPageMigration says, for every container the pod's annotations place, whether
-	// the pages it already has are moved to its home: Off, Once or FollowHome
+	// the pages it already has are moved to its home: Never, Once or FollowHome
 	// (spec.pageMigration).
 	AnnotationPageMigration = "numapref.io/page-migration"
 )
 
 // PageMigration says whether the pages a selected container already has are moved to its
 // home node (move_pages(2), by the node's agent, at the rate the node allows).
-// +kubebuilder:validation:Enum=Off;Once;FollowHome
+// +kubebuilder:validation:Enum=Never;Once;FollowHome
 type PageMigration string
 
 const (
-	// PageMigrationOff never moves pages: only the mechanisms that steer what comes next
-	// (the prctl, a memory policy at creation) act.
-	PageMigrationOff PageMigration = "Off"
+	// PageMigrationNever never moves pages: only the mechanisms that steer what comes next
+	// (the prctl, a memory policy at creation) act. Never, not Off: YAML 1.1 (kubectl's
+	// decoder) reads an unquoted Off as the boolean false, which the API then refuses.
+	PageMigrationNever PageMigration = "Never"
 	// PageMigrationOnce moves a running container's pages to its home when the node's
 	// agent first gives it that home (after it is selected, or after the agent starts).
 	PageMigrationOnce PageMigration = "Once"
@@ -51,7 +52,7 @@ const (
 
 // MemoryPolicy says whether a selected container gets a memory policy (set_mempolicy(2))
 // on its home when the runtime creates it.
-// +kubebuilder:validation:Enum=Auto;AtCreation;Off
+// +kubebuilder:validation:Enum=Auto;AtCreation;Never
 type MemoryPolicy string
 
 const (
@@ -62,8 +63,8 @@ const (
 	// MemoryPolicyAtCreation gives the policy at creation on every node, beside the prctl
 	// where there is one.
 	MemoryPolicyAtCreation MemoryPolicy = "AtCreation"
-	// MemoryPolicyOff never gives a memory policy.
-	MemoryPolicyOff MemoryPolicy = "Off"
+	// MemoryPolicyNever never gives a memory policy.
+	MemoryPolicyNever MemoryPolicy = "Never"
 )
 
 // PlacementMode says how the preferred node is chosen on each host.
@@ -180,7 +181,7 @@ type NumaPreferenceSpec struct {
 	// MPOL_F_NUMA_BALANCING where the kernel takes it, which keeps NUMA balancing scanning
 	// the task, else MPOL_PREFERRED). Never MPOL_BIND, never cpuset.mems: nothing hard.
 	// Auto (the default) gives it on the nodes whose kernel lacks the preferred-node
-	// prctl, AtCreation on every node, Off on none. A container that runs already keeps the
+	// prctl, AtCreation on every node, Never on none. A container that runs already keeps the
 	// policy it was created with (reason PolicyAtCreationOnly): no policy can be set on a
 	// running process from outside.
 	// +optional
@@ -188,7 +189,7 @@ type NumaPreferenceSpec struct {
 	MemoryPolicy MemoryPolicy `json:"memoryPolicy,omitempty"`
 
 	// pageMigration says whether the pages a selected container already has are moved to
-	// its home by the node's agent: Off (the default) never, Once when the agent first
+	// its home by the node's agent: Never (the default) moves none, Once moves them when the agent first
 	// gives the container its home, FollowHome then and again each time the home changes.
 	// It is what reaches memory a running container allocated before it was selected, on
 	// every kernel: the moves are bounded by the node's rate (the agent's
@@ -196,7 +197,7 @@ type NumaPreferenceSpec struct {
 	// the preference is deleted (the pages stay where they were moved). A node whose agent
 	// does not move pages says so in its report (mechanism migrate absent).
 	// +optional
-	// +kubebuilder:default=Off
+	// +kubebuilder:default=Never
 	PageMigration PageMigration `json:"pageMigration,omitempty"`
 }
 

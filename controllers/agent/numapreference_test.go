@@ -52,7 +52,7 @@ var _ = Describe("NumaPreference validation by the apiserver", func() {
 			"should be less than or equal to 1023"),
 		Entry("no node", func(p *numav1.NumaPreference) { p.Spec.Node = nil }, "mode Static needs spec.node"),
 		Entry("unknown page migration", func(p *numav1.NumaPreference) { p.Spec.PageMigration = "Always" },
-			`spec.pageMigration: Unsupported value: "Always": supported values: "Off", "Once", "FollowHome"`),
+			`spec.pageMigration: Unsupported value: "Always": supported values: "Never", "Once", "FollowHome"`),
 		Entry("unknown mode", func(p *numav1.NumaPreference) { p.Spec.Mode = "Dynamic" },
 			`spec.mode: Unsupported value: "Dynamic": supported values: "Static", "Spread", "FollowCPUs", "MostFreeMemory"`),
 		Entry("node with an automatic mode", func(p *numav1.NumaPreference) { p.Spec.Mode = numav1.PlacementModeSpread },
@@ -82,12 +82,12 @@ var _ = Describe("NumaPreference validation by the apiserver", func() {
 		}, "selector values must be given for In and NotIn"),
 	)
 
-	It("accepts a valid object and defaults its mode to Static, its memory policy to Auto and its page migration to Off", func() {
+	It("accepts a valid object and defaults its mode to Static, its memory policy to Auto and its page migration to Never", func() {
 		p := builders.MakePreference(ns, "good").Selector("app", "db").Node(1).Obj()
 		Expect(env.Client.Create(ctx, p)).To(Succeed())
 		Expect(p.Spec.Mode).To(Equal(numav1.PlacementModeStatic))
 		Expect(p.Spec.MemoryPolicy).To(Equal(numav1.MemoryPolicyAuto))
-		Expect(p.Spec.PageMigration).To(Equal(numav1.PageMigrationOff))
+		Expect(p.Spec.PageMigration).To(Equal(numav1.PageMigrationNever))
 		for _, m := range []numav1.PageMigration{numav1.PageMigrationOnce, numav1.PageMigrationFollowHome} {
 			q := builders.MakePreference(ns, "migrate-"+strings.ToLower(string(m))).Selector("app", "db").Node(1).PageMigration(m).Obj()
 			Expect(env.Client.Create(ctx, q)).To(Succeed(), string(m))

@@ -28,9 +28,9 @@ import (
 func TestEngineMovesPagesWithoutThePrctl(t *testing.T) {
 	el := newEngineLab(t)
 	_, _, d := el.container(t, "a", 0, 2)
-	d.PageMigration, d.MemoryPolicy = numav1.PageMigrationOnce, numav1.MemoryPolicyOff
+	d.PageMigration, d.MemoryPolicy = numav1.PageMigrationOnce, numav1.MemoryPolicyNever
 	_, _, off := el.container(t, "b", 0, 1)
-	off.MemoryPolicy = numav1.MemoryPolicyOff
+	off.MemoryPolicy = numav1.MemoryPolicyNever
 
 	metrics := NewMetrics()
 	w, err := migration.New(&migrate.Mover{}, migration.Options{Rate: 1 << 20}, nil, metrics.Migration())

@@ -43,7 +43,7 @@ type Desire struct {
 	// PageMigration says whether the pages the container already has are moved to its
 	// home: the NumaPreference's spec.pageMigration, or the pod's
 	// numapref.io/page-migration annotation for a container its annotations place. Empty
-	// is Off.
+	// is Never.
 	PageMigration numav1.PageMigration `json:",omitempty"`
 	// Preference names the NumaPreference the node comes from; empty for an annotation.
 	Preference string
@@ -122,12 +122,12 @@ func (p Placement) Automatic() bool { return p.Mode != "" && p.Mode != numav1.Pl
 
 // WantsPolicy says whether the container gets a memory policy on its home at creation on
 // a host whose kernel can (prctl) or cannot set a preferred node: AtCreation everywhere,
-// Off nowhere, Auto (or none said) where the prctl is not.
+// Never nowhere, Auto (or none said) where the prctl is not.
 func (d Desire) WantsPolicy(prctl bool) bool {
 	switch d.MemoryPolicy {
 	case numav1.MemoryPolicyAtCreation:
 		return true
-	case numav1.MemoryPolicyOff:
+	case numav1.MemoryPolicyNever:
 		return false
 	}
 	return !prctl
@@ -328,16 +328,16 @@ func annotationFor(pod *corev1.Pod, c PodContainer) (key string, value annotatio
 }
 
 // mechanismAnnotations are the pod's numapref.io/memory-policy and
-// numapref.io/page-migration annotations: "" (Auto, Off) for one it has not, an error for
+// numapref.io/page-migration annotations: "" (Auto, Never) for one it has not, an error for
 // a value that is not one of the field's.
 func mechanismAnnotations(pod *corev1.Pod) (numav1.MemoryPolicy, numav1.PageMigration, error) {
 	policy, err := enumAnnotation(pod, numav1.AnnotationMemoryPolicy,
-		numav1.MemoryPolicyAuto, numav1.MemoryPolicyAtCreation, numav1.MemoryPolicyOff)
+		numav1.MemoryPolicyAuto, numav1.MemoryPolicyAtCreation, numav1.MemoryPolicyNever)
 	if err != nil {
 		return "", "", err
 	}
 	migration, err := enumAnnotation(pod, numav1.AnnotationPageMigration,
-		numav1.PageMigrationOff, numav1.PageMigrationOnce, numav1.PageMigrationFollowHome)
+		numav1.PageMigrationNever, numav1.PageMigrationOnce, numav1.PageMigrationFollowHome)
 	return policy, migration, err
 }
 

@@ -26,14 +26,14 @@ func TestPlanMigrationWithoutOtherMechanisms(t *testing.T) {
 	}{
 		"asked, offered":     {numav1.PageMigrationOnce, true, numav1.ReasonApplied, true, ""},
 		"asked, not offered": {numav1.PageMigrationFollowHome, false, numav1.ReasonKernelUnsupported, false, "does not move pages"},
-		"not asked, offered": {numav1.PageMigrationOff, true, numav1.ReasonKernelUnsupported, false, ""},
+		"not asked, offered": {numav1.PageMigrationNever, true, numav1.ReasonKernelUnsupported, false, ""},
 		"not asked, no node": {"", false, numav1.ReasonKernelUnsupported, false, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newFakeHost(t, map[int]int{100: -1, 101: -1})
 			in := h.input(nil)
 			d := mainWant
-			d.PageMigration, d.MemoryPolicy = tc.migration, numav1.MemoryPolicyOff
+			d.PageMigration, d.MemoryPolicy = tc.migration, numav1.MemoryPolicyNever
 			in.Desired[mainKey] = d
 			in.Support, in.Migrate = numa.Support{Reason: "no patch"}, tc.offered
 			pl := Full(in)

@@ -193,12 +193,12 @@ func TestCheckPolicy(t *testing.T) {
 	}
 }
 
-// Off keeps a node without the prctl as it was: KernelUnsupported, no policy read.
+// Never keeps a node without the prctl as it was: KernelUnsupported, no policy read.
 func TestPolicyOffWithoutPrctl(t *testing.T) {
 	h := newFakeHost(t, map[int]int{100: 1})
 	in := h.input(nil)
 	d := mainWant
-	d.MemoryPolicy = numav1.MemoryPolicyOff
+	d.MemoryPolicy = numav1.MemoryPolicyNever
 	in.Desired[mainKey] = d
 	in.Support, in.Policies, in.PolicyRuntime = numa.Support{Reason: "no patch"}, olderKernel, true
 	if r := Full(in).Containers[0].Result; r.Reason != numav1.ReasonKernelUnsupported || r.Policy != "" {

@@ -233,7 +233,7 @@ func runScenario(t *testing.T, cl *cluster, lab *hostlab.Lab, s scenario, node0C
 	labels := map[string]string{"app": name}
 	var spec []string
 	if s.Migrate {
-		spec = append(spec, "pageMigration: Once", "memoryPolicy: Off")
+		spec = append(spec, "pageMigration: Once", "memoryPolicy: Never")
 	}
 	apply := func(when string) {
 		cl.applyPreference(t, name, labels, targetNode, spec...)

@@ -206,7 +206,7 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: pageMigration
       type:
         namedType: com.github.numapref.numapref.api.v1alpha1.PageMigration
-      default: false
+      default: Never
     - name: selector
       type:
         namedType: com.github.numapref.numapref.api.v1alpha1.LabelSelector

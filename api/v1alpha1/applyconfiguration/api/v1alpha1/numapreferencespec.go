@@ -38,12 +38,12 @@ type NumaPreferenceSpecApplyConfiguration struct {
 	// MPOL_F_NUMA_BALANCING where the kernel takes it, which keeps NUMA balancing scanning
 	// the task, else MPOL_PREFERRED). Never MPOL_BIND, never cpuset.mems: nothing hard.
 	// Auto (the default) gives it on the nodes whose kernel lacks the preferred-node
-	// prctl, AtCreation on every node, Off on none. A container that runs already keeps the
+	// prctl, AtCreation on every node, Never on none. A container that runs already keeps the
 	// policy it was created with (reason PolicyAtCreationOnly): no policy can be set on a
 	// running process from outside.
 	MemoryPolicy *apiv1alpha1.MemoryPolicy `json:"memoryPolicy,omitempty"`
 	// pageMigration says whether the pages a selected container already has are moved to
-	// its home by the node's agent: Off (the default) never, Once when the agent first
+	// its home by the node's agent: Never (the default) moves none, Once moves them when the agent first
 	// gives the container its home, FollowHome then and again each time the home changes.
 	// It is what reaches memory a running container allocated before it was selected, on
 	// every kernel: the moves are bounded by the node's rate (the agent's
