@@ -5,10 +5,13 @@ package nodeagent
 
 import (
 	"maps"
+	"slices"
+	"strconv"
 	"sync"
 
 	numav1 "github.com/numapref/numapref/api/v1alpha1"
 	"github.com/numapref/numapref/internal/nodeagent/desire"
+	"github.com/numapref/numapref/internal/nodeagent/devices"
 	"github.com/numapref/numapref/internal/nodeagent/plan"
 )
 
@@ -102,10 +105,22 @@ func (p *published) view() ([]plan.Result, []plan.Listing) {
 	return results, listings
 }
 
-// resultEqual reports whether two results would publish the same state (SkippedTasks,
-// only for metrics, aside).
+// resultEqual reports whether two results would publish the same state: SkippedTasks,
+// only for metrics, aside, and a page move's counts, which grow at each of its steps.
+// The move's stage (which home, whether and how it ended) is compared, and so is the
+// mechanism it joins once pages moved, so a node's report counts a container's move when
+// it starts moving pages and its pages when it ends, not at every rescan in between.
 func resultEqual(a, b plan.Result) bool {
 	return a.Desire == b.Desire && a.Reason == b.Reason && a.Message == b.Message &&
 		a.Node == b.Node && a.Why == b.Why && a.Tasks == b.Tasks && maps.Equal(a.Failed, b.Failed) &&
-		a.PlacedAt == b.PlacedAt
+		a.PlacedAt == b.PlacedAt && a.Mechanism == b.Mechanism && a.Policy == b.Policy &&
+		a.Migrate == b.Migrate && moveStage(a.Migration) == moveStage(b.Migration) &&
+		slices.Equal(a.PolicyNodes, b.PolicyNodes) && slices.EqualFunc(a.Devices, b.Devices, devices.Device.Equal)
+}
+
+// moveStage is a page move without its counts and its last error, and with its state
+// only as ended or not: a running move goes between Queued, Moving and Waiting at the
+// node's rate.
+func moveStage(m plan.Migration) plan.Migration {
+	return plan.Migration{Node: m.Node, Ended: m.Ended, State: strconv.FormatBool(m.State == plan.MigrationEnded)}
 }

@@ -12,6 +12,7 @@ package devices
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/numapref/numapref/internal/numa"
@@ -35,6 +36,12 @@ type Device struct {
 	// Nodes are the NUMA nodes the device sits on, sorted: its device plugin's
 	// TopologyInfo, or its ResourceSlice's numaNode attribute. Empty: no topology.
 	Nodes []int `json:"nodes,omitempty"`
+}
+
+// Equal says whether d and o are the same device on the same nodes.
+func (d Device) Equal(o Device) bool {
+	return d.ResourceName == o.ResourceName && d.Driver == o.Driver && d.Pool == o.Pool && d.Claim == o.Claim &&
+		d.DeviceClassName == o.DeviceClassName && d.ID == o.ID && slices.Equal(d.Nodes, o.Nodes)
 }
 
 // String names the device for messages: "example.com/gpu dev-1 (node 1)".
