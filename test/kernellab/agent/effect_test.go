@@ -375,6 +375,29 @@ func checkScenario(t *testing.T, cl *cluster, name string, s scenario, last samp
 		}
 		return nil
 	})
+	logMoveEnd(t, cl)
+}
+
+// logMoveEnd logs how the agent's page moves went, from its /metrics: the pages that
+// stayed where they were and the moves that ended, by how; the table has only the pages
+// moved.
+func logMoveEnd(t *testing.T, cl *cluster) {
+	t.Helper()
+	mfs, err := cl.metrics()
+	if err != nil {
+		t.Logf("the agent's metrics after the move: %v", err)
+		return
+	}
+	stayed, _ := series(mfs, "numapref_migration_failed_pages_total", nil)
+	var ended []string
+	for _, m := range mfs["numapref_migrations_ended_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "reason" && m.GetCounter().GetValue() > 0 {
+				ended = append(ended, fmt.Sprintf("%s %v", l.GetValue(), m.GetCounter().GetValue()))
+			}
+		}
+	}
+	t.Logf("the agent's page moves: %v pages stayed where they were; moves ended: %v", stayed, ended)
 }
 
 // collectorValues runs the agent's EffectCollector over the container, as the agent's
