@@ -295,6 +295,9 @@ func addAgentRunnables(mgr ctrl.Manager, f *agentFlags, h *agentHost, ae agentEn
 	if err := addSecureServer(mgr, f, engine, opts.Node); err != nil {
 		return err
 	}
+	if err := addPageOut(mgr); err != nil {
+		return err
+	}
 	if f.summarize {
 		if err := mgr.Add(f.summary.runnable(mgr)); err != nil {
 			return fmt.Errorf("agent: adding the summarizer: %w", err)
