@@ -18,7 +18,9 @@
 #   4. One boot of the control kernel runs the smoke test, the conformance
 #      suite's prctl case, which must skip as unsupported, and the engine test,
 #      whose engine must report KernelUnsupported; a kernel trace witness in each
-#      binary fails it if any prctl 78 was issued.
+#      binary fails it if any prctl 78 was issued. The page mover's huge-page test
+#      (internal/numa/migrate) moves a helper's transparent huge pages (Debian's
+#      kernel has THP always) to the other node and checks what its steps counted.
 #   5. The agent binary (numapref agent --kernel=auto) in both kernels, against
 #      etcd and kube-apiserver on the host (test/kernellab/apihost: the project's
 #      own builds, hack/k8s-binaries.sh), which the VM reaches through qemu's user
@@ -124,6 +126,7 @@ mkdir -p "$bins"
 log "compiling the test binaries"
 (cd "$repo" &&
 	CGO_ENABLED=0 go test -c -trimpath -tags host,kernellab -o "$bins/conformance.test" ./internal/testutil/conformance &&
+	CGO_ENABLED=0 go test -c -trimpath -tags host,kernellab -o "$bins/migrate.test" ./internal/numa/migrate &&
 	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/smoke.test" ./test/kernellab/smoke &&
 	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/engine.test" ./test/kernellab/engine &&
 	CGO_ENABLED=0 go test -c -trimpath -tags kernellab -o "$bins/agent.test" ./test/kernellab/agent &&
@@ -260,8 +263,10 @@ if ((!server)); then
 		--append "trace_event=syscalls:sys_enter_prctl" \
 		--test-env conformance:NUMAPREF_CONFORMANCE_IMPL=prctl \
 		--test-args 'engine:-test.v -test.run=^TestEngineKernelUnsupported$' \
-		smoke="$bins/smoke.test" conformance="$bins/conformance.test" engine="$bins/engine.test" || rc=$?
-	for t in smoke conformance engine; do
+		--test-args 'migrate:-test.v -test.run=^TestMoveHugePagesToAnotherNode$' \
+		smoke="$bins/smoke.test" conformance="$bins/conformance.test" engine="$bins/engine.test" \
+		migrate="$bins/migrate.test" || rc=$?
+	for t in smoke conformance engine migrate; do
 		line="$(awk -v n="$t" '$1 == n { print $2, "exit=" $3, $4 }' "$out/control/results")"
 		if [[ "$line" == pass* ]]; then
 			step "control: $t" ok "$line"
@@ -281,6 +286,14 @@ if ((!server)); then
 		step "control: engine unsupported" ok "prctl.New unsupported, A reports KernelUnsupported"
 	else
 		step "control: engine unsupported" FAIL "TestEngineKernelUnsupported did not pass ($out/control/tests/engine.log)"
+	fi
+	# Debian's kernel gives the workload transparent huge pages (THP always): the page
+	# mover's steps move them to the other node and count every page that moved.
+	mlog="$out/control/tests/migrate.log"
+	if grep -q -- '--- PASS: TestMoveHugePagesToAnotherNode' "$mlog" 2>/dev/null; then
+		step "control: huge pages moved" ok "$(grep -o 'AnonHugePages.*' "$mlog" | head -n1)"
+	else
+		step "control: huge pages moved" FAIL "TestMoveHugePagesToAnotherNode did not pass ($mlog)"
 	fi
 	for t in smoke conformance engine; do
 		if grep -q '^prctl witness: the kernel traced [0-9]* canary' "$out/control/tests/$t.log" 2>/dev/null; then

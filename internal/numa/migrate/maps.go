@@ -68,17 +68,23 @@ func parseMaps(text string) ([]span, error) {
 	return spans, nil
 }
 
-// addresses appends to dst the page addresses from cursor on, at most n, and returns them
-// with the address after the last one; next is 0 and done true when the spans end.
-func addresses(dst []uintptr, spans []span, cursor uint64, page uint64, n int) (out []uintptr, next uint64, done bool) {
+// addresses appends to dst the page addresses from cursor on, at least n (when the spans
+// have them) and ending at a multiple of align or at a span's end, and returns them with
+// the address after the last one; next is 0 and done true when the spans end. align is
+// the size of a huge page (a multiple of page): the kernel moves a huge page whole at the
+// first of its addresses it is given, so a batch that holds every address of the huge
+// pages it reaches counts them all where they are after the move, and the next batch
+// does not start in one that has moved. A batch holds at most align/page - 1 addresses
+// more than n.
+func addresses(dst []uintptr, spans []span, cursor uint64, page, align uint64, n int) (out []uintptr, next uint64, done bool) {
 	out = dst[:0]
 	for _, s := range spans {
 		if s.end <= cursor {
 			continue
 		}
-		a := max(s.start, cursor&^(page-1))
-		for ; a < s.end; a += page {
-			if len(out) == n {
+		first := max(s.start, cursor&^(page-1))
+		for a := first; a < s.end; a += page {
+			if len(out) >= n && (a%align == 0 || a == first) { // no huge page spans two mappings
 				return out, a, false
 			}
 			out = append(out, uintptr(a))

@@ -28,6 +28,10 @@ import (
 // are on its stdout, and waits for its stdin to close.
 const helperEnv = "NUMAPREF_MIGRATE_HELPER_MIB"
 
+// hugeEnv makes the helper ask for transparent huge pages (MADV_HUGEPAGE) before its touch,
+// as a kernel whose THP setting is "always" gives a large anonymous mapping unasked.
+const hugeEnv = "NUMAPREF_MIGRATE_HELPER_HUGE"
+
 func TestMain(m *testing.M) {
 	if mib := os.Getenv(helperEnv); mib != "" {
 		runHelper(mib)
@@ -43,6 +47,9 @@ func runHelper(mib string) {
 	mem, err := unix.Mmap(-1, 0, n<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		os.Exit(3)
+	}
+	if os.Getenv(hugeEnv) != "" {
+		_ = unix.Madvise(mem, unix.MADV_HUGEPAGE) // a kernel without THP says EINVAL: small pages
 	}
 	for i := 0; i < len(mem); i += os.Getpagesize() {
 		mem[i] = 1
@@ -60,10 +67,10 @@ type helper struct {
 	size int
 }
 
-func startHelper(t *testing.T, mib int) helper {
+func startHelper(t *testing.T, mib int, env ...string) helper {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+strconv.Itoa(mib))
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+strconv.Itoa(mib)), env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -226,5 +233,77 @@ func TestAGoneProcess(t *testing.T) {
 	var m Mover
 	if _, err := m.Move(pid, numa.NewNodeMask(1), 0, 0, 10); !numa.IsTaskGone(err) {
 		t.Errorf("Move of a reaped process: %v; want it gone", err)
+	}
+}
+
+// anonHugeKiB is process pid's AnonHugePages (proc(5)), in KiB.
+func anonHugeKiB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "AnonHugePages:"); ok {
+			kib, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				t.Fatalf("AnonHugePages %q: %v", v, err)
+			}
+			return kib
+		}
+	}
+	return 0
+}
+
+// Steps move a process's memory held in transparent huge pages to the other node, and count
+// what moved: the kernel moves a huge page whole at its first address and answers EBUSY
+// for the others of the same huge page, which are then on the target all the same. It
+// needs two nodes: the kernel lab's control kernel (Debian's, THP always) runs it.
+func TestMoveHugePagesToAnotherNode(t *testing.T) {
+	online, err := numa.ReadOnline("/sys")
+	if err != nil || len(online.Nodes) < 2 || online.Nodes[0] != 0 || online.Nodes[1] != 1 {
+		t.Skipf("needs online nodes 0 and 1 (the kernel lab's); this host has %v (%v)", online.Nodes, err)
+	}
+	const mib = 64
+	h := startHelper(t, mib, hugeEnv+"=1")
+	huge := anonHugeKiB(t, h.pid)
+	page := uint64(os.Getpagesize())
+	before, err := NodePages("/proc", h.pid, page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, to := 0, 1 // the helper's pages are where it ran: move them to the other node
+	if before[1] > before[0] {
+		from, to = 1, 0
+	}
+	var m Mover
+	var total Step
+	cursor := uint64(0)
+	for steps := 0; ; steps++ {
+		if steps > 10000 {
+			t.Fatal("the steps never reached the end of the address space")
+		}
+		step, err := m.Move(h.pid, numa.NewNodeMask(from), to, cursor, 4096)
+		if err != nil {
+			t.Fatalf("step %d from %#x: %v (so far %+v)", steps, cursor, err, total)
+		}
+		total.Add(step)
+		if step.Done {
+			break
+		}
+		cursor = step.Next
+	}
+	after, err := NodePages("/proc", h.pid, page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("AnonHugePages %d KiB of the helper's %d MiB; pages per node before %v, after %v; steps %+v", huge, mib, before, after, total)
+	want := uint64(mib<<20) / page
+	if after[to] < want*9/10 {
+		t.Errorf("%d of the helper's %d pages are on node %d after the move (node %d %d): the steps said %+v", after[to], want, to, from, after[from], total)
+	}
+	arrived := int(after[to]) - int(before[to])
+	if d := total.Moved - arrived; d < -arrived/10 || d > arrived/10 {
+		t.Errorf("the steps counted %d pages moved, and %d arrived on node %d: %+v", total.Moved, arrived, to, total)
 	}
 }

@@ -43,15 +43,30 @@ func TestParseMapsLeavesOutWhatHoldsNoMovablePage(t *testing.T) {
 	}
 }
 
+// addressesCase is a call of addresses from cursor for n addresses, and what it returns.
+type addressesCase struct {
+	cursor uint64
+	n      int
+	want   []uintptr
+	next   uint64
+	done   bool
+}
+
+// checkAddresses runs each case over spans, with pages of 4 KiB and huge pages of align.
+func checkAddresses(t *testing.T, spans []span, align uint64, tests map[string]addressesCase) {
+	t.Helper()
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, next, done := addresses(nil, spans, tc.cursor, 0x1000, align, tc.n)
+			if !equal(got, tc.want) || next != tc.next || done != tc.done {
+				t.Errorf("addresses(%#x, %d) = %#x, %#x, %v; want %#x, %#x, %v", tc.cursor, tc.n, got, next, done, tc.want, tc.next, tc.done)
+			}
+		})
+	}
+}
+
 func TestAddresses(t *testing.T) {
-	spans := []span{{0x1000, 0x3000}, {0x10000, 0x12000}}
-	tests := map[string]struct {
-		cursor uint64
-		n      int
-		want   []uintptr
-		next   uint64
-		done   bool
-	}{
+	checkAddresses(t, []span{{0x1000, 0x3000}, {0x10000, 0x12000}}, 0x1000, map[string]addressesCase{
 		"all":                 {0, 10, []uintptr{0x1000, 0x2000, 0x10000, 0x11000}, 0, true},
 		"the first two":       {0, 2, []uintptr{0x1000, 0x2000}, 0x10000, false},
 		"from a cursor":       {0x2000, 2, []uintptr{0x2000, 0x10000}, 0x11000, false},
@@ -59,15 +74,21 @@ func TestAddresses(t *testing.T) {
 		"between the spans":   {0x5000, 10, []uintptr{0x10000, 0x11000}, 0, true},
 		"past the end":        {0x12000, 10, nil, 0, true},
 		"exactly to the end":  {0x10000, 2, []uintptr{0x10000, 0x11000}, 0, true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, next, done := addresses(nil, spans, tc.cursor, 0x1000, tc.n)
-			if len(got) != len(tc.want) || (len(got) > 0 && !equal(got, tc.want)) || next != tc.next || done != tc.done {
-				t.Errorf("addresses(%#x, %d) = %#x, %#x, %v; want %#x, %#x, %v", tc.cursor, tc.n, got, next, done, tc.want, tc.next, tc.done)
-			}
-		})
-	}
+	})
+}
+
+// With huge pages of four pages, a batch ends at a huge page's boundary or at a mapping's
+// end, never inside a huge page, so that the pages the kernel moves with the first of a
+// huge page's addresses are all in the batch that counts them.
+func TestAddressesEndAtAHugePage(t *testing.T) {
+	checkAddresses(t, []span{{0x0, 0x8000}, {0x9000, 0xa000}}, 0x4000, map[string]addressesCase{
+		"one asked, the huge page given":      {0, 1, []uintptr{0x0, 0x1000, 0x2000, 0x3000}, 0x4000, false},
+		"from inside a huge page to its end":  {0x1000, 1, []uintptr{0x1000, 0x2000, 0x3000}, 0x4000, false},
+		"five asked, two huge pages":          {0, 5, []uintptr{0x0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000}, 0x9000, false},
+		"at a boundary, exactly":              {0, 4, []uintptr{0x0, 0x1000, 0x2000, 0x3000}, 0x4000, false},
+		"to the mapping's end, not beyond":    {0x5000, 1, []uintptr{0x5000, 0x6000, 0x7000}, 0x9000, false},
+		"an unaligned mapping ends the spans": {0x9000, 1, []uintptr{0x9000}, 0, true},
+	})
 }
 
 func equal(a, b []uintptr) bool {
