@@ -229,10 +229,14 @@ func writeTable(w io.Writer, results []result) {
 			}
 		}
 		fmt.Fprintf(w, "| %d | %s | `%s` | %s | %.2f at %.0f s | %.0f / %.0f MiB | %s | %.0f / %.0f | %.0f | %.0f | %.0f%% of samples | %s |\n",
-			r.ID, r.Name, r.Command, strings.Join(localities, " / "), r.final.Locality, r.seconds, r.final.Node0MiB, r.final.Node1MiB, to90,
+			r.ID, cell(r.Name), cell(r.Command), strings.Join(localities, " / "), r.final.Locality, r.seconds, r.final.Node0MiB, r.final.Node1MiB, to90,
 			r.peakFaults, r.final.Faults, r.final.Migrated, r.final.Moved, 100*r.workerShare, sourceName(r.source))
 	}
 }
+
+// cell escapes the pipes of a table cell's text (a policy's flags: MPOL_PREFERRED_MANY|
+// MPOL_F_NUMA_BALANCING), which would end the cell, in a code span too.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 func sourceName(s string) string {
 	if s == "agent" {

@@ -20,7 +20,7 @@ func TestReportShortScenario(t *testing.T) {
 		samples = append(samples, fmt.Sprintf(`{"scenario":13,"t":%d,"source":"agent","locality":%.2f,"moved":%d,"workers":3}`,
 			s, min(1, 0.5+float64(s)/20), 4096*min(s, 32)))
 	}
-	scen := writeLines(t, `{"id":13,"name":"migrate","command":"kubectl apply","seconds":30}`)
+	scen := writeLines(t, `{"id":13,"name":"migrate, policy A|B","command":"kubectl apply; policy A|B","seconds":30}`)
 	results, err := load(writeLines(t, samples...), scen)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestReportShortScenario(t *testing.T) {
 	}
 	var table bytes.Buffer
 	writeTable(&table, results)
-	if row := "| 13 | migrate | `kubectl apply` | 0.75 / 1.00 / 1.00 / – | 1.00 at 30 s | 0 / 0 MiB | 8 | 0 / 0 | 0 | 122880 | 0% of samples |"; !strings.Contains(table.String(), row) {
+	if row := "| 13 | migrate, policy A\\|B | `kubectl apply; policy A\\|B` | 0.75 / 1.00 / 1.00 / – | 1.00 at 30 s | 0 / 0 MiB | 8 | 0 / 0 | 0 | 122880 | 0% of samples |"; !strings.Contains(table.String(), row) {
 		t.Errorf("table lacks %q:\n%s", row, table.String())
 	}
 	results[0].samples = results[0].samples[:20]
