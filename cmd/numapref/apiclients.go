@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -33,6 +34,7 @@ import (
 //   - coordination/v1 and events/v1: the summarizer's lease and the Events about it, and
 //     events.k8s.io Events;
 //   - certificates/v1: the CSRs the summarizer signs;
+//   - resource.k8s.io/v1: the ResourceSlices and ResourceClaims FollowDevices reads;
 //   - numa.numapref.io: NumaPreferences and NumaNodeReports.
 //
 // TokenReviews, SubjectAccessReviews and the agent's own CSRs go through typed clients
@@ -40,7 +42,8 @@ import (
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	err := errors.Join(corev1.AddToScheme(scheme), appsv1.AddToScheme(scheme), coordinationv1.AddToScheme(scheme),
-		eventsv1.AddToScheme(scheme), certificatesv1.AddToScheme(scheme), numav1.AddToScheme(scheme))
+		eventsv1.AddToScheme(scheme), certificatesv1.AddToScheme(scheme), resourcev1.AddToScheme(scheme),
+		numav1.AddToScheme(scheme))
 	if err != nil {
 		return nil, fmt.Errorf("making the API scheme: %w", err)
 	}

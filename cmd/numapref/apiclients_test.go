@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
@@ -40,6 +41,8 @@ func TestSchemeHasWhatTheProcessesUse(t *testing.T) {
 		"the summarizer's lease":                {&coordinationv1.Lease{}, true},
 		"events.k8s.io Events":                  {&eventsv1.Event{}, true},
 		"CSRs (the signer)":                     {&certificatesv1.CertificateSigningRequestList{}, true},
+		"ResourceSlices (FollowDevices, DRA)":   {&resourcev1.ResourceSliceList{}, true},
+		"ResourceClaims (FollowDevices, DRA)":   {&resourcev1.ResourceClaim{}, true},
 		"NumaPreferences":                       {&numav1.NumaPreferenceList{}, true},
 		"NumaNodeReports":                       {&numav1.NumaNodeReportList{}, true},
 		"Jobs (unused)":                         {&batchv1.Job{}, false},
