@@ -28,6 +28,11 @@ const (
 	denyRanges
 	// sockets allows socket(2) only for the families and types socketBlock names.
 	sockets
+	// denyBits refuses the call when its argument arg has any bit of mask set.
+	denyBits
+	// noSys answers ENOSYS, as a kernel without the call would, so that callers fall back
+	// to an older call the filter can judge.
+	noSys
 )
 
 // rule is what the filter does with one call.
@@ -38,6 +43,7 @@ type rule struct {
 	arg    int         // denyArg, denyRanges: the argument compared
 	values []uint32    // denyArg: the values refused
 	ranges [][2]uint32 // denyRanges: the ranges refused
+	mask   uint32      // denyBits: the bits refused
 	unix   bool        // sockets: AF_UNIX is allowed too
 }
 
@@ -53,6 +59,12 @@ const (
 // (wireless). With CAP_NET_ADMIN in the host network namespace they reconfigure the
 // node's network; the agent makes none of them.
 var socketIoctls = [][2]uint32{{0x8900, 0x89ff}, {0x8b00, 0x8bff}}
+
+// cloneNamespaces are clone(2)'s flags that make new namespaces, as unshare(2) does:
+// mount, cgroup, UTS, IPC, user, pid and network. A new user namespace would give code in
+// the agent every capability there, and the kernel interfaces that opens.
+const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
 
 // rules is the filter's table. What each group stands for is in SECURITY.md.
 func rules(opts Options) []rule {
@@ -125,6 +137,11 @@ var kernelRules = []rule{
 	{name: "mount_setattr", nr: unix.SYS_MOUNT_SETATTR},
 	{name: "setns", nr: unix.SYS_SETNS},
 	{name: "unshare", nr: unix.SYS_UNSHARE},
+	// clone makes the Go runtime's threads (no namespace flag). clone3 takes its flags in
+	// a struct the filter cannot read: it answers ENOSYS, so that glibc's pthread_create
+	// (a cgo build's threads) and Go's os/exec fall back to clone.
+	{name: "clone", nr: unix.SYS_CLONE, kind: denyBits, arg: 0, mask: cloneNamespaces},
+	{name: "clone3", nr: unix.SYS_CLONE3, kind: noSys},
 	{name: "bpf", nr: unix.SYS_BPF},
 	{name: "keyctl", nr: unix.SYS_KEYCTL},
 	{name: "add_key", nr: unix.SYS_ADD_KEY},
@@ -148,6 +165,7 @@ const (
 const (
 	retAllow uint32 = unix.SECCOMP_RET_ALLOW
 	retDeny         = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	retNoSys        = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	retKill  uint32 = unix.SECCOMP_RET_KILL_PROCESS
 )
 
@@ -162,6 +180,7 @@ const (
 	jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	jge   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
 	jgt   = unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K
+	jset  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 	andK  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
 	ret   = unix.BPF_RET | unix.BPF_K
 )
@@ -203,10 +222,23 @@ func (r rule) block(self uint32) ([]unix.SockFilter, error) {
 	switch r.kind {
 	case deny:
 		return []unix.SockFilter{jump(jeq, r.nr, 0, 1), stmt(ret, retDeny)}, nil
+	case noSys:
+		return []unix.SockFilter{jump(jeq, r.nr, 0, 1), stmt(ret, retNoSys)}, nil
 	case denyRanges:
 		return r.rangesBlock()
 	case sockets:
 		return r.socketBlock()
+	case denyBits:
+		if r.arg < 0 || r.arg > 5 || r.mask == 0 {
+			return nil, fmt.Errorf("sandbox: rule %s: argument %d with mask %#x", r.name, r.arg, r.mask)
+		}
+		body := []unix.SockFilter{
+			stmt(ldAbs, uint32(offArgs+8*r.arg)),
+			jump(jset, r.mask, 1, 0),
+			stmt(ret, retAllow),
+			stmt(ret, retDeny),
+		}
+		return append([]unix.SockFilter{jump(jeq, r.nr, 0, uint8(len(body)))}, body...), nil
 	}
 	arg, values, onMatch, otherwise := 0, []uint32{self}, retAllow, retDeny
 	switch r.kind {

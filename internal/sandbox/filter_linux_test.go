@@ -94,6 +94,12 @@ func TestFilterDecisions(t *testing.T) {
 		"ioctl 0x8c00":                {auditArch, unix.SYS_IOCTL, []uint64{3, 0x8c00}, retAllow},
 		"ioctl SIOCADDRT, high bits":  {auditArch, unix.SYS_IOCTL, []uint64{3, 1<<32 | unix.SIOCADDRT}, retDeny}, // the kernel reads an unsigned int
 		"ioctl TUNSETIFF":             {auditArch, unix.SYS_IOCTL, []uint64{3, unix.TUNSETIFF}, retAllow},
+		"clone a thread":              {auditArch, unix.SYS_CLONE, []uint64{unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND | unix.CLONE_SYSVSEM | unix.CLONE_THREAD}, retAllow},
+		"clone a process":             {auditArch, unix.SYS_CLONE, []uint64{uint64(unix.SIGCHLD)}, retAllow},
+		"clone a user namespace":      {auditArch, unix.SYS_CLONE, []uint64{unix.CLONE_NEWUSER | uint64(unix.SIGCHLD)}, retDeny},
+		"clone a network namespace":   {auditArch, unix.SYS_CLONE, []uint64{unix.CLONE_NEWNET}, retDeny},
+		"clone a mount namespace":     {auditArch, unix.SYS_CLONE, []uint64{unix.CLONE_NEWNS}, retDeny},
+		"clone3":                      {auditArch, unix.SYS_CLONE3, []uint64{0, 88}, retNoSys},
 		"execve":                      {auditArch, unix.SYS_EXECVE, nil, retDeny},
 		"execveat":                    {auditArch, unix.SYS_EXECVEAT, nil, retDeny},
 		"socket tcp":                  {auditArch, unix.SYS_SOCKET, []uint64{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC | unix.SOCK_NONBLOCK, 0}, retAllow},
