@@ -333,12 +333,15 @@ func TestRender(t *testing.T) {
 		ports       []corev1.ContainerPort
 		metricsAuth bool
 		sharedCert  bool // the chart's shared serving certificate, mounted (else each node's own, or none)
+		// seccomp is the agent container's profile: RuntimeDefault ("" here) unless page
+		// migration is on, as containerd's default profile denies move_pages.
+		seccomp corev1.SeccompProfileType
 	}{
 		{
 			name:        "defaults",
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--max-preferences-per-namespace=128", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--page-migration-rate=25600", "--page-migration-max-busy=0.25", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--max-preferences-per-namespace=128", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=[$(HOST_IP)]:8443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -349,7 +352,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"forkEvents": false, "kernel": "emulated"},
 			caps:        []corev1.Capability{"SYS_PTRACE"},
 			hostNetwork: false,
-			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--max-preferences-per-namespace=128", "--fork-events=false", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--page-migration-rate=25600", "--page-migration-max-busy=0.25", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
+			args: args([]string{"--kernel=emulated", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--max-preferences-per-namespace=128", "--fork-events=false", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/"},
 				"--metrics-bind-address=:8443", "--tls-cert-dir=/etc/numapref/tls", "--health-probe-bind-address=:8081",
 				"--zap-log-level=info"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8443}, {Name: "health", ContainerPort: 8081}},
@@ -361,12 +364,14 @@ func TestRender(t *testing.T) {
 			values: map[string]any{
 				"kernel": "prctl", "prctlOption": 80, "rescanInterval": "1m30s", "maxTasksPerContainer": 8, "kubeletCgroupRoot": "/kubelet",
 				"cgroupDriver": "systemd", "logLevel": "debug", "metrics": map[string]any{"enabled": false, "port": 9443},
-				"healthProbe":  map[string]any{"port": 9081},
-				"podResources": map[string]any{"enabled": true, "socket": "/srv/kubelet/pod-resources/kubelet.sock", "timeout": "500ms"},
+				"healthProbe":   map[string]any{"port": 9081},
+				"podResources":  map[string]any{"enabled": true, "socket": "/srv/kubelet/pod-resources/kubelet.sock", "timeout": "500ms"},
+				"pageMigration": map[string]any{"enabled": true, "pagesPerSecond": 1000, "maxBusy": 0.5},
 			},
+			seccomp:     corev1.SeccompProfileTypeUnconfined,
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--max-tasks-per-container=8", "--max-preferences-per-namespace=128", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--page-migration-rate=25600", "--page-migration-max-busy=0.25", "--pod-resources-socket=/srv/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=500ms", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
+			args: args([]string{"--kernel=prctl", "--prctl-option=80", "--rescan-interval=1m30s", "--max-tasks-per-container=8", "--max-preferences-per-namespace=128", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--page-migration-rate=1000", "--page-migration-max-busy=0.5", "--pod-resources-socket=/srv/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=500ms", "--kubelet-cgroup-root=/kubelet", "--cgroup-driver=systemd"},
 				"--metrics-bind-address=0", "--health-probe-bind-address=:9081",
 				"--zap-log-level=debug"),
 			ports:       []corev1.ContainerPort{{Name: "health", ContainerPort: 9081}},
@@ -377,7 +382,7 @@ func TestRender(t *testing.T) {
 			values:      map[string]any{"cgroupDriver": "cgroupfs", "logLevel": "3", "metrics": map[string]any{"enabled": true, "port": 9443}},
 			caps:        []corev1.Capability{"SYS_PTRACE", "NET_ADMIN"},
 			hostNetwork: true,
-			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--max-preferences-per-namespace=128", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--page-migration-rate=25600", "--page-migration-max-busy=0.25", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
+			args: args([]string{"--kernel=auto", "--prctl-option=78", "--rescan-interval=10s", "--max-tasks-per-container=32768", "--max-preferences-per-namespace=128", "--fork-events=true", "--nri-socket=/var/run/nri/nri.sock", "--nri-start-grace=2m", "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock", "--pod-resources-timeout=2s", "--kubelet-cgroup-root=/", "--cgroup-driver=cgroupfs"},
 				"--metrics-bind-address=[$(HOST_IP)]:9443", "--tls-node-certificate", "--tls-node-certificate-lifetime=168h", "--health-probe-bind-address=:8081",
 				"--zap-log-level=3"),
 			ports:       []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9443}, {Name: "health", ContainerPort: 8081}},
@@ -438,8 +443,12 @@ func TestRender(t *testing.T) {
 			if got := boolString(sc.ReadOnlyRootFilesystem); got != "true" {
 				t.Errorf("readOnlyRootFilesystem = %s, want true", got)
 			}
-			if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-				t.Errorf("seccompProfile = %+v, want RuntimeDefault", sc.SeccompProfile)
+			wantSeccomp := tc.seccomp
+			if wantSeccomp == "" {
+				wantSeccomp = corev1.SeccompProfileTypeRuntimeDefault
+			}
+			if sc.SeccompProfile == nil || sc.SeccompProfile.Type != wantSeccomp {
+				t.Errorf("seccompProfile = %+v, want %s", sc.SeccompProfile, wantSeccomp)
 			}
 			if sc.Capabilities == nil {
 				t.Fatal("no capabilities section")
