@@ -323,7 +323,7 @@ spec:
   - name: driver
     image: %[4]s
     imagePullPolicy: Never
-    args: [dra, --driver=%[2]s, --devices=eth0:0,eth1:1, --node=%[3]s, --kubelet-dir=%[6]s]
+    args: [dra, "--driver=%[2]s", "--devices=eth0:0,eth1:1", "--node=%[3]s", "--kubelet-dir=%[6]s"]
     env: [{name: KUBERNETES_SERVICE_HOST, value: %[7]q}, {name: KUBERNETES_SERVICE_PORT, value: %[8]q}]
     volumeMounts:
     - {name: registry, mountPath: %[6]s/plugins_registry}

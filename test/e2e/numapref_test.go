@@ -209,7 +209,8 @@ func installAgent(ctx context.Context, set ...string) {
 		"--wait", "--timeout", "2m",
 		"--set", "image.repository=" + strings.Split(localnode.AgentImage, ":")[0],
 		"--set", "image.tag=" + strings.Split(localnode.AgentImage, ":")[1],
-		"--set", "image.pullPolicy=Never", "--set", "kernel=emulated", "--set", "rescanInterval=2s"}
+		"--set", "image.pullPolicy=Never", "--set", "kernel=emulated", "--set", "rescanInterval=2s",
+		"--set", "pageMigration.enabled=true"}
 	for _, v := range append(prov.values(), set...) {
 		args = append(args, "--set", v)
 	}

@@ -104,7 +104,7 @@ var _ = Describe("helm uninstall with the agent crash-looping", Ordered, func() 
 		}
 
 		By("the agent crash-loops: a rolling update to a flag it refuses (the old agent, restarted, does not drain)")
-		ds := release + "-numapref-agent"
+		ds := release + "-agent" // the chart's fullname is the release name when it holds "numapref"
 		out, err := kubectl(ctx, "patch", "daemonset", ds, "-n", agentNamespace, "--type=json",
 			"-p", `[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--no-such-flag"}]`)
 		Expect(err).NotTo(HaveOccurred(), out)
