@@ -510,6 +510,41 @@ func TestListenerExec(t *testing.T) {
 	}
 }
 
+// TestListenerExecIgnoresRecycledEntries: a thread entry left by an earlier process with
+// the same pid (its exit event lost) is not one of the exec'ing group's threads, and does
+// not make their values look mixed.
+func TestListenerExecIgnoresRecycledEntries(t *testing.T) {
+	proc := newFakeProc(t)
+	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())
+	l := testListener(t, e)
+	// The earlier process 500 and its thread 502, which held node 0; both end unseen.
+	proc.task(500, 500, 10, 0, true)
+	proc.task(502, 500, 10, 0, true)
+	if err := e.Set(502, 0); err != nil {
+		t.Fatal(err)
+	}
+	proc.remove(502)
+	proc.remove(500)
+	// The new process 500, whose two threads hold node 1; one exits as the other execs.
+	proc.task(500, 500, 50, 0, true)
+	proc.task(501, 500, 50, 0, true)
+	for _, tid := range []int{500, 501} {
+		if err := e.Set(tid, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proc.remove(501)
+	if err := l.handle(numa.ProcEvent{Kind: numa.ProcEventExec, ChildTID: 500, ChildTGID: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.Get(500); err != nil || got != 1 {
+		t.Errorf("Get(500) after exec = %d, %v; want 1", got, err)
+	}
+	if st := e.Stats(); st.AssumedFresh != 0 {
+		t.Errorf("Stats = %+v, want none assumed fresh", st)
+	}
+}
+
 func TestListenerLostEvents(t *testing.T) {
 	proc := newFakeProc(t)
 	e := newTestEmulator(t, proc, "testdata/sysfs/two-nodes", t.TempDir())

@@ -595,9 +595,11 @@ func (l *listener) execed(ev numa.ProcEvent) error {
 	if err != nil {
 		return err
 	}
+	// An entry that started before the leader is another process's: the group's pid was
+	// recycled and that thread's exit event was lost, or its entry was written after it.
 	values := []taskEntry{l.value(tgid, leader)}
 	for _, e := range entries {
-		if e.TID != tgid {
+		if e.TID != tgid && e.Start >= leader.StartTime {
 			values = append(values, e)
 		}
 	}
