@@ -33,12 +33,13 @@ func (e *Engine) apply(p *pass, pl plan.Plan) {
 			undos = append(undos, cp.Key)
 		}
 		if cp.Entry != nil && e.ledger.Record(cp.Key, *cp.Entry) {
+			e.cfg.Log.V(1).Info("Container runs again under a new ID", "container", cp.Key.String(), "id", cp.Entry.Ref.ContainerID)
 			e.placements.forgetPlaced(cp.Key) // the container runs again, under a new ID: its placement is judged again
 		}
 		sets = append(sets, cp.Sets...)
 	}
 	for _, key := range undos {
-		e.undo(p.ids, key)
+		e.undo(p.ids, key, p.known.Entry(key))
 	}
 	// The ledger must name a value before the value is set (write-ahead). Every other
 	// change (tasks that inherited the value, tasks gone, outcomes of the SETs) waits for
@@ -134,10 +135,18 @@ func (e *Engine) applyContainer(p *pass, sets []plan.PendingSet) {
 }
 
 // undo restores, in the container's tasks, every value the agent set that is still there,
-// and forgets the container.
-func (e *Engine) undo(ids *plan.Identifier, key desire.ContainerKey) {
-	e.placements.forgetPlaced(key) // placed again later, it is judged again
+// and forgets the container. knew is its entry as the pass read the ledger, before its
+// desire: the pass undoes only that container. The start lane, which takes no pass lock,
+// may have recorded and set the container since, for a start the pass's desire did not
+// hold yet (the API's desire says "not running" until the kubelet reports the start): that
+// is left to the next pass, which reads the start's desire.
+func (e *Engine) undo(ids *plan.Identifier, key desire.ContainerKey, knew known.Entry) {
 	entry, ok := e.ledger.View().Entry(key).Copy()
+	if ok && (!knew.Exists() || knew.Ref().ContainerID != entry.Ref.ContainerID) {
+		e.cfg.Log.V(1).Info("Not undoing a container placed at its start while the pass ran", "container", key.String())
+		return
+	}
+	e.placements.forgetPlaced(key) // placed again later, it is judged again
 	if !ok || !e.cfg.Support.Supported {
 		return // nothing set, or no kernel to read: the entry stays for a kernel that can
 	}

@@ -185,6 +185,8 @@ type engineHooks struct {
 	// betweenReads runs in a pass of kind between its reading of the ledger and its
 	// reading of the desire (newPass).
 	betweenReads func(kind passKind)
+	// beforeApply runs in a pass of kind between its plan and its apply (finish).
+	beforeApply func(kind passKind)
 	// forkSet runs when a fork pass set the task of its own event: the lag since the
 	// kernel's timestamp of the event (0 without one) and the stages of forkStageNames
 	// (ok false without them), as numapref_fork_apply_{lag,stage}_seconds observe them.

@@ -95,17 +95,17 @@ type startDesire struct {
 	placing bool
 }
 
-// start adds d, a container the runtime is about to start, to the desire; ok is false
-// before the first desire and once draining.
-func (ds *desires) start(d desire.Desire) (ok bool) {
+// start adds d, a container the runtime is about to start, to the desire, and returns the
+// generation that holds it; ok is false before the first desire and once draining.
+func (ds *desires) start(d desire.Desire) (gen uint64, ok bool) {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	if !ds.synced || ds.draining.Load() {
-		return false
+		return 0, false
 	}
 	ds.starts[d.Key()] = startDesire{Desire: d, at: ds.clock.Now(), placing: true}
 	ds.mergeStarts()
-	return true
+	return ds.gen, true
 }
 
 // started notes that the runtime may start container key now: PlaceAtStart returned.

@@ -63,12 +63,13 @@ func TestDesiresStarts(t *testing.T) {
 	ds, fc := newTestDesires(t, "")
 	started := fakeDesire(1)
 	started.Ref.ContainerID = "x" // the runtime's form
-	if ds.start(started) {
+	if _, ok := ds.start(started); ok {
 		t.Fatal("a start counted before the first desire")
 	}
 	ds.set(nil)
-	if !ds.start(started) || !ds.placing(started.Key()) {
-		t.Fatal("a start after the first desire did not count, or is not being placed")
+	before := ds.gen
+	if gen, ok := ds.start(started); !ok || !ds.placing(started.Key()) || gen != before+1 {
+		t.Fatalf("a start after the first desire did not count, is not being placed, or is not of a new generation (%d after %d)", gen, before)
 	}
 	ds.started(started.Key())
 	if ds.placing(started.Key()) || len(keysOf(ds)) != 1 {
@@ -103,7 +104,7 @@ func TestDesiresDrain(t *testing.T) {
 	ds, _ := newTestDesires(t, "")
 	ds.set([]desire.Desire{fakeDesire(1)})
 	ds.drain()
-	if ds.set([]desire.Desire{fakeDesire(1)}) || ds.start(fakeDesire(0)) {
+	if _, started := ds.start(fakeDesire(0)); ds.set([]desire.Desire{fakeDesire(1)}) || started {
 		t.Error("a desire or a start counted after Drain")
 	}
 	if d, _, ok := ds.forPass(true); !ok || len(d) != 0 {

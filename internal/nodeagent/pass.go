@@ -187,6 +187,9 @@ func (e *Engine) verifyStarts(p *pass) bool {
 func (e *Engine) finish(p *pass, pl plan.Plan) {
 	defer p.ids.ReleaseAll()
 	e.placements.adopt(pl) // the choices saved before the SETs: a crash must not reshuffle a running pod
+	if e.cfg.hooks.beforeApply != nil {
+		e.cfg.hooks.beforeApply(p.kind)
+	}
 	e.apply(p, pl)
 	e.takeLaneNotes(p, &pl) // a start placed while this pass ran
 	if p.kind == passFull {

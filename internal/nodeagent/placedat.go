@@ -51,11 +51,14 @@ func (e *Engine) notePlaced(p *pass, key desire.ContainerKey, confirmed []issued
 		starts[i] = s.task.StartTime
 	}
 	atStart := p.kind == passStart || e.desires.placing(key)
-	switch at, d, observe := e.placements.judgePlaced(key, atStart, starts); {
-	case at == PlacedAtStart:
+	switch at, d, observe := e.placements.judgePlaced(key, atStart, starts); at {
+	case PlacedAtStart:
 		e.cfg.Metrics.reportStartToPlaced(PlacedAtStart, 0) // set before its first instruction
-	case at == PlacedAtAfterStart && observe:
-		e.cfg.Metrics.reportStartToPlaced(PlacedAtAfterStart, d)
+	case PlacedAtAfterStart:
+		e.cfg.Log.V(1).Info("Placed after its start", "container", key.String(), "pass", p.kind.String(), "tasks", len(confirmed))
+		if observe {
+			e.cfg.Metrics.reportStartToPlaced(PlacedAtAfterStart, d)
+		}
 	}
 }
 

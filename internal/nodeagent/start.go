@@ -34,13 +34,14 @@ const DefaultStartGrace = 2 * time.Minute
 // nothing: before it is synced (the first desired state, the API's or the persisted one)
 // and once draining.
 func (e *Engine) PlaceAtStart(d desire.Desire) (r plan.Result, ok bool) {
-	if !e.desires.start(d) {
+	gen, ok := e.desires.start(d)
+	if !ok {
 		return plan.Result{}, false
 	}
 	defer e.desires.started(d.Key())
 	e.devices.await(d)
 	if !d.Placement.Automatic() {
-		return e.startLane(d), true
+		return e.startLane(d, gen), true
 	}
 	return e.startPass(d.Key())
 }
@@ -59,7 +60,7 @@ func (e *Engine) SetAPIReachable(reachable bool) { e.desires.setReachable(reacha
 // learn of it (its result and listing) waits in laneNotes for the next pass or fork
 // event. A full pass that runs meanwhile read the ledger before the desire (newPass), so
 // a container this lane records is never an orphan to it.
-func (e *Engine) startLane(d desire.Desire) plan.Result {
+func (e *Engine) startLane(d desire.Desire, gen uint64) plan.Result {
 	e.startMu.Lock()
 	defer e.startMu.Unlock()
 	start := e.cfg.Clock.Now()
@@ -74,11 +75,35 @@ func (e *Engine) startLane(d desire.Desire) plan.Result {
 	}
 	cp := plan.One(in, key, nil).Containers[0]
 	note := e.laneApply(cp)
+	// A thread takes its creator's value when it is made: one the init makes between the
+	// listing and its creator's SET holds none, and the init, which waits for the runtime
+	// to let it exec, may still be making threads. So the lane lists the container again
+	// after a round that set anything, and sets what is new, until a round sets nothing
+	// (a round without SETs leaves no thread half set: whatever is made after it takes
+	// the value) or after laneRounds. The last round's result counts every task.
+	for round := 1; round < laneRounds && note.set > 0 && note.result.Reason == numav1.ReasonApplied; round++ {
+		in.Known = e.ledger.Entry(key)
+		cp = plan.One(in, key, note.confirmed).Containers[0]
+		note = e.laneApply(cp)
+	}
+	// Its tasks hold its node before the runtime lets the program run: placed at its start,
+	// whoever set them (a pass beside the lane, which read the start's desire, may have, and
+	// judge only after the lane has answered).
+	if note.result.Tasks > 0 {
+		if at, _, _ := e.placements.judgePlaced(key, true, nil); at == PlacedAtStart {
+			e.cfg.Metrics.reportStartToPlaced(PlacedAtStart, 0)
+		}
+	}
+	note.result.PlacedAt = e.placements.placed(key)
+	note.gen = gen
 	e.published.publishOne(key, note.result, cp.Listing)
 	e.lane.add(key, note) // after the publishing: a pass that takes it copies the results after
 	e.cfg.Metrics.reportPass(passStart.String(), e.cfg.Clock.Since(start))
 	return note.result
 }
+
+// laneRounds bounds the start lane's rounds of listing and SETs (startLane).
+const laneRounds = 4
 
 // laneApply does what the start lane planned for container cp.Key: its ledger entry
 // written ahead, its SETs bracketed, their outcome recorded; it returns the container's
@@ -108,13 +133,15 @@ func (e *Engine) laneApply(cp plan.ContainerPlan) laneNote {
 		note.result = results[key]
 		return note
 	}
-	note.result = e.laneSets(key, r, cp.Sets)
+	note.result, note.confirmed = e.laneSets(key, r, cp.Sets)
+	note.set = len(cp.Sets)
 	return note
 }
 
 // laneSets issues the start lane's SETs of container key, bracketed, records their outcome
-// in its ledger entry (copies, Replace) and returns its result r with it.
-func (e *Engine) laneSets(key desire.ContainerKey, r plan.Result, sets []plan.PendingSet) plan.Result {
+// in its ledger entry (copies, Replace) and returns its result r with it, and the tasks
+// whose SETs were confirmed.
+func (e *Engine) laneSets(key desire.ContainerKey, r plan.Result, sets []plan.PendingSet) (plan.Result, map[int]bool) {
 	b := e.startSets(key, sets[0].Cgroup)
 	for _, s := range sets {
 		state, err := b.set(s.Task, s.Node, nil)
@@ -135,31 +162,29 @@ func (e *Engine) laneSets(key desire.ContainerKey, r plan.Result, sets []plan.Pe
 			delete(c.Tasks, s.task.TID)
 		}
 	})
-	for range confirmed {
+	set := make(map[int]bool, len(confirmed))
+	for _, s := range confirmed {
+		set[s.task.TID] = true
 		r.Tasks++
 		e.cfg.Metrics.reportSet(numav1.ReasonApplied)
 	}
-	if len(confirmed) > 0 {
-		starts := make([]uint64, len(confirmed))
-		for i, s := range confirmed {
-			starts[i] = s.task.StartTime
-		}
-		if at, _, _ := e.placements.judgePlaced(key, true, starts); at == PlacedAtStart {
-			e.cfg.Metrics.reportStartToPlaced(PlacedAtStart, 0) // set before its first instruction
-		}
-	}
-	r.PlacedAt = e.placements.placed(key)
 	if r.Reason == numav1.ReasonApplied && len(r.Failed) > 0 {
 		r.Reason = worstFailure(r.Failed)
 	}
-	return r
+	return r, set
 }
 
 // laneNote is what the start lane learnt of one container for the owners the pass lock
 // guards: its result and listing (the fork tracker's, so that its init's forks find it).
+// gen is the generation of the desire that holds the start. set and confirmed are the
+// lane's own: how many SETs its round planned, and the tasks whose SETs were confirmed (the
+// next round trusts them).
 type laneNote struct {
-	result  plan.Result
-	listing *plan.Listing
+	result    plan.Result
+	listing   *plan.Listing
+	gen       uint64
+	set       int
+	confirmed map[int]bool
 }
 
 // laneNotes are the start lane's notes until a pass or fork event takes them. It has its
@@ -191,7 +216,8 @@ func (l *laneNotes) take() map[desire.ContainerKey]laneNote {
 // caller holds passMu. Taken at a pass's start (p nil), the listings go to the fork
 // tracker at once (the results were published before the notes were left). Taken as pass
 // p finishes, after its plan pl, the results and listings of the containers pl did not
-// plan go into p's, which the pass publishes and hands the fork tracker.
+// plan, or planned from a desire older than the start's, go into p's, which the pass
+// publishes and hands the fork tracker.
 func (e *Engine) takeLaneNotes(p *pass, pl *plan.Plan) {
 	notes := e.lane.take()
 	if len(notes) == 0 {
@@ -209,8 +235,8 @@ func (e *Engine) takeLaneNotes(p *pass, pl *plan.Plan) {
 		listing, tgids = p.listing, pl.TGIDs
 	}
 	for key, n := range notes {
-		if planned[key] {
-			continue // the pass's own result is of later
+		if planned[key] && n.gen <= p.gen {
+			continue // the pass's own result is of later: its desire held the start
 		}
 		if p != nil {
 			p.results[key] = n.result

@@ -65,7 +65,7 @@ func (p *StartPlacer) PlaceAtStart(ctx context.Context, s Start) {
 		return
 	}
 	if r, ok := p.engine.PlaceAtStart(d); ok {
-		p.log.V(1).Info("Placed at start", "pod", s.Namespace+"/"+s.PodName, "container", s.Container, "reason", r.Reason, "node", r.Node, "tasks", r.Tasks)
+		p.log.V(1).Info("Placed at start", "pod", s.Namespace+"/"+s.PodName, "container", s.Container, "reason", r.Reason, "node", r.Node, "tasks", r.Tasks, "placedAt", r.PlacedAt)
 	}
 }
 
