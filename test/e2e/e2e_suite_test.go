@@ -81,9 +81,11 @@ var _ = AfterSuite(func(ctx SpecContext) {
 	logf("cluster torn down in %s", time.Since(start).Round(time.Millisecond))
 }, NodeTimeout(5*time.Minute))
 
-// On failure: the agent's logs and every event, so a red run explains itself.
-var _ = ReportAfterEach(func(r SpecReport) {
-	if !r.Failed() || prov == nil {
+// On failure: the agent's logs and every event, so a red run explains itself. A
+// JustAfterEach, which runs before the spec's AfterEach and its ordered container's
+// AfterAll: these uninstall the chart, and the kubelet deletes the logs of deleted pods.
+var _ = JustAfterEach(func() {
+	if !CurrentSpecReport().Failed() || prov == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(suiteCtx, 30*time.Second)

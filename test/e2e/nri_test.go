@@ -350,7 +350,7 @@ func firstReports(ctx context.Context, cl client.Client, namespace, sel string, 
 	return func(g Gomega) {
 		for name, out := range runningLogs(ctx, g, cl, namespace, sel, n) {
 			first, _, _ := strings.Cut(out, "\n")
-			g.Expect(first).To(Equal("first-node 0"), fmt.Sprintf("pod %s's first report (image %s)", name, localnode.WorkloadImage))
+			g.Expect(first).To(Equal("first-node 0"), fmt.Sprintf("pod %s's first report (image %s); its log:\n%s", name, localnode.WorkloadImage, out))
 		}
 	}
 }
