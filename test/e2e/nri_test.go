@@ -197,8 +197,22 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 			g.Expect(entry).NotTo(BeNil(), "the report's entry for NumaPreference first")
 			return *entry
 		}
+		// The agent restarted with the upgrade, and it reports before its first pass has
+		// counted the containers (an entry of 0): the counts to compare with are those of
+		// every running pod the preference selects.
 		var before numav1.PreferenceReport
-		Eventually(func(g Gomega) { before = first(g) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		Eventually(func(g Gomega) {
+			before = first(g)
+			var pods corev1.PodList
+			g.Expect(cl.List(ctx, &pods, client.InNamespace(nns), client.MatchingLabels{"app": "first"})).To(Succeed())
+			running := 0
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+					running++
+				}
+			}
+			g.Expect(before.Containers).To(BeEquivalentTo(running), "the restarted agent's count of the preference's running containers")
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 
 		// The partition: kube-apiserver answers nothing, and the agent notices (its log, read
 		// from the kubelet's files: kubectl logs needs the API).
