@@ -103,15 +103,21 @@ var _ = Describe("helm uninstall with the agent crash-looping", Ordered, func() 
 			Eventually(allPrefer(ctx, id, 0, 9)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		}
 
-		By("the agent crash-loops: a rolling update to a flag it refuses (the old agent, restarted, does not drain)")
+		By("the primary node's agent crash-loops: its pod replaced under a flag it refuses (the old agent, stopped, does not drain)")
+		// OnDelete, and only that node's pod deleted: a rolling update on several nodes
+		// replaces one node's agent first, whichever, and stops there.
 		ds := release + "-agent" // the chart's fullname is the release name when it holds "numapref"
 		out, err := kubectl(ctx, "patch", "daemonset", ds, "-n", agentNamespace, "--type=json",
-			"-p", `[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--no-such-flag"}]`)
+			"-p", `[{"op":"replace","path":"/spec/updateStrategy","value":{"type":"OnDelete"}},`+
+				`{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--no-such-flag"}]`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		onPrimary := []string{"-n", agentNamespace, "-l", "app.kubernetes.io/component=agent", "--field-selector", "spec.nodeName=" + primaryNode()}
+		out, err = kubectl(ctx, append([]string{"delete", "pods", "--wait=true"}, onPrimary...)...)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() (string, error) {
-			return kubectl(ctx, "get", "pods", "-n", agentNamespace, "-l", "app.kubernetes.io/component=agent",
-				"-o", `go-template={{range .items}}{{range .status.containerStatuses}}{{.restartCount}} {{end}}{{end}}`)
-		}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(2*time.Second).Should(MatchRegexp(`^[1-9]`), "the new agent restarts")
+			return kubectl(ctx, append([]string{"get", "pods", "-o",
+				`go-template={{range .items}}{{range .status.containerStatuses}}{{.restartCount}} {{end}}{{end}}`}, onPrimary...)...)
+		}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(2*time.Second).Should(MatchRegexp(`^[1-9]`), "the primary node's new agent restarts")
 
 		out = uninstallAgent(ctx)
 		Expect(out).To(ContainSubstring("numapref: node %s: VALUES STAY", primaryNode()), "helm uninstall names the node:\n%s", out)
