@@ -142,7 +142,7 @@ func (e *Engine) applyContainer(p *pass, sets []plan.PendingSet) {
 // is left to the next pass, which reads the start's desire.
 func (e *Engine) undo(ids *plan.Identifier, key desire.ContainerKey, knew known.Entry) {
 	entry, ok := e.ledger.View().Entry(key).Copy()
-	if ok && (!knew.Exists() || knew.Ref().ContainerID != entry.Ref.ContainerID) {
+	if ok && (!knew.Exists() || !desire.SameContainer(knew.Ref().ContainerID, entry.Ref.ContainerID)) {
 		e.cfg.Log.V(1).Info("Not undoing a container placed at its start while the pass ran", "container", key.String())
 		return
 	}

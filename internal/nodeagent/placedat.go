@@ -50,12 +50,18 @@ func (e *Engine) notePlaced(p *pass, key desire.ContainerKey, confirmed []issued
 	for i, s := range confirmed {
 		starts[i] = s.task.StartTime
 	}
-	atStart := p.kind == passStart || e.desires.placing(key)
+	e.judge(p.kind, key, p.kind == passStart || e.desires.placing(key), starts)
+}
+
+// judge judges how container key was first placed, by a pass of kind (at its start when
+// atStart) that set tasks started at starts, unless it was placed already, and observes
+// the time from its start.
+func (e *Engine) judge(kind passKind, key desire.ContainerKey, atStart bool, starts []uint64) {
 	switch at, d, observe := e.placements.judgePlaced(key, atStart, starts); at {
 	case PlacedAtStart:
 		e.cfg.Metrics.reportStartToPlaced(PlacedAtStart, 0) // set before its first instruction
 	case PlacedAtAfterStart:
-		e.cfg.Log.V(1).Info("Placed after its start", "container", key.String(), "pass", p.kind.String(), "tasks", len(confirmed))
+		e.cfg.Log.V(1).Info("Placed after its start", "container", key.String(), "pass", kind.String(), "tasks", len(starts))
 		if observe {
 			e.cfg.Metrics.reportStartToPlaced(PlacedAtAfterStart, d)
 		}

@@ -90,9 +90,7 @@ func (e *Engine) startLane(d desire.Desire, gen uint64) plan.Result {
 	// whoever set them (a pass beside the lane, which read the start's desire, may have, and
 	// judge only after the lane has answered).
 	if note.result.Tasks > 0 {
-		if at, _, _ := e.placements.judgePlaced(key, true, nil); at == PlacedAtStart {
-			e.cfg.Metrics.reportStartToPlaced(PlacedAtStart, 0)
-		}
+		e.judge(passStart, key, true, nil)
 	}
 	note.result.PlacedAt = e.placements.placed(key)
 	note.gen = gen

@@ -203,14 +203,7 @@ var _ = Describe("Placing containers at their start through the runtime's NRI", 
 		var before numav1.PreferenceReport
 		Eventually(func(g Gomega) {
 			before = first(g)
-			var pods corev1.PodList
-			g.Expect(cl.List(ctx, &pods, client.InNamespace(nns), client.MatchingLabels{"app": "first"})).To(Succeed())
-			running := 0
-			for _, p := range pods.Items {
-				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-					running++
-				}
-			}
+			running := runningPods(ctx, g, cl, nns, client.MatchingLabels{"app": "first"})
 			g.Expect(before.Containers).To(BeEquivalentTo(running), "the restarted agent's count of the preference's running containers")
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 
@@ -367,6 +360,19 @@ func firstReports(ctx context.Context, cl client.Client, namespace, sel string, 
 			g.Expect(first).To(Equal("first-node 0"), fmt.Sprintf("pod %s's first report (image %s); its log:\n%s", name, localnode.WorkloadImage, out))
 		}
 	}
+}
+
+// runningPods counts the pods in namespace that match sel, run and are not being deleted.
+func runningPods(ctx context.Context, g Gomega, cl client.Client, namespace string, sel client.MatchingLabels) int {
+	var pods corev1.PodList
+	g.Expect(cl.List(ctx, &pods, client.InNamespace(namespace), sel)).To(Succeed())
+	running := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			running++
+		}
+	}
+	return running
 }
 
 // runningLogs checks that n pods in namespace match the label selector sel and run, and

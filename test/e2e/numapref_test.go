@@ -713,15 +713,7 @@ spec:
 			Expect(cl.Create(ctx, p)).To(Succeed())
 		}
 		Eventually(func(g Gomega) {
-			var list corev1.PodList
-			g.Expect(cl.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app": "e2e-scale"})).To(Succeed())
-			running := 0
-			for _, p := range list.Items {
-				if p.Status.Phase == corev1.PodRunning {
-					running++
-				}
-			}
-			g.Expect(running).To(Equal(pods))
+			g.Expect(runningPods(ctx, g, cl, ns, client.MatchingLabels{"app": "e2e-scale"})).To(Equal(pods))
 		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 		logf("%d pods Running after %s", pods, time.Since(start).Round(time.Second))
 		applyPreference(ctx, "e2e-scale")
